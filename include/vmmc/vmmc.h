@@ -1,0 +1,406 @@
+/**
+ * @file vmmc.h
+ * @brief Virtual memory-mapped communication: export, import, deliberate update.
+ *
+ * A receiver *exports* a region of its address space under a name and says
+ * which ranks may import it. A sender *imports* the region by (rank, name) and
+ * gets a proxy with bounds; it then writes straight into the region with
+ * vmmc_send() ("deliberate update"). There is no receive call: data lands in
+ * the receiver's memory while it computes. A send may carry a notification,
+ * which runs the export's handler in the receiver after the data is in place.
+ *
+ * Threading: every call is thread-safe unless its comment says otherwise.
+ * Handlers run in whichever thread calls vmmc_progress()/vmmc_wait(), or in
+ * the service thread (vmmc_service_start()).
+ *
+ * Status codes: 0 is success, VMMC_INPROGRESS (positive) means "not done
+ * yet", negative values are errors grouped by what broke (see vmmc_status_t).
+ * On error, vmmc_last_error() gives a precise message for the calling thread.
+ */
+#ifndef VMMC_VMMC_H
+#define VMMC_VMMC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define VMMC_API __attribute__((visibility("default")))
+#else
+#define VMMC_API
+#endif
+
+#define VMMC_VERSION_MAJOR 0
+#define VMMC_VERSION_MINOR 1
+#define VMMC_VERSION_PATCH 0
+
+/**
+ * @brief One status type for the whole stack.
+ *
+ * Groups: -1..-9 argument errors (the call was wrong, nothing happened);
+ * -10..-19 transient/resource (try again later); -20..-29 permission;
+ * -30..-39 endpoint (local failure); -40..-49 peer (remote side gone).
+ */
+typedef enum vmmc_status {
+    VMMC_OK = 0,              /**< success */
+    VMMC_INPROGRESS = 1,      /**< operation started, not complete yet */
+
+    VMMC_ERR_INVALID = -1,    /**< invalid argument */
+    VMMC_ERR_BOUNDS = -2,     /**< range outside the imported/exported region */
+    VMMC_ERR_NOT_FOUND = -3,  /**< no such export / handler / rank */
+    VMMC_ERR_EXISTS = -4,     /**< name already exported */
+    VMMC_ERR_STALE = -5,      /**< handle used after unimport/unexport */
+    VMMC_ERR_TRUNCATED = -6,  /**< fewer bytes than asked were available */
+    VMMC_ERR_OVERFLOW = -7,   /**< more bytes than the declared bound */
+
+    VMMC_ERR_AGAIN = -10,     /**< transient: no resources now, try again */
+    VMMC_ERR_NOMEM = -11,     /**< out of memory */
+    VMMC_ERR_TIMEOUT = -12,   /**< deadline passed */
+    VMMC_ERR_BUSY = -13,      /**< resource in use (e.g. redirect slots) */
+
+    VMMC_ERR_PERMISSION = -20, /**< not permitted (import, read, map) */
+    VMMC_ERR_UNSUPPORTED = -21,/**< not possible with this region/transport */
+
+    VMMC_ERR_ENDPOINT = -30,  /**< endpoint closed or not initialised */
+    VMMC_ERR_SYSTEM = -31,    /**< a system call failed (see message) */
+    VMMC_ERR_PROTOCOL = -32,  /**< malformed message from outside */
+
+    VMMC_ERR_PEER_DEAD = -40, /**< the peer process died or left the job */
+    VMMC_ERR_PEER_UNREACHABLE = -41 /**< the peer could not be reached */
+} vmmc_status_t;
+
+/** @brief Short fixed text for a status code. Never NULL. */
+VMMC_API const char *vmmc_strerror(int status);
+
+/**
+ * @brief Detailed message for the last error reported to this thread,
+ * e.g. "send of 64 bytes at offset 4090 exceeds region 'buf' of 4096 bytes".
+ * Valid until the thread's next failing call. Never NULL.
+ */
+VMMC_API const char *vmmc_last_error(void);
+
+/** @brief Library version string, e.g. "0.1.0". */
+VMMC_API const char *vmmc_version(void);
+
+/* ------------------------------------------------------------------------- */
+/** @name Endpoint and job
+ *  One endpoint per process joins the job (rank, size). Started by
+ *  `vmmc run -n N`, the process learns its rank from the environment; started
+ *  alone, it is rank 0 of a job of size 1.
+ *  @{ */
+
+typedef struct vmmc_ep vmmc_ep_t;
+
+/** Fields of vmmc_ep_params_t that are set (field_mask bits). */
+enum {
+    VMMC_EP_PARAM_SERVICE_THREAD = 1u << 0, /**< service_thread is set */
+    VMMC_EP_PARAM_SPIN_NS = 1u << 1         /**< spin_ns is set */
+};
+
+/** @brief Endpoint parameters; zero-initialise and set field_mask. */
+typedef struct vmmc_ep_params {
+    uint64_t field_mask;
+    int service_thread;   /**< start the notification service thread */
+    uint64_t spin_ns;     /**< spin before blocking in vmmc_wait() */
+} vmmc_ep_params_t;
+
+/**
+ * @brief Join the job. @p params may be NULL (defaults from VMMC_* settings).
+ * Returns VMMC_ERR_PEER_UNREACHABLE if the launcher cannot be reached.
+ */
+VMMC_API int vmmc_init(const vmmc_ep_params_t *params, vmmc_ep_t **ep);
+
+/** @brief Leave the job: unexport, unimport, stop threads, free. */
+VMMC_API int vmmc_finalize(vmmc_ep_t *ep);
+
+VMMC_API int vmmc_rank(const vmmc_ep_t *ep); /**< this process's rank */
+VMMC_API int vmmc_size(const vmmc_ep_t *ep); /**< number of ranks in the job */
+
+/** @brief Block until every rank of the job has entered the barrier.
+ *  Fails with VMMC_ERR_PEER_DEAD if a rank died. Control-plane speed. */
+VMMC_API int vmmc_barrier(vmmc_ep_t *ep);
+
+/** @brief Is @p rank alive as far as this endpoint knows? 1, 0, or error. */
+VMMC_API int vmmc_peer_alive(vmmc_ep_t *ep, int rank);
+/** @} */
+
+/* ------------------------------------------------------------------------- */
+/** @name Communication memory
+ *  Memory from vmmc_mem_alloc() is backed by a memfd that importers map, so
+ *  a send into it is a plain copy with no system call, and importers may map
+ *  it for automatic update. Any other memory (stack, static, malloc) can be
+ *  exported too; sends into it use process_vm_writev (one kernel copy).
+ *  @{ */
+
+/** @brief Allocate @p size bytes of page-aligned, zeroed, shareable memory. */
+VMMC_API int vmmc_mem_alloc(vmmc_ep_t *ep, size_t size, void **ptr);
+/** @brief Free memory from vmmc_mem_alloc(). Exports inside it must be gone. */
+VMMC_API int vmmc_mem_free(vmmc_ep_t *ep, void *ptr);
+/** @} */
+
+/* ------------------------------------------------------------------------- */
+/** @name Export
+ *  @{ */
+
+typedef struct vmmc_export vmmc_export_t;
+
+/** @brief What a notification handler is told. */
+typedef struct vmmc_notification {
+    vmmc_export_t *export_; /**< the export written to */
+    int sender;             /**< rank that sent */
+    size_t offset;          /**< where the data landed, within the export */
+    size_t length;          /**< how many bytes landed */
+    uint64_t imm;           /**< sender's immediate value (vmmc_send_imm) */
+} vmmc_notification_t;
+
+/**
+ * @brief Notification handler.
+ *
+ * Context: runs in the thread that drives progress (vmmc_progress,
+ * vmmc_wait, or the service thread), after the notified bytes are in the
+ * export. Notifications are blocked while it runs, so handlers never nest.
+ * It may send (vmmc_send), export and import, but must not call
+ * vmmc_wait()/vmmc_finalize(), and must not block for long: other handlers
+ * wait for it. @p n is valid only during the call.
+ */
+typedef void (*vmmc_notify_fn_t)(vmmc_ep_t *ep, const vmmc_notification_t *n,
+                                 void *arg);
+
+/** Export flags. */
+enum {
+    VMMC_EXPORT_READ = 1u << 0,        /**< importers may vmmc_fetch() */
+    VMMC_EXPORT_REDIRECTABLE = 1u << 1 /**< receiver may vmmc_redirect() */
+};
+
+/** Fields of vmmc_export_params_t that are set (field_mask bits). */
+enum {
+    VMMC_EXPORT_PARAM_IMPORTERS = 1u << 0, /**< importers/num_importers set */
+    VMMC_EXPORT_PARAM_HANDLER = 1u << 1,   /**< handler/handler_arg set */
+    VMMC_EXPORT_PARAM_FLAGS = 1u << 2      /**< flags set */
+};
+
+/** @brief Export description; zero-initialise, then set what you need. */
+typedef struct vmmc_export_params {
+    uint64_t field_mask;
+    const char *name;        /**< unique in this process, < 64 bytes */
+    void *addr;              /**< start of the region */
+    size_t length;           /**< bytes, >= 1 */
+    unsigned flags;          /**< VMMC_EXPORT_* */
+    const int *importers;    /**< ranks allowed; unset or 0 = any rank */
+    int num_importers;
+    vmmc_notify_fn_t handler;/**< NULL: notifications are ignored */
+    void *handler_arg;
+} vmmc_export_params_t;
+
+/** @brief Export a region. Fails with VMMC_ERR_EXISTS if the name is taken. */
+VMMC_API int vmmc_export(vmmc_ep_t *ep, const vmmc_export_params_t *params,
+                         vmmc_export_t **ex);
+/**
+ * @brief Withdraw an export. Importers get VMMC_ERR_STALE on later sends.
+ * Sends in flight at the moment of the call may still land.
+ */
+VMMC_API int vmmc_unexport(vmmc_export_t *ex);
+/** @brief Base address and length of an export. */
+VMMC_API void *vmmc_export_addr(const vmmc_export_t *ex);
+VMMC_API size_t vmmc_export_length(const vmmc_export_t *ex);
+/** @} */
+
+/* ------------------------------------------------------------------------- */
+/** @name Import
+ *  @{ */
+
+typedef struct vmmc_proxy vmmc_proxy_t;
+
+/**
+ * @brief Import @p rank's export @p name, waiting at most @p timeout_ms
+ * (-1: forever) for it to appear. VMMC_ERR_PERMISSION if the exporter does not
+ * allow this rank; VMMC_ERR_TIMEOUT if the name did not appear in time;
+ * VMMC_ERR_PEER_DEAD if the exporter is gone.
+ */
+VMMC_API int vmmc_import(vmmc_ep_t *ep, int rank, const char *name,
+                         int timeout_ms, vmmc_proxy_t **px);
+
+/**
+ * @brief Non-blocking import: returns at once with a pending proxy.
+ * Poll it with vmmc_import_test() (VMMC_INPROGRESS until decided); the
+ * deadline @p timeout_ms still applies. A failed pending proxy must still
+ * be released with vmmc_unimport().
+ */
+VMMC_API int vmmc_import_start(vmmc_ep_t *ep, int rank, const char *name,
+                               int timeout_ms, vmmc_proxy_t **px);
+VMMC_API int vmmc_import_test(vmmc_proxy_t *px);
+
+/** @brief Release an import; later use of @p px is undefined (free'd). */
+VMMC_API int vmmc_unimport(vmmc_proxy_t *px);
+
+/** @brief Length of the imported region (0 while pending). */
+VMMC_API size_t vmmc_proxy_length(const vmmc_proxy_t *px);
+/** @brief Rank that exports the region. */
+VMMC_API int vmmc_proxy_rank(const vmmc_proxy_t *px);
+/** @brief Export flags the exporter set (VMMC_EXPORT_*). */
+VMMC_API unsigned vmmc_proxy_flags(const vmmc_proxy_t *px);
+
+/**
+ * @brief Automatic update: map the imported region into this process, so
+ * ordinary stores land in the exporter's memory. Only for regions from
+ * vmmc_mem_alloc() on the same host (else VMMC_ERR_UNSUPPORTED). The mapping
+ * covers whole pages; stay within [*ptr, *ptr + length). Ordering: stores
+ * become visible in program order (x86 TSO); use a release store for flags.
+ */
+VMMC_API int vmmc_proxy_map(vmmc_proxy_t *px, void **ptr);
+/** @} */
+
+/* ------------------------------------------------------------------------- */
+/** @name Deliberate update
+ *  A send moves @p len bytes (1 up to the region length) from @p src to
+ *  offset @p offset of the imported region. A send outside the region is
+ *  refused with VMMC_ERR_BOUNDS and writes nothing. Sends from one process to
+ *  one peer land in the order they were issued, so "data, then flag" works;
+ *  within one send the order in which bytes land is unspecified.
+ *  @{ */
+
+/** Send flags. */
+enum {
+    VMMC_SEND_NOTIFY = 1u << 0,  /**< run the export's handler after delivery */
+    VMMC_SEND_NONBLOCK = 1u << 1 /**< return VMMC_ERR_AGAIN instead of waiting
+                                      for resources (notification queue) */
+};
+
+/**
+ * @brief Caller-owned request for asynchronous operations (no allocation).
+ * Contents are private. Keep it alive and in place until completion.
+ */
+typedef struct vmmc_request {
+    uint64_t opaque[8];
+} vmmc_request_t;
+
+/** @brief Synchronous send: @p src may be reused when this returns. */
+VMMC_API int vmmc_send(vmmc_proxy_t *px, size_t offset, const void *src,
+                       size_t len, unsigned flags);
+
+/** @brief As vmmc_send() with an immediate value passed to the handler. */
+VMMC_API int vmmc_send_imm(vmmc_proxy_t *px, size_t offset, const void *src,
+                           size_t len, unsigned flags, uint64_t imm);
+
+/**
+ * @brief Asynchronous send. Returns VMMC_OK if already complete, or
+ * VMMC_INPROGRESS: then @p src must stay untouched until vmmc_test() or
+ * vmmc_wait() on @p req returns VMMC_OK (or an error). Large transfers are
+ * carried out by the endpoint's copy engine while the caller computes.
+ */
+VMMC_API int vmmc_send_async(vmmc_proxy_t *px, size_t offset, const void *src,
+                             size_t len, unsigned flags, vmmc_request_t *req);
+
+/** @brief Remote read from an export that allows it (VMMC_EXPORT_READ). */
+VMMC_API int vmmc_fetch(vmmc_proxy_t *px, size_t offset, void *dst,
+                        size_t len);
+
+/** @brief VMMC_OK when done, VMMC_INPROGRESS if not yet, or the error. */
+VMMC_API int vmmc_test(vmmc_request_t *req);
+/** @brief Wait for @p req (timeout_ms -1: forever) without burning the CPU
+ *  past the configured spin. */
+VMMC_API int vmmc_request_wait(vmmc_request_t *req, int timeout_ms);
+/** @} */
+
+/* ------------------------------------------------------------------------- */
+/** @name Progress, notifications and waiting
+ *  There is one progress engine per endpoint. Four ways to drive it:
+ *  - polling: call vmmc_progress() yourself;
+ *  - blocking: vmmc_wait() spins (VMMC_SPIN) then sleeps on an event;
+ *  - an event fd for your own epoll loop: vmmc_event_fd() + vmmc_progress();
+ *  - a service thread that runs handlers while you compute.
+ *  @{ */
+
+/** @brief Run pending notification handlers and progress hooks once.
+ *  Returns the number of events handled (>= 0) or an error. */
+VMMC_API int vmmc_progress(vmmc_ep_t *ep);
+
+/**
+ * @brief Wait until at least one event was handled or @p timeout_ms passed
+ * (-1: forever; 0: just progress). Spins for the configured time, then blocks.
+ * Returns the number of events handled, 0 on timeout, or an error.
+ */
+VMMC_API int vmmc_wait(vmmc_ep_t *ep, int timeout_ms);
+
+/**
+ * @brief A file descriptor that becomes readable when events are pending.
+ * Put it in your epoll set (EPOLLIN), and when it fires call vmmc_progress()
+ * until it returns 0. Do not read or close it yourself.
+ */
+VMMC_API int vmmc_event_fd(vmmc_ep_t *ep);
+
+/** @brief Block notification handlers; nests. Arrivals are queued. */
+VMMC_API int vmmc_notify_block(vmmc_ep_t *ep);
+/**
+ * @brief Undo one vmmc_notify_block(). Returns 1 if handlers are now
+ * unblocked (queued ones run at the next progress), 0 if still blocked,
+ * VMMC_ERR_INVALID if not blocked or called inside a handler at its own level.
+ */
+VMMC_API int vmmc_notify_unblock(vmmc_ep_t *ep);
+
+/** @brief Start/stop the service thread that runs handlers and hooks while
+ *  the application computes. It spins briefly, then sleeps. */
+VMMC_API int vmmc_service_start(vmmc_ep_t *ep);
+VMMC_API int vmmc_service_stop(vmmc_ep_t *ep);
+
+/**
+ * @brief Progress hook for layers above the core (FM, MPI, ...). Called by
+ * every progress pass; returns the number of events it handled (>0 counts as
+ * progress). It must not block. @p arm is called before the endpoint sleeps:
+ * return nonzero if work is already pending (then it does not sleep). Either
+ * may be NULL.
+ */
+typedef int (*vmmc_progress_fn_t)(void *arg);
+VMMC_API int vmmc_progress_hook_add(vmmc_ep_t *ep, vmmc_progress_fn_t poll,
+                                    vmmc_progress_fn_t arm, void *arg);
+VMMC_API int vmmc_progress_hook_remove(vmmc_ep_t *ep, vmmc_progress_fn_t poll,
+                                       void *arg);
+
+/**
+ * @brief Wake the owner of @p rank's endpoint if it sleeps in vmmc_wait()
+ * (or its event fd is armed). Use after writing into a region whose owner
+ * polls it through a progress hook. Cheap when the peer is not asleep.
+ */
+VMMC_API int vmmc_signal(vmmc_ep_t *ep, int rank);
+/** @} */
+
+/* ------------------------------------------------------------------------- */
+/** @name Transfer redirection
+ *  For exports with VMMC_EXPORT_REDIRECTABLE ("default buffers"). The receiver
+ *  posts a user buffer for the bytes [offset, offset+len) of the default
+ *  buffer: bytes that arrive after the posting land in @p buf directly; bytes
+ *  that arrived before (and were not consumed by an earlier redirect) are
+ *  copied from the default buffer. Each byte is delivered exactly once. The
+ *  request completes when all @p len bytes are in @p buf.
+ *  @{ */
+VMMC_API int vmmc_redirect(vmmc_export_t *ex, size_t offset, void *buf,
+                           size_t len, vmmc_request_t *req);
+/** @brief Withdraw a pending redirect; returns bytes delivered so far (>=0). */
+VMMC_API int vmmc_redirect_cancel(vmmc_request_t *req);
+/** @} */
+
+/* ------------------------------------------------------------------------- */
+/** @name Configuration and introspection
+ *  @{ */
+
+/** @brief Iterate over VMMC_* settings: returns 0 and fills the out
+ *  parameters for index @p i, or VMMC_ERR_NOT_FOUND past the end. */
+VMMC_API int vmmc_config_get(int i, const char **name, const char **value,
+                             const char **deflt, const char **help);
+
+/** @brief Iterate over facts about this build and machine (version,
+ *  transports, PMIx support, limits): key/value pairs for `vmmc info`. */
+VMMC_API int vmmc_info_get(int i, const char **key, const char **value);
+
+/** @brief Iterate over endpoint counters (for `vmmc info`): same scheme. */
+VMMC_API int vmmc_counter_get(vmmc_ep_t *ep, int i, const char **name,
+                              uint64_t *value);
+/** @} */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VMMC_VMMC_H */

@@ -1,0 +1,66 @@
+/* The one internal transport interface.
+ *
+ * A transport moves bytes from a local buffer into a peer's exported region at
+ * an offset. It must deliver writes from one sender to one receiver exactly
+ * once and in order ("data, then flag" holds), and report a dead or
+ * unreachable peer as an error on every later operation; it never hangs.
+ *
+ * The core picks a transport per peer when it first contacts the peer (same
+ * host: shm, otherwise udp; VMMC_TRANSPORT=udp forces udp) and stores the ops
+ * in the peer; proxies copy the put/get pointers at import time, so the send
+ * path makes one indirect call after the bounds check and nothing else.
+ *
+ * Control messages (import requests and replies, unexport notices) travel on
+ * the transport's control channel (ctl_send). Incoming control messages are
+ * handed to vmmc_ctl_recv() (core/ctl.h). Incoming data for a region is
+ * applied with the core helpers in core/deliver.h, which resolve the region,
+ * check bounds and capability, honour redirection and queue notifications. */
+#ifndef VMMC_TRANSPORT_TRANSPORT_H
+#define VMMC_TRANSPORT_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct vmmc_ep;
+struct vmmc_peer;
+struct vmmc_proxy;
+struct vmmc_ctl_msg;
+
+typedef struct vmmc_tl_ops {
+    const char *name;
+
+    /* Endpoint set-up before the bootstrap: open sockets/segments and append
+     * "key=value;" pairs to the business card (@card, @cap bytes). */
+    int (*ep_open)(struct vmmc_ep *ep, char *card, size_t cap);
+    /* After the bootstrap (peers' cards known). May be NULL. */
+    int (*ep_start)(struct vmmc_ep *ep);
+    void (*ep_close)(struct vmmc_ep *ep);
+
+    /* Establish the peer (lazily, on first use). Must be idempotent. */
+    int (*peer_connect)(struct vmmc_ep *ep, struct vmmc_peer *peer, int timeout_ms);
+    /* The core declares the peer dead: release what the transport holds. */
+    void (*peer_dead)(struct vmmc_ep *ep, struct vmmc_peer *peer);
+
+    /* Send one control message (and optionally one file descriptor, -1 for
+     * none; transports that cannot pass descriptors get -1 only). */
+    int (*ctl_send)(struct vmmc_ep *ep, struct vmmc_peer *peer,
+                    const struct vmmc_ctl_msg *msg, int fd);
+
+    /* Data path. Bounds and permissions are already checked by the core.
+     * put: synchronous (src reusable on return), ordered after earlier puts
+     * to the same peer. If @notify, the receiver queues a notification
+     * (@imm) after the data is in place. */
+    int (*put)(struct vmmc_proxy *px, size_t off, const void *src, size_t len,
+               int notify, uint64_t imm);
+    int (*get)(struct vmmc_proxy *px, size_t off, void *dst, size_t len);
+    /* Wake the peer if it sleeps (vmmc_signal). */
+    int (*signal)(struct vmmc_ep *ep, struct vmmc_peer *peer);
+    /* Drive the transport from the caller's thread; returns events handled.
+     * May be NULL (transports with their own progress thread). */
+    int (*progress)(struct vmmc_ep *ep);
+} vmmc_tl_ops_t;
+
+extern const vmmc_tl_ops_t vmmc_tl_shm;
+extern const vmmc_tl_ops_t vmmc_tl_udp __attribute__((weak));
+
+#endif

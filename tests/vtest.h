@@ -1,0 +1,66 @@
+/* Minimal test helpers: every failure names the file, line, expression and
+ * the library's last error, then exits non-zero. Exit 77 means "skipped". */
+#ifndef VMMC_TESTS_VTEST_H
+#define VMMC_TESTS_VTEST_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "vmmc/vmmc.h"
+
+#define VT_FAIL(...)                                                                  \
+    do {                                                                              \
+        fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                         \
+        fprintf(stderr, __VA_ARGS__);                                                 \
+        fprintf(stderr, " [last error: %s]\n", vmmc_last_error());                   \
+        fflush(stderr);                                                               \
+        exit(1);                                                                      \
+    } while (0)
+
+#define VT_CHECK(cond)                                                                \
+    do {                                                                              \
+        if (!(cond))                                                                  \
+            VT_FAIL("check failed: %s", #cond);                                       \
+    } while (0)
+
+/* Expect a status: VT_STATUS(VMMC_OK, vmmc_send(...)). */
+#define VT_STATUS(expect, expr)                                                       \
+    do {                                                                              \
+        int vt_s_ = (expr);                                                           \
+        if (vt_s_ != (expect))                                                        \
+            VT_FAIL("%s returned %d (%s), expected %d (%s)", #expr, vt_s_,           \
+                    vmmc_strerror(vt_s_), (int)(expect), vmmc_strerror(expect));      \
+    } while (0)
+
+#define VT_OK(expr) VT_STATUS(VMMC_OK, expr)
+
+#define VT_SKIP(...)                                                                  \
+    do {                                                                              \
+        printf("SKIP: ");                                                             \
+        printf(__VA_ARGS__);                                                          \
+        printf("\n");                                                                 \
+        fflush(stdout);                                                               \
+        exit(77);                                                                     \
+    } while (0)
+
+static inline double vt_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Deterministic per-test pseudo-random numbers (xorshift64*). */
+static inline unsigned long long vt_rand(unsigned long long *s)
+{
+    unsigned long long x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+#endif

@@ -1,0 +1,62 @@
+/* The benchmark instrument's internal interface (tools/vmmc/bench*.c).
+ *
+ * A suite is a function that measures and reports rows. Suites with
+ * nranks == 0 run inside the tool process (machine limits, peers); suites
+ * with nranks == 2 run in a job of two ranks started through `vmmc run`,
+ * pinned to distinct cores, and only rank 0's reports are kept.
+ *
+ * Every figure is a median over repetitions after warm-up, with min and max.
+ * A row may name a reference ("suite/metric", e.g. "limits/cacheline_oneway")
+ * and the framework prints value/reference measured in the same run (at the
+ * same size if the reference has that size, else the reference's only or
+ * nearest size). Suites use public headers only. */
+#ifndef VMMC_TOOLS_BENCH_H
+#define VMMC_TOOLS_BENCH_H
+
+#include <stddef.h>
+
+#include "vmmc/vmmc.h"
+
+typedef struct bench_ctx {
+    vmmc_ep_t *ep;         /* NULL for nranks == 0 suites */
+    int rank, size;
+    int quick;             /* --quick: small sizes and few repetitions */
+    size_t min_size;       /* sizes to cover, inclusive */
+    size_t max_size;
+    int reps;              /* repetitions per figure (median/min/max over these) */
+    const char *transport; /* "shm" or "udp" */
+} bench_ctx_t;
+
+typedef struct bench_stat {
+    double median, min, max;
+} bench_stat_t;
+
+/* Median, min and max of @n samples (sorts @samples in place). */
+bench_stat_t bench_stats(double *samples, int n);
+
+/* Report one figure. @unit is one of "ns", "us", "GB/s", "Mmsg/s", "B", "x".
+ * @ref: "suite/metric" to compute a ratio against, or NULL. Rank 0 only;
+ * other ranks' reports are dropped. */
+void bench_report(bench_ctx_t *c, const char *metric, size_t size, const char *unit,
+                  bench_stat_t st, const char *ref);
+
+/* Say why something was not measured (missing peer, unsupported). */
+void bench_note(bench_ctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+double bench_now_ns(void);       /* CLOCK_MONOTONIC in ns */
+int bench_pin_cpu(int cpu);      /* pin the calling thread; 0 or -1 */
+
+typedef struct bench_suite {
+    const char *name;
+    const char *help;
+    int nranks; /* 0 or 2 */
+    int (*run)(bench_ctx_t *c);
+} bench_suite_t;
+
+/* Register a suite: collected through the linker section "vmmc_bench". */
+#define BENCH_SUITE(var, ...)                                                   \
+    static const bench_suite_t var = {__VA_ARGS__};                              \
+    static const bench_suite_t *const var##_ptr                                  \
+        __attribute__((used, section("vmmc_bench"))) = &var
+
+#endif

@@ -1,0 +1,10 @@
+/* Sub-commands of the `vmmc` tool. Each takes the arguments after its name
+ * (argv[0] is the sub-command) and returns the process exit status. */
+#ifndef VMMC_TOOLS_CMDS_H
+#define VMMC_TOOLS_CMDS_H
+
+int vmmc_cmd_run(int argc, char **argv);   /* run.c: the job launcher */
+int vmmc_cmd_info(int argc, char **argv);  /* info.c: version, limits, settings */
+int vmmc_cmd_bench(int argc, char **argv); /* bench.c: the benchmark instrument */
+
+#endif

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <unistd.h>
 
 #include "transport/udp/link.h"
 #include "vtest.h"

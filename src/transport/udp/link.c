@@ -213,11 +213,11 @@ void vmmc_udp_link_close(vmmc_udp_link_t *l, int timeout_ms)
     for (uint32_t i = 0; i < l->p.max_peers; i++) {
         peer_t *p = &l->peers[i];
         pthread_mutex_lock(&p->lock);
-        if (p->state == PEER_ALIVE)
-            vmmc_udp__send_ctl(l, i, p, VMMC_UDP_T_BYE);
         pthread_cond_broadcast(&p->cond);
         pthread_mutex_unlock(&p->lock);
     }
+    /* The progress thread says goodbye as it stops: it owns the receive
+     * state, so its goodbye carries the final acknowledgements. */
     atomic_store(&l->stop, 1);
     wake_thread(l);
     if (l->thread_started && !pthread_equal(pthread_self(), l->thread))

@@ -34,6 +34,13 @@ static int addr_eq(const struct sockaddr_storage *a, socklen_t alen, const void 
     return alen == blen && !memcmp(a, b, alen);
 }
 
+/* Time elapsed since @t. Other threads stamp times after the progress thread
+ * read its clock, so @t may be later than @now: that counts as no time. */
+static inline uint64_t since(uint64_t now, uint64_t t)
+{
+    return now > t ? now - t : 0;
+}
+
 /* ---- acknowledgements received (send side) ------------------------------ */
 
 static void rtt_sample(vmmc_udp_link_t *l, peer_t *p, uint64_t r)
@@ -68,7 +75,7 @@ static int on_ack(vmmc_udp_link_t *l, peer_t *p, const vmmc_udp_hdr_t *h, uint64
     while ((int32_t)(ack - p->snd_una) >= 0) {
         txslot_t *t = &p->tx[p->snd_una % l->window];
         if (t->retx == 0)
-            sample = now - t->sent_ns;
+            sample = since(now, t->sent_ns);
         p->snd_una++;
         progress = 1;
     }
@@ -86,7 +93,7 @@ static int on_ack(vmmc_udp_link_t *l, peer_t *p, const vmmc_udp_hdr_t *h, uint64
         if (!t->sacked) {
             t->sacked = 1;
             if (t->retx == 0 && !sample)
-                sample = now - t->sent_ns;
+                sample = since(now, t->sent_ns);
         }
         hi = s;
         have_hi = 1;
@@ -110,7 +117,7 @@ static int on_ack(vmmc_udp_link_t *l, peer_t *p, const vmmc_udp_hdr_t *h, uint64
         unsigned nb = 0;
         for (uint32_t s = p->snd_una; (int32_t)(p->high_sack - s) >= 3; s++) {
             txslot_t *t = &p->tx[s % l->window];
-            if (t->sacked || now - t->sent_ns < gap)
+            if (t->sacked || since(now, t->sent_ns) < gap)
                 continue;
             t->retx++;
             batch[nb++] = t;
@@ -363,8 +370,8 @@ static uint64_t timers(vmmc_udp_link_t *l, uint64_t now)
         uint64_t last_rx = atomic_load_explicit(&p->last_rx_ns, memory_order_relaxed);
         pthread_mutex_lock(&p->lock);
         int dead = 0;
-        if (now - last_rx > s->peer_timeout_ns ||
-            (p->snd_una != p->snd_nxt && now - p->unacked_since > s->peer_timeout_ns)) {
+        if (since(now, last_rx) > s->peer_timeout_ns ||
+            (p->snd_una != p->snd_nxt && since(now, p->unacked_since) > s->peer_timeout_ns)) {
             dead = 1;
         } else {
             txslot_t *batch[TX_BATCH];
@@ -395,7 +402,7 @@ static uint64_t timers(vmmc_udp_link_t *l, uint64_t now)
                 CNT(l, rto_expiries, 1);
                 p->rto = p->rto * 2 > s->rto_max_ns ? s->rto_max_ns : p->rto * 2;
             }
-            if (now - p->last_tx_ns >= s->keepalive_ns)
+            if (since(now, p->last_tx_ns) >= s->keepalive_ns)
                 vmmc_udp__send_ctl(l, i, p, VMMC_UDP_T_KEEPALIVE);
             uint64_t ka = p->last_tx_ns + s->keepalive_ns;
             if (ka < next)
@@ -445,6 +452,17 @@ void *vmmc_udp__progress_main(void *arg)
         if (atomic_load(&l->stop))
             break;
         wait_events(l, next, now);
+    }
+    for (uint32_t i = 0; i < l->p.max_peers; i++) {
+        peer_t *p = &l->peers[i];
+        if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != PEER_ALIVE)
+            continue;
+        uint64_t sack = sack_bits(l, p);
+        pthread_mutex_lock(&p->lock);
+        p->ack_pub = p->rcv_nxt - 1;
+        p->sack_pub = sack;
+        vmmc_udp__send_ctl(l, i, p, VMMC_UDP_T_BYE);
+        pthread_mutex_unlock(&p->lock);
     }
     return NULL;
 }

@@ -31,7 +31,7 @@ static const vmmc_cfg_entry_t udp_entries[] = {
     {"UDP_SOCKBUF", "8M", "socket send/receive buffer size requested", VMMC_CFG_SIZE,
      &cfg_sockbuf},
     {"UDP_RTO_MIN", "1ms", "floor of the retransmission timeout", VMMC_CFG_TIME, &cfg_rto_min},
-    {"UDP_RTO_MAX", "500ms", "ceiling of the retransmission timeout (after backoff)",
+    {"UDP_RTO_MAX", "100ms", "ceiling of the retransmission timeout (after backoff)",
      VMMC_CFG_TIME, &cfg_rto_max},
     {"UDP_RTO_INIT", "20ms", "retransmission timeout before the first RTT sample",
      VMMC_CFG_TIME, &cfg_rto_init},

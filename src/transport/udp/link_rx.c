@@ -100,8 +100,15 @@ static int on_ack(vmmc_udp_link_t *l, peer_t *p, const vmmc_udp_hdr_t *h, uint64
     }
     if (have_hi && (p->high_sack == 0 || (int32_t)(hi - p->high_sack) > 0))
         p->high_sack = hi;
-    if (sample)
+    if (sample) {
         rtt_sample(l, p, sample);
+    } else if (progress && p->have_rtt) {
+        /* New data acknowledged: the path works, so drop the backoff
+         * (the loss seen here is not congestion we could make worse). */
+        const vmmc_udp_settings_t *s = vmmc_udp_settings();
+        uint64_t rto = p->srtt + 4 * p->rttvar;
+        p->rto = rto < s->rto_min_ns ? s->rto_min_ns : rto > s->rto_max_ns ? s->rto_max_ns : rto;
+    }
     if (progress) {
         if (p->snd_una != p->snd_nxt)
             p->unacked_since = p->tx[p->snd_una % l->window].first_ns;

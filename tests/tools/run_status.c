@@ -2,7 +2,9 @@
  * that do not use the library, --timeout, --cpu-bind, bad arguments, and no
  * trace left behind (the abstract socket disappears with the launcher).
  * Arguments: path of the vmmc tool. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <sched.h>
 
 #include "spawn.h"

@@ -1,7 +1,9 @@
 /* libFuzzer target: the datagram header parser. Whatever the bytes, decode
  * must not crash or read out of bounds, and what it accepts must encode back
  * to the same bytes. */
-#define _GNU_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sendmmsg, recvmmsg, ppoll */
+#endif
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

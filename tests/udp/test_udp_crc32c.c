@@ -1,6 +1,8 @@
 /* CRC32C: RFC 3720 (iSCSI) appendix B.4 vectors, the classic check value,
  * hardware and table implementations agreeing, and incremental use. */
-#define _GNU_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sendmmsg, recvmmsg, ppoll */
+#endif
 #include "transport/udp/crc32c.h"
 #include "vtest.h"
 

@@ -3,7 +3,9 @@
  * wrong source address, wrong destination, wrong token (link and region),
  * wrong region, out-of-window sequence, impossible ack. A raw socket plays
  * peer 1; afterwards a valid datagram still gets through, exactly once. */
-#define _GNU_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sendmmsg, recvmmsg, ppoll */
+#endif
 #include "transport/udp/crc32c.h"
 #include "udp_test.h"
 

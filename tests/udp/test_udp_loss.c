@@ -2,7 +2,9 @@
  * through the fault injector (drop, duplicate, reorder, delay); every byte is
  * checked: content, order, exactly once.
  * Usage: test_udp_loss DROP DUP REORDER MBYTES [DELAY] */
-#define _GNU_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sendmmsg, recvmmsg, ppoll */
+#endif
 #include "udp_test.h"
 
 typedef struct {

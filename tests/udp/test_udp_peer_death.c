@@ -2,7 +2,9 @@
  * Every later operation to it must fail with VMMC_ERR_PEER_DEAD (declared
  * within VMMC_UDP_PEER_TIMEOUT, set to 1s by the test), nothing hangs, and
  * the death is reported as unclean (no goodbye). */
-#define _GNU_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sendmmsg, recvmmsg, ppoll */
+#endif
 #include <signal.h>
 #include <sys/wait.h>
 

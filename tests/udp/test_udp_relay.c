@@ -1,7 +1,9 @@
 /* Two endpoints talk only through a separate lossy relay process
  * (udp_relay): a random stream each way, every byte checked.
  * Usage: test_udp_relay RELAY_PATH MIBYTES FAULT_SPEC */
-#define _GNU_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sendmmsg, recvmmsg, ppoll */
+#endif
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>

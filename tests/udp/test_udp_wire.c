@@ -1,6 +1,8 @@
 /* Datagram header: encode/decode round trip, and every malformation refused
  * with the right verdict. */
-#define _GNU_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sendmmsg, recvmmsg, ppoll */
+#endif
 #include "transport/udp/crc32c.h"
 #include "transport/udp/wire.h"
 #include "vtest.h"
@@ -44,6 +46,7 @@ int main(void)
     h.ack = 77;
     h.sack = 0x8000000000000001ull;
     h.imm = 0xCAFEBABE12345678ull;
+    h.gen = 0x0BADF00Du;
     size_t n = build(buf, &h, payload);
 
     /* Round trip, and the documented byte layout (little-endian). */
@@ -53,7 +56,8 @@ int main(void)
     VT_CHECK(d.type == h.type && d.flags == h.flags && d.kind == h.kind && d.wnd == h.wnd);
     VT_CHECK(d.src == h.src && d.dst == h.dst && d.region == h.region && d.length == h.length);
     VT_CHECK(d.offset == h.offset && d.seq == h.seq && d.ack == h.ack && d.sack == h.sack);
-    VT_CHECK(d.imm == h.imm);
+    VT_CHECK(d.imm == h.imm && d.gen == h.gen);
+    VT_CHECK(buf[72] == 0x0D && buf[75] == 0x0B);
     VT_CHECK(buf[0] == 0x56 && buf[1] == 0x4D && buf[2] == 1 && buf[3] == VMMC_UDP_T_DATA);
     VT_CHECK(buf[12] == 0x04 && buf[15] == 0x01 && buf[40] == 0x88 && buf[47] == 0x11);
     VT_CHECK(!memcmp(buf + VMMC_UDP_HDR_SIZE, payload, 1000));
@@ -86,14 +90,14 @@ int main(void)
     MUTATE(copy[3] = 0, VMMC_UDP_BAD_HEADER, "type 0");
     MUTATE(copy[3] = 5, VMMC_UDP_BAD_HEADER, "type 5");
     MUTATE(copy[4] = 0x80, VMMC_UDP_BAD_HEADER, "unknown flag");
-    MUTATE(copy[73] = 1, VMMC_UDP_BAD_HEADER, "reserved");
+    MUTATE(copy[73] ^= 1, VMMC_UDP_BAD_CRC, "generation");
     MUTATE(copy[36] = 0xE7 /* 999 */, VMMC_UDP_BAD_HEADER, "length short of datagram");
     MUTATE(copy[37] = 0xff, VMMC_UDP_BAD_TRUNCATED, "length beyond datagram");
     MUTATE(copy[76] ^= 1, VMMC_UDP_BAD_CRC, "crc field");
     /* Any single bit flip in the checked bytes is caught. */
     for (size_t bit = 0; bit < n * 8; bit += 5) {
         size_t byte = bit / 8;
-        if (byte < 8 || (byte >= 36 && byte < 40) || (byte >= 72 && byte < 80))
+        if (byte < 8 || (byte >= 36 && byte < 40) || (byte >= 76 && byte < 80))
             continue; /* fields with their own verdicts */
         MUTATE(copy[byte] ^= (uint8_t)(1u << (bit % 8)), VMMC_UDP_BAD_CRC, "bit flip");
     }

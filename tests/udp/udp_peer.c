@@ -6,7 +6,9 @@
  *
  * SELF is 0 or 1 (the peer is the other). IPv4 or IPv6 addresses. Exit 0 on
  * success, 1 with a message on failure. */
-#define _GNU_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sendmmsg, recvmmsg, ppoll */
+#endif
 #include "udp_test.h"
 
 static int parse(const char *ip, const char *port, struct sockaddr_storage *ss, socklen_t *len)

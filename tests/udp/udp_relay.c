@@ -8,7 +8,9 @@
  * from X to A; on the way it may be dropped, duplicated, held back (reorder)
  * or delayed. Datagrams from anyone else are ignored. Exits when its
  * standard input closes (the test that started it is gone) or on SIGTERM. */
-#define _GNU_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sendmmsg, recvmmsg, ppoll */
+#endif
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>

@@ -203,12 +203,21 @@ typedef struct ut_ep {
     uint32_t self; /* first: ut_accept reads it */
     ut_rx_t rx;
     vmmc_udp_link_t *l;
+    unsigned busy_pct;          /* refuse this % of deliveries ("busy") */
+    unsigned long long busy_rng;
+    uint64_t busy_count;
 } ut_ep_t;
 
-static inline void ut_deliver(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec,
-                              const void *data, size_t len)
+static inline int ut_deliver(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec,
+                             const void *data, size_t len)
 {
-    ut_rx_frag(&((ut_ep_t *)arg)->rx, rec, data, len);
+    ut_ep_t *e = arg;
+    if (e->busy_pct && vt_rand(&e->busy_rng) % 100 < e->busy_pct) {
+        e->busy_count++;
+        return 1;
+    }
+    ut_rx_frag(&e->rx, rec, data, len);
+    return 0;
 }
 
 static inline void ut_dead(void *arg, uint32_t peer, int clean)

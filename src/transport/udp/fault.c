@@ -1,4 +1,6 @@
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* sendmmsg, recvmmsg, ppoll */
+#endif
 #include "transport/udp/fault.h"
 
 #include <errno.h>

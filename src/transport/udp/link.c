@@ -1,4 +1,6 @@
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* sendmmsg, recvmmsg, ppoll */
+#endif
 /* UDP link: set-up, peers, and the send side. The receive side and the
  * progress thread are in link_rx.c. */
 #include "transport/udp/link_impl.h"
@@ -20,7 +22,7 @@
 /* ---- settings ----------------------------------------------------------- */
 
 static uint64_t cfg_dgram, cfg_sockbuf, cfg_rto_min, cfg_rto_max, cfg_rto_init;
-static uint64_t cfg_keepalive, cfg_peer_timeout;
+static uint64_t cfg_keepalive, cfg_peer_timeout, cfg_busy_retry;
 static int64_t cfg_window;
 static const char *cfg_fault;
 static const vmmc_cfg_entry_t udp_entries[] = {
@@ -39,6 +41,9 @@ static const vmmc_cfg_entry_t udp_entries[] = {
      VMMC_CFG_TIME, &cfg_keepalive},
     {"UDP_PEER_TIMEOUT", "3s", "declare a peer dead after this long without a datagram from "
      "it, or with a datagram unacknowledged", VMMC_CFG_TIME, &cfg_peer_timeout},
+    {"UDP_BUSY_RETRY", "200us", "when the receiver cannot take data (e.g. a redirectable "
+     "export's arrival log is full), offer it again after this long", VMMC_CFG_TIME,
+     &cfg_busy_retry},
     {"UDP_FAULT", "", "TEST FACILITY: inject faults on received datagrams, e.g. "
      "drop=0.05,dup=0.01,reorder=0.02,delay=200us,seed=7", VMMC_CFG_STRING, &cfg_fault},
 };
@@ -64,6 +69,7 @@ static void settings_load(void)
     settings.keepalive_ns = clampu(cfg_keepalive, 1000000, 60000000000ull);
     settings.peer_timeout_ns = clampu(cfg_peer_timeout, 2 * settings.keepalive_ns,
                                       3600000000000ull);
+    settings.busy_retry_ns = clampu(cfg_busy_retry, 1000, 1000000000ull);
     settings.fault = cfg_fault ? cfg_fault : "";
 }
 
@@ -471,6 +477,12 @@ static int wait_window(vmmc_udp_link_t *l, peer_t *p, uint32_t id)
 int vmmc_udp_link_send(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t *rec,
                        const void *data, size_t len)
 {
+    return vmmc_udp_link_send_ex(l, id, rec, data, len, 0);
+}
+
+int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t *rec,
+                          const void *data, size_t len, int nonblock)
+{
     peer_t *p = peer_get(l, id);
     if (VMMC_UNLIKELY(!p))
         return vmmc_error(VMMC_ERR_NOT_FOUND, "udp link: no peer %u", id);
@@ -483,6 +495,14 @@ int vmmc_udp_link_send(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t *re
                      : peer_status(l, p, id);
         pthread_mutex_unlock(&p->lock);
         return st;
+    }
+    if (nonblock) {
+        uint32_t wnd = p->peer_wnd < l->window ? p->peer_wnd : l->window;
+        size_t frags = len ? (len + l->payload - 1) / l->payload : 1;
+        if ((size_t)(p->snd_nxt - p->snd_una) + frags > wnd) {
+            pthread_mutex_unlock(&p->lock);
+            return VMMC_ERR_AGAIN; /* transient, no message: the caller retries */
+        }
     }
     const uint8_t *src = data;
     size_t left = len;
@@ -514,6 +534,7 @@ int vmmc_udp_link_send(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t *re
         h->dst = id;
         memcpy(h->token, rec->region ? rec->token : p->token, VMMC_UDP_TOKEN_SIZE);
         h->region = rec->region;
+        h->gen = rec->gen;
         h->length = (uint32_t)n;
         h->offset = off;
         h->seq = p->snd_nxt;
@@ -602,7 +623,7 @@ static const struct {
     C(delivered_frags), C(delivered_bytes), C(drop_truncated), C(drop_magic),
     C(drop_version), C(drop_header), C(drop_crc), C(drop_unknown_peer), C(drop_bad_token),
     C(drop_window), C(drop_duplicate), C(drop_bad_ack), C(drop_dead_peer), C(peers_dead),
-    C(send_errors), C(window_waits),
+    C(send_errors), C(window_waits), C(deliver_busy),
 };
 #undef C
 

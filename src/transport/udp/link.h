@@ -37,6 +37,7 @@ typedef struct vmmc_udp_rec {
     uint8_t kind;     /* opaque to the link: the layer above's message type */
     uint8_t flags;    /* VMMC_UDP_F_FIRST/LAST (set by the link), NOTIFY */
     uint32_t region;  /* 0: the link's control channel */
+    uint32_t gen;     /* region generation (carried, not interpreted) */
     uint8_t token[VMMC_UDP_TOKEN_SIZE]; /* capability (region != 0) */
     uint64_t offset;  /* of this fragment's first byte in the region */
     uint64_t imm;
@@ -45,9 +46,12 @@ typedef struct vmmc_udp_rec {
 /* Receive callback: one fragment of a message, in order.
  * Context: the link's progress thread; @data is valid only during the call.
  * It may call vmmc_udp_link_send() (also to the same peer); it must not
- * close the link. */
-typedef void (*vmmc_udp_deliver_fn)(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec,
-                                    const void *data, size_t len);
+ * close the link. Returns 0 when the fragment is consumed, or nonzero when
+ * the receiver cannot take it now (e.g. no room): the link keeps it, stops
+ * delivering from that peer, and offers it again VMMC_UDP_BUSY_RETRY later
+ * (the peer's window then fills, which slows the sender down). */
+typedef int (*vmmc_udp_deliver_fn)(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec,
+                                   const void *data, size_t len);
 /* Capability check for a datagram addressed to region != 0, before it is
  * accepted into the sequence: return 0 to accept, nonzero to drop it as
  * forged (counted in bad_token). Progress thread; must not block. */
@@ -91,6 +95,10 @@ int vmmc_udp_link_add_peer(vmmc_udp_link_t *l, uint32_t id, const struct sockadd
  * (no such peer), VMMC_ERR_ENDPOINT (link closing), VMMC_ERR_SYSTEM. */
 int vmmc_udp_link_send(vmmc_udp_link_t *l, uint32_t peer, const vmmc_udp_rec_t *rec,
                        const void *data, size_t len);
+/* As vmmc_udp_link_send(), but with @nonblock set it returns VMMC_ERR_AGAIN
+ * (sending nothing) when the window has no room for the whole message. */
+int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t peer, const vmmc_udp_rec_t *rec,
+                          const void *data, size_t len, int nonblock);
 
 /* Wait until everything sent to @peer is acknowledged (timeout_ms -1:
  * until acknowledged or dead). VMMC_OK, VMMC_ERR_TIMEOUT, VMMC_ERR_PEER_DEAD. */
@@ -112,7 +120,7 @@ typedef struct vmmc_udp_counters {
     uint64_t acks_sent, keepalives_sent, delivered_frags, delivered_bytes;
     uint64_t drop_truncated, drop_magic, drop_version, drop_header, drop_crc;
     uint64_t drop_unknown_peer, drop_bad_token, drop_window, drop_duplicate, drop_bad_ack;
-    uint64_t drop_dead_peer, peers_dead, send_errors, window_waits;
+    uint64_t drop_dead_peer, peers_dead, send_errors, window_waits, deliver_busy;
 } vmmc_udp_counters_t;
 void vmmc_udp_link_counters(vmmc_udp_link_t *l, vmmc_udp_counters_t *c);
 int vmmc_udp_link_counter_get(vmmc_udp_link_t *l, int i, const char **name, uint64_t *value);
@@ -122,7 +130,7 @@ const vmmc_udp_bindings_t *vmmc_udp_link_bindings(const vmmc_udp_link_t *l);
 
 /* Effective settings (VMMC_UDP_*), loaded on first use. */
 typedef struct vmmc_udp_settings {
-    uint64_t dgram_size, window, sockbuf;
+    uint64_t dgram_size, window, sockbuf, busy_retry_ns;
     uint64_t rto_min_ns, rto_max_ns, rto_init_ns, keepalive_ns, peer_timeout_ns;
     const char *fault;
 } vmmc_udp_settings_t;

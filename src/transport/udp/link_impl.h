@@ -58,6 +58,7 @@ typedef struct peer {
     uint32_t rcv_nxt, dlv_nxt;
     rxslot_t *rx;
     int ack_pending;
+    uint64_t busy_until;                /* receiver refused: retry delivery then */
     _Atomic uint64_t last_rx_ns;
 } peer_t;
 

@@ -2,7 +2,9 @@
  * acknowledgements, delivers data in order, sends acknowledgements,
  * retransmits on timeout, sends keep-alives and declares silent peers dead.
  * It sleeps in ppoll() until a datagram arrives or the next timer is due. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* sendmmsg, recvmmsg, ppoll */
+#endif
 #include "transport/udp/link_impl.h"
 
 #include <errno.h>
@@ -148,18 +150,39 @@ static void to_rec(const vmmc_udp_hdr_t *h, vmmc_udp_rec_t *r)
     r->kind = h->kind;
     r->flags = h->flags;
     r->region = h->region;
+    r->gen = h->gen;
     memcpy(r->token, h->token, VMMC_UDP_TOKEN_SIZE);
     r->offset = h->offset;
     r->imm = h->imm;
 }
 
-static void deliver(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_hdr_t *h, const uint8_t *payload)
+/* Hand one fragment up. Returns 0, or nonzero if the receiver is busy (then
+ * the peer's delivery pauses for VMMC_UDP_BUSY_RETRY). */
+static int deliver(vmmc_udp_link_t *l, uint32_t id, peer_t *p, const vmmc_udp_hdr_t *h,
+                   const uint8_t *payload)
 {
     vmmc_udp_rec_t r;
     to_rec(h, &r);
+    if (VMMC_UNLIKELY(l->p.deliver(l->p.arg, id, &r, payload, h->length) != 0)) {
+        CNT(l, deliver_busy, 1);
+        p->busy_until = vmmc_udp_now() + vmmc_udp_settings()->busy_retry_ns;
+        return -1;
+    }
+    p->busy_until = 0;
     CNT(l, delivered_frags, 1);
     CNT(l, delivered_bytes, h->length);
-    l->p.deliver(l->p.arg, id, &r, payload, h->length);
+    return 0;
+}
+
+static int busy(peer_t *p)
+{
+    if (VMMC_LIKELY(!p->busy_until))
+        return 0;
+    if (vmmc_udp_now() >= p->busy_until) {
+        p->busy_until = 0;
+        return 0;
+    }
+    return 1;
 }
 
 /* Advance rcv_nxt over datagrams already held in the ring. */
@@ -174,10 +197,13 @@ static void advance(vmmc_udp_link_t *l, peer_t *p)
 /* Deliver everything received in order and not yet delivered. Not nested. */
 static void drain(vmmc_udp_link_t *l, uint32_t id, peer_t *p)
 {
-    while (p->dlv_nxt != p->rcv_nxt && !atomic_load(&l->stop)) {
+    while (p->dlv_nxt != p->rcv_nxt && !atomic_load(&l->stop) && !busy(p)) {
         rxslot_t *s = &p->rx[p->dlv_nxt % l->ring];
         p->dlv_nxt++; /* before the callback: a nested pass sees it as delivered */
-        deliver(l, id, &s->hdr, s->buf + VMMC_UDP_HDR_SIZE);
+        if (deliver(l, id, p, &s->hdr, s->buf + VMMC_UDP_HDR_SIZE) != 0) {
+            p->dlv_nxt--; /* keep it: offered again later */
+            break;
+        }
         s->present = 0;
         advance(l, p);
     }
@@ -276,15 +302,26 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
         return;
     }
     p->ack_pending = 1;
-    if (d == 0 && !nested && p->dlv_nxt == p->rcv_nxt) {
+    rxslot_t *s = &p->rx[h.seq % l->ring];
+    if (d == 0 && !nested && p->dlv_nxt == p->rcv_nxt && !busy(p)) {
         p->rcv_nxt++;
         p->dlv_nxt++;
-        deliver(l, h.src, &h, buf + VMMC_UDP_HDR_SIZE);
-        advance(l, p);
-        drain(l, h.src, p);
+        if (VMMC_LIKELY(deliver(l, h.src, p, &h, buf + VMMC_UDP_HDR_SIZE) == 0)) {
+            advance(l, p);
+            drain(l, h.src, p);
+            return;
+        }
+        /* The receiver is busy: keep the datagram in the ring. */
+        p->dlv_nxt--;
+        if (VMMC_UNLIKELY(!s->buf) && !(s->buf = malloc(l->dgram))) {
+            p->rcv_nxt--; /* as if lost: the sender retransmits it */
+            return;
+        }
+        memcpy(s->buf, buf, n);
+        s->hdr = h;
+        s->present = 1;
         return;
     }
-    rxslot_t *s = &p->rx[h.seq % l->ring];
     if (s->present && s->hdr.seq == h.seq) {
         CNT(l, drop_duplicate, 1);
         return;
@@ -419,6 +456,8 @@ static uint64_t timers(vmmc_udp_link_t *l, uint64_t now)
                 next = lv;
             if (p->snd_una != p->snd_nxt && p->unacked_since + s->peer_timeout_ns + 1 < next)
                 next = p->unacked_since + s->peer_timeout_ns + 1;
+            if (p->busy_until && p->busy_until < next)
+                next = p->busy_until;
         }
         pthread_mutex_unlock(&p->lock);
         if (dead)

@@ -1,4 +1,6 @@
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* sendmmsg, recvmmsg, ppoll */
+#endif
 #include "transport/udp/wire.h"
 
 #include <string.h>
@@ -57,7 +59,7 @@ void vmmc_udp_encode(uint8_t *b, const vmmc_udp_hdr_t *h, uint32_t payload_crc)
     put32(b + 52, h->ack);
     put64(b + 56, h->sack);
     put64(b + 64, h->imm);
-    put32(b + 72, 0);
+    put32(b + 72, h->gen);
     put32(b + 76, vmmc_crc32c(payload_crc, b, 76));
 }
 
@@ -75,8 +77,7 @@ vmmc_udp_verdict_t vmmc_udp_decode(const uint8_t *b, size_t len, vmmc_udp_hdr_t 
     if (length != len - VMMC_UDP_HDR_SIZE)
         return VMMC_UDP_BAD_HEADER;
     uint8_t type = b[3], flags = b[4];
-    if (type < VMMC_UDP_T_DATA || type > VMMC_UDP_T_BYE || (flags & ~VMMC_UDP_F_ALL) ||
-        get32(b + 72) != 0)
+    if (type < VMMC_UDP_T_DATA || type > VMMC_UDP_T_BYE || (flags & ~VMMC_UDP_F_ALL))
         return VMMC_UDP_BAD_HEADER;
     if (type != VMMC_UDP_T_DATA && (length != 0 || flags != 0))
         return VMMC_UDP_BAD_HEADER;
@@ -94,6 +95,7 @@ vmmc_udp_verdict_t vmmc_udp_decode(const uint8_t *b, size_t len, vmmc_udp_hdr_t 
     h->dst = get32(b + 12);
     memcpy(h->token, b + 16, VMMC_UDP_TOKEN_SIZE);
     h->region = get32(b + 32);
+    h->gen = get32(b + 72);
     h->length = length;
     h->offset = offset;
     h->seq = get32(b + 48);

@@ -11,7 +11,7 @@
  *  48  u32 seq (DATA only)     52  u32 cumulative ack (last in-order seq received)
  *  56  u64 sack: bit i set = seq ack+2+i received out of order
  *  64  u64 imm (carried to the receiver with the message)
- *  72  u32 reserved (0)        76  u32 CRC32C
+ *  72  u32 gen (region generation)   76  u32 CRC32C
  *
  * The CRC covers the payload first, then header bytes 0..75, so a sender can
  * compute the payload part once and re-stamp the header (acks) on every
@@ -50,6 +50,7 @@ typedef struct vmmc_udp_hdr {
     uint32_t src, dst;
     uint8_t token[VMMC_UDP_TOKEN_SIZE];
     uint32_t region;
+    uint32_t gen;
     uint32_t length;
     uint64_t offset;
     uint32_t seq, ack;
@@ -63,7 +64,7 @@ typedef enum vmmc_udp_verdict {
     VMMC_UDP_BAD_TRUNCATED,  /* shorter than a header, or than header + length */
     VMMC_UDP_BAD_MAGIC,
     VMMC_UDP_BAD_VERSION,
-    VMMC_UDP_BAD_HEADER,     /* unknown type/flags, reserved bits set, length mismatch */
+    VMMC_UDP_BAD_HEADER,     /* unknown type/flags, length mismatch, offset overflow */
     VMMC_UDP_BAD_CRC
 } vmmc_udp_verdict_t;
 

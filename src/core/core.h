@@ -192,8 +192,10 @@ struct vmmc_ep {
     uint64_t barrier_epoch, barrier_done;
     int launcher_closed;
 
-    /* deaths */
+    /* deaths: all detected, and those reported by the launcher (ordered with
+     * barrier completions on the launcher connection) */
     _Atomic uint64_t deaths;
+    _Atomic uint64_t boot_deaths;
 
     /* control thread */
     int epfd;

@@ -351,13 +351,18 @@ int vmmc_barrier(vmmc_ep_t *ep)
         return VMMC_OK;
     pthread_mutex_lock(&ep->lock);
     uint64_t epoch = ++ep->barrier_epoch;
-    uint64_t deaths = atomic_load(&ep->deaths);
+    /* Only the launcher's death notices fail a barrier: they are ordered
+     * with its barrier completions, whereas a rank that finished the barrier
+     * and then left may close its connections to us before we see the
+     * completion. */
+    uint64_t deaths = atomic_load(&ep->boot_deaths);
     pthread_mutex_unlock(&ep->lock);
     int rc = vmmc_boot_barrier_send(&ep->boot, epoch);
     if (rc != VMMC_OK)
         return rc;
     pthread_mutex_lock(&ep->lock);
-    while (ep->barrier_done < epoch && !ep->launcher_closed && atomic_load(&ep->deaths) == deaths)
+    while (ep->barrier_done < epoch && !ep->launcher_closed &&
+           atomic_load(&ep->boot_deaths) == deaths)
         pthread_cond_wait(&ep->cond, &ep->lock);
     int done = ep->barrier_done >= epoch;
     int closed = ep->launcher_closed;

@@ -65,7 +65,8 @@ int main(void)
     VT_STATUS(VMMC_ERR_NOT_FOUND, vmmc_udp_link_send(E[0].l, 1000000, &rec, "x", 1));
     VT_STATUS(VMMC_ERR_INVALID, vmmc_udp_link_send(E[0].l, 1, &rec, NULL, 1));
     VT_CHECK(vmmc_udp_link_peer_alive(E[0].l, 1) == 1);
-    VT_CHECK(vmmc_udp_link_peer_alive(E[0].l, 2) == 0);
+    VT_CHECK(vmmc_udp_link_peer_alive(E[0].l, 2) == VMMC_ERR_NOT_FOUND);
+    VT_CHECK(vmmc_udp_link_peer_alive(E[0].l, 7) == VMMC_ERR_NOT_FOUND);
 
     /* Stream 0 -> 1 with sizes around the fragment boundary and zero. */
     size_t pm = vmmc_udp_link_payload_max(E[0].l);

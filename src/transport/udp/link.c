@@ -6,6 +6,7 @@
 #include "transport/udp/link_impl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -106,10 +107,14 @@ static void sockbuf(int fd, int opt_force, int opt, uint64_t size)
 int vmmc_udp_link_open(const vmmc_udp_link_params_t *p, vmmc_udp_link_t **out)
 {
     const vmmc_udp_settings_t *s = vmmc_udp_settings();
-    if (!p || !out || !p->deliver || !p->bind_addr || p->max_peers == 0 ||
+    if (!p || !out || !p->deliver || (!p->bind_addr && !p->adopt_fd) || p->max_peers == 0 ||
         p->self >= p->max_peers || p->max_peers > (1u << 20))
         return vmmc_error(VMMC_ERR_INVALID, "udp link: bad parameters");
-    int fam = p->bind_addr->sa_family;
+    struct sockaddr_storage bound;
+    socklen_t blen = sizeof bound;
+    if (p->adopt_fd && getsockname(p->fd, (struct sockaddr *)&bound, &blen) != 0)
+        return vmmc_error_sys("udp link: socket %d to adopt", p->fd);
+    int fam = p->adopt_fd ? bound.ss_family : p->bind_addr->sa_family;
     if (fam != AF_INET && fam != AF_INET6)
         return vmmc_error(VMMC_ERR_INVALID, "udp link: address family %d is not IPv4/IPv6", fam);
 
@@ -154,18 +159,27 @@ int vmmc_udp_link_open(const vmmc_udp_link_params_t *p, vmmc_udp_link_t **out)
         pthread_condattr_destroy(&ca);
     }
 
-    l->fd = socket(fam, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (l->fd < 0) {
-        st = vmmc_error_sys("udp link: socket");
-        goto fail;
-    }
-    if (fam == AF_INET6) {
-        int on = 1;
-        (void)setsockopt(l->fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on);
+    if (p->adopt_fd) {
+        l->fd = p->fd;
+        int fl = fcntl(l->fd, F_GETFL);
+        if (fl < 0 || fcntl(l->fd, F_SETFL, fl | O_NONBLOCK) != 0) {
+            st = vmmc_error_sys("udp link: fcntl");
+            goto fail;
+        }
+    } else {
+        l->fd = socket(fam, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (l->fd < 0) {
+            st = vmmc_error_sys("udp link: socket");
+            goto fail;
+        }
+        if (fam == AF_INET6) {
+            int on = 1;
+            (void)setsockopt(l->fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on);
+        }
     }
     sockbuf(l->fd, SO_RCVBUFFORCE, SO_RCVBUF, s->sockbuf);
     sockbuf(l->fd, SO_SNDBUFFORCE, SO_SNDBUF, s->sockbuf);
-    if (bind(l->fd, p->bind_addr, p->bind_len) != 0) {
+    if (!p->adopt_fd && bind(l->fd, p->bind_addr, p->bind_len) != 0) {
         st = vmmc_error_sys("udp link: bind");
         goto fail;
     }
@@ -185,8 +199,8 @@ int vmmc_udp_link_open(const vmmc_udp_link_params_t *p, vmmc_udp_link_t **out)
 fail:
     if (l->evfd >= 0)
         close(l->evfd);
-    if (l->fd >= 0)
-        close(l->fd);
+    if (l->fd >= 0 && !p->adopt_fd)
+        close(l->fd); /* an adopted socket stays the caller's on failure */
     if (l->b.destroy)
         l->b.destroy(l->b.ctx);
     free(l->rxbuf);
@@ -318,9 +332,10 @@ int vmmc_udp_link_add_peer(vmmc_udp_link_t *l, uint32_t id, const struct sockadd
 int vmmc_udp_link_peer_alive(vmmc_udp_link_t *l, uint32_t id)
 {
     peer_t *p = peer_get(l, id);
-    if (!p)
+    int s = p ? __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) : PEER_NONE;
+    if (s == PEER_NONE)
         return vmmc_error(VMMC_ERR_NOT_FOUND, "udp link: no peer %u", id);
-    return __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == PEER_ALIVE;
+    return s == PEER_ALIVE;
 }
 
 /* Mark a peer dead or gone and tell the owner (called without p->lock). */

@@ -65,6 +65,9 @@ typedef struct vmmc_udp_link_params {
     uint32_t max_peers;            /* peer indexes are 0 .. max_peers-1 */
     const struct sockaddr *bind_addr; /* address to bind (port 0: any) */
     socklen_t bind_len;
+    int adopt_fd;                  /* nonzero: use @fd, a bound UDP socket (owned by the
+                                    * link once open succeeds) */
+    int fd;
     uint8_t token[VMMC_UDP_TOKEN_SIZE]; /* this link's token (region 0) */
     vmmc_udp_deliver_fn deliver;
     vmmc_udp_accept_fn accept;     /* NULL: accept every region token */
@@ -104,7 +107,7 @@ int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t peer, const vmmc_udp_rec_
  * until acknowledged or dead). VMMC_OK, VMMC_ERR_TIMEOUT, VMMC_ERR_PEER_DEAD. */
 int vmmc_udp_link_flush(vmmc_udp_link_t *l, uint32_t peer, int timeout_ms);
 
-/* 1 alive, 0 dead or gone, VMMC_ERR_NOT_FOUND. */
+/* 1 alive, 0 dead or gone, VMMC_ERR_NOT_FOUND (not registered). */
 int vmmc_udp_link_peer_alive(vmmc_udp_link_t *l, uint32_t peer);
 /* Declare @peer dead from outside (e.g. the launcher saw it exit). */
 void vmmc_udp_link_peer_kill(vmmc_udp_link_t *l, uint32_t peer);

@@ -430,6 +430,7 @@ void vmmc_udp__send_ctl(vmmc_udp_link_t *l, uint32_t id, peer_t *p, uint8_t type
     h.seq = p->snd_nxt;
     h.ack = p->ack_pub;
     h.sack = p->sack_pub;
+    h.imm = p->dlv_pub;
     vmmc_udp_encode(buf, &h, 0);
     struct iovec iov = {buf, sizeof buf};
     struct mmsghdr m;
@@ -581,7 +582,26 @@ int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t 
     return st;
 }
 
+static int vmmc_udp__wait(vmmc_udp_link_t *l, uint32_t id, int timeout_ms, int delivered);
+
 int vmmc_udp_link_flush(vmmc_udp_link_t *l, uint32_t id, int timeout_ms)
+{
+    return vmmc_udp__wait(l, id, timeout_ms, 0);
+}
+
+int vmmc_udp_link_sync(vmmc_udp_link_t *l, uint32_t id, int timeout_ms)
+{
+    return vmmc_udp__wait(l, id, timeout_ms, 1);
+}
+
+static int outstanding(const peer_t *p, int delivered)
+{
+    return delivered ? p->peer_dlv != p->snd_nxt - 1 : p->snd_una != p->snd_nxt;
+}
+
+/* Wait until everything sent to @id is acknowledged (@delivered: handed to
+ * the peer's receive callback). */
+static int vmmc_udp__wait(vmmc_udp_link_t *l, uint32_t id, int timeout_ms, int delivered)
 {
     peer_t *p = peer_get(l, id);
     if (!p || p->state == PEER_NONE)
@@ -592,7 +612,7 @@ int vmmc_udp_link_flush(vmmc_udp_link_t *l, uint32_t id, int timeout_ms)
     int in_progress_thread = pthread_equal(pthread_self(), l->thread);
     int st = VMMC_OK;
     pthread_mutex_lock(&p->lock);
-    while (p->snd_una != p->snd_nxt) {
+    while (outstanding(p, delivered)) {
         if (p->state != PEER_ALIVE) {
             st = peer_status(l, p, id);
             break;
@@ -611,7 +631,7 @@ int vmmc_udp_link_flush(vmmc_udp_link_t *l, uint32_t id, int timeout_ms)
             }
         } else if (timeout_ms >= 0) {
             if (pthread_cond_timedwait(&p->cond, &p->lock, &ts) == ETIMEDOUT &&
-                p->snd_una != p->snd_nxt) {
+                outstanding(p, delivered)) {
                 st = vmmc_error(VMMC_ERR_TIMEOUT, "udp link: flush to peer %u timed out "
                                 "(%u datagrams unacknowledged)", id, p->snd_nxt - p->snd_una);
                 break;

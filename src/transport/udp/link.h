@@ -49,7 +49,8 @@ typedef struct vmmc_udp_rec {
  * close the link. Returns 0 when the fragment is consumed, or nonzero when
  * the receiver cannot take it now (e.g. no room): the link keeps it, stops
  * delivering from that peer, and offers it again VMMC_UDP_BUSY_RETRY later
- * (the peer's window then fills, which slows the sender down). */
+ * (doubling while it stays busy, up to 64 times that); the peer's window then
+ * fills, which holds the sender back. */
 typedef int (*vmmc_udp_deliver_fn)(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec,
                                    const void *data, size_t len);
 /* Capability check for a datagram addressed to region != 0, before it is
@@ -106,6 +107,11 @@ int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t peer, const vmmc_udp_rec_
 /* Wait until everything sent to @peer is acknowledged (timeout_ms -1:
  * until acknowledged or dead). VMMC_OK, VMMC_ERR_TIMEOUT, VMMC_ERR_PEER_DEAD. */
 int vmmc_udp_link_flush(vmmc_udp_link_t *l, uint32_t peer, int timeout_ms);
+
+/* As flush, but wait until the peer's receive callback has taken
+ * everything sent so far (not just received it): after this, a write is in
+ * the peer's memory. */
+int vmmc_udp_link_sync(vmmc_udp_link_t *l, uint32_t peer, int timeout_ms);
 
 /* 1 alive, 0 dead or gone, VMMC_ERR_NOT_FOUND (not registered). */
 int vmmc_udp_link_peer_alive(vmmc_udp_link_t *l, uint32_t peer);

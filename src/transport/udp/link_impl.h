@@ -47,9 +47,12 @@ typedef struct peer {
     uint64_t last_tx_ns;
     uint64_t unacked_since;             /* first_ns of the oldest unacked */
 
-    /* Acks as last published by the progress thread (lock). */
-    uint32_t ack_pub;
+    /* Acks as last published by the progress thread (lock). dlv_pub: last
+     * seq handed to the receive callback (travels in imm of ACK/KEEPALIVE/BYE). */
+    uint32_t ack_pub, dlv_pub;
     uint64_t sack_pub;
+    /* Send side (lock): last seq the peer reported delivered. */
+    uint32_t peer_dlv;
 
     /* Receive side: progress thread only. rcv_nxt = next seq not yet
      * received in order; dlv_nxt = next to deliver (== rcv_nxt except while
@@ -59,6 +62,7 @@ typedef struct peer {
     rxslot_t *rx;
     int ack_pending;
     uint64_t busy_until;                /* receiver refused: retry delivery then */
+    unsigned busy_streak;               /* refusals in a row (retry backoff) */
     _Atomic uint64_t last_rx_ns;
 } peer_t;
 

@@ -102,6 +102,14 @@ static int on_ack(vmmc_udp_link_t *l, peer_t *p, const vmmc_udp_hdr_t *h, uint64
     }
     if (have_hi && (p->high_sack == 0 || (int32_t)(hi - p->high_sack) > 0))
         p->high_sack = hi;
+    /* Delivery reports ride in imm of unsequenced datagrams. */
+    if (h->type != VMMC_UDP_T_DATA) {
+        uint32_t dlv = (uint32_t)h->imm;
+        if ((int32_t)(dlv - p->peer_dlv) > 0 && (int32_t)(dlv - ack) <= 0) {
+            p->peer_dlv = dlv;
+            progress = 1;
+        }
+    }
     if (sample) {
         rtt_sample(l, p, sample);
     } else if (progress && p->have_rtt) {
@@ -165,10 +173,13 @@ static int deliver(vmmc_udp_link_t *l, uint32_t id, peer_t *p, const vmmc_udp_hd
     to_rec(h, &r);
     if (VMMC_UNLIKELY(l->p.deliver(l->p.arg, id, &r, payload, h->length) != 0)) {
         CNT(l, deliver_busy, 1);
-        p->busy_until = vmmc_udp_now() + vmmc_udp_settings()->busy_retry_ns;
+        /* Retry soon, then less often while the receiver stays busy. */
+        unsigned k = p->busy_streak < 6 ? p->busy_streak++ : 6;
+        p->busy_until = vmmc_udp_now() + (vmmc_udp_settings()->busy_retry_ns << k);
         return -1;
     }
     p->busy_until = 0;
+    p->busy_streak = 0;
     CNT(l, delivered_frags, 1);
     CNT(l, delivered_bytes, h->length);
     return 0;
@@ -205,6 +216,7 @@ static void drain(vmmc_udp_link_t *l, uint32_t id, peer_t *p)
             break;
         }
         s->present = 0;
+        p->ack_pending = 1; /* report the delivery */
         advance(l, p);
     }
 }
@@ -350,6 +362,7 @@ static void send_acks(vmmc_udp_link_t *l)
         uint64_t sack = sack_bits(l, p);
         pthread_mutex_lock(&p->lock);
         p->ack_pub = p->rcv_nxt - 1;
+        p->dlv_pub = p->dlv_nxt - 1;
         p->sack_pub = sack;
         if (p->state == PEER_ALIVE)
             vmmc_udp__send_ctl(l, i, p, VMMC_UDP_T_ACK);
@@ -396,6 +409,7 @@ static int rx_pass(vmmc_udp_link_t *l, int nested)
             if (p->rx && p->dlv_nxt != p->rcv_nxt && p->state == PEER_ALIVE)
                 drain(l, i, p);
         }
+        send_acks(l);
     }
     return total;
 }
@@ -506,6 +520,7 @@ void *vmmc_udp__progress_main(void *arg)
         uint64_t sack = sack_bits(l, p);
         pthread_mutex_lock(&p->lock);
         p->ack_pub = p->rcv_nxt - 1;
+        p->dlv_pub = p->dlv_nxt - 1;
         p->sack_pub = sack;
         vmmc_udp__send_ctl(l, i, p, VMMC_UDP_T_BYE);
         pthread_mutex_unlock(&p->lock);

@@ -46,11 +46,15 @@ enum { K_WRITE = 1, K_CTL = 2, K_GET_REQ = 3, K_GET_REP = 4, K_GET_ERR = 5, K_SI
 
 static const char *cfg_addr;
 static int64_t cfg_port;
+static int cfg_sync;
 static const vmmc_cfg_entry_t udp_tl_entries[] = {
     {"UDP_ADDR", "", "address the udp transport binds and publishes (IPv4 or IPv6); empty: "
      "the first non-loopback IPv4 interface that is up, else 127.0.0.1", VMMC_CFG_STRING,
      &cfg_addr},
     {"UDP_PORT", "0", "UDP port to bind (0: any free port)", VMMC_CFG_INT, &cfg_port},
+    {"UDP_SYNC", "yes", "vmmc_send over udp returns once the data is in the receiver's memory "
+     "(yes: as with shm, one round trip per send), or once it is handed to the network (no: "
+     "faster streams of sends; order and notifications still hold)", VMMC_CFG_BOOL, &cfg_sync},
 };
 VMMC_CONFIG_TABLE(udp_tl_cfg, "udp transport", udp_tl_entries);
 
@@ -247,6 +251,13 @@ static int udp_deliver(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec, cons
     udp_rx_t *r = &u->rx[peer];
     switch (rec->kind) {
     case K_WRITE: {
+        /* Bounded notification queue: while VMMC_NOTIFY_QUEUE notifications
+         * wait for the application, a notifying write waits in the link
+         * (which then holds back this sender, as a full ring does on shm). */
+        if ((rec->flags & VMMC_UDP_F_NOTIFY) && (rec->flags & VMMC_UDP_F_LAST) &&
+            atomic_load_explicit(&ep->remote_count, memory_order_acquire) >=
+                (size_t)vmmc_core_cfg.notify_queue)
+            return 1;
         if (rec->flags & VMMC_UDP_F_FIRST) {
             r->msg_off = rec->offset;
             r->msg_ok = 1;
@@ -509,10 +520,13 @@ static int udp_put(vmmc_proxy_t *px, size_t off, const void *src, size_t len, in
     vmmc_udp_link_t *l = U(px->ep)->link;
     int st = vmmc_udp_link_send_ex(l, (uint32_t)px->rank, &rec, src, len,
                                    flags & VMMC_SEND_NONBLOCK);
-    /* To this very process (VMMC_TRANSPORT=udp): wait until it is applied,
-     * so a write to oneself is visible on return as with shm. */
-    if (st == VMMC_OK && px->rank == px->ep->rank)
-        st = vmmc_udp_link_flush(l, (uint32_t)px->rank, -1);
+    /* Remote completion (VMMC_UDP_SYNC, and always to this very process):
+     * return once the receiver applied it, so "send, then barrier" or a
+     * write to oneself is visible as with shm. A non-blocking send never
+     * waits for the receiver: it completes locally (or gives
+     * VMMC_ERR_AGAIN when the window is full). */
+    if (st == VMMC_OK && ((cfg_sync && !(flags & VMMC_SEND_NONBLOCK)) || px->rank == px->ep->rank))
+        st = vmmc_udp_link_sync(l, (uint32_t)px->rank, -1);
     return st;
 }
 

@@ -87,6 +87,15 @@ int main(void)
     VT_STATUS(VMMC_ERR_PEER_DEAD, st);
     printf("peer declared dead %.2f s after kill -9 (%ld sends accepted meanwhile): %s\n", dt, n,
            vmmc_last_error());
+    /* The dead callback runs just after senders are released. */
+    for (double t1 = vt_now(); vt_now() - t1 < 5;) {
+        pthread_mutex_lock(&e.rx.lock);
+        int d = e.rx.peer_dead;
+        pthread_mutex_unlock(&e.rx.lock);
+        if (d)
+            break;
+        usleep(1000);
+    }
     VT_CHECK(e.rx.peer_dead == 1); /* unclean */
     VT_CHECK(vmmc_udp_link_peer_alive(e.l, 1) == 0);
     VT_STATUS(VMMC_ERR_PEER_DEAD, vmmc_udp_link_send(e.l, 1, &rec, "x", 1));

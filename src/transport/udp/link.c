@@ -375,7 +375,7 @@ int vmmc_udp__xmit(vmmc_udp_link_t *l, peer_t *p, txslot_t **slots, unsigned n, 
         txslot_t *t = slots[i];
         t->hdr.ack = p->ack_pub;
         t->hdr.sack = p->sack_pub;
-        t->hdr.wnd = (uint16_t)l->window;
+        t->hdr.wnd = p->busy_pub ? 0 : (uint16_t)l->window;
         vmmc_udp_encode(t->buf, &t->hdr, t->pcrc);
         t->sent_ns = now;
         iov[i].iov_base = t->buf;
@@ -423,7 +423,7 @@ void vmmc_udp__send_ctl(vmmc_udp_link_t *l, uint32_t id, peer_t *p, uint8_t type
     vmmc_udp_hdr_t h;
     memset(&h, 0, sizeof h);
     h.type = type;
-    h.wnd = (uint16_t)l->window;
+    h.wnd = p->busy_pub ? 0 : (uint16_t)l->window;
     h.src = l->p.self;
     h.dst = id;
     memcpy(h.token, p->token, VMMC_UDP_TOKEN_SIZE);
@@ -515,7 +515,7 @@ int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t 
     if (nonblock) {
         uint32_t wnd = p->peer_wnd < l->window ? p->peer_wnd : l->window;
         size_t frags = len ? (len + l->payload - 1) / l->payload : 1;
-        if ((size_t)(p->snd_nxt - p->snd_una) + frags > wnd) {
+        if (p->peer_busy || (size_t)(p->snd_nxt - p->snd_una) + frags > wnd) {
             pthread_mutex_unlock(&p->lock);
             return VMMC_ERR_AGAIN; /* transient, no message: the caller retries */
         }
@@ -589,13 +589,17 @@ int vmmc_udp_link_flush(vmmc_udp_link_t *l, uint32_t id, int timeout_ms)
     return vmmc_udp__wait(l, id, timeout_ms, 0);
 }
 
-int vmmc_udp_link_sync(vmmc_udp_link_t *l, uint32_t id, int timeout_ms)
+int vmmc_udp_link_sync(vmmc_udp_link_t *l, uint32_t id, int timeout_ms, int unless_busy)
 {
-    return vmmc_udp__wait(l, id, timeout_ms, 1);
+    return vmmc_udp__wait(l, id, timeout_ms, unless_busy ? 2 : 1);
 }
 
+/* @delivered: 0 wait for acks, 1 for delivery, 2 for delivery unless the
+ * peer's receiver says it is busy. */
 static int outstanding(const peer_t *p, int delivered)
 {
+    if (delivered == 2 && p->peer_busy && p->snd_una == p->snd_nxt)
+        return 0;
     return delivered ? p->peer_dlv != p->snd_nxt - 1 : p->snd_una != p->snd_nxt;
 }
 

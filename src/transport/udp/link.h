@@ -100,7 +100,8 @@ int vmmc_udp_link_add_peer(vmmc_udp_link_t *l, uint32_t id, const struct sockadd
 int vmmc_udp_link_send(vmmc_udp_link_t *l, uint32_t peer, const vmmc_udp_rec_t *rec,
                        const void *data, size_t len);
 /* As vmmc_udp_link_send(), but with @nonblock set it returns VMMC_ERR_AGAIN
- * (sending nothing) when the window has no room for the whole message. */
+ * (sending nothing) when the window has no room for the whole message or
+ * the peer reports its receiver busy. */
 int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t peer, const vmmc_udp_rec_t *rec,
                           const void *data, size_t len, int nonblock);
 
@@ -110,8 +111,10 @@ int vmmc_udp_link_flush(vmmc_udp_link_t *l, uint32_t peer, int timeout_ms);
 
 /* As flush, but wait until the peer's receive callback has taken
  * everything sent so far (not just received it): after this, a write is in
- * the peer's memory. */
-int vmmc_udp_link_sync(vmmc_udp_link_t *l, uint32_t peer, int timeout_ms);
+ * the peer's memory. With @unless_busy, also return (VMMC_OK) once
+ * everything is acknowledged and the peer reports its receiver busy (the
+ * rest is held there and lands when it takes data again). */
+int vmmc_udp_link_sync(vmmc_udp_link_t *l, uint32_t peer, int timeout_ms, int unless_busy);
 
 /* 1 alive, 0 dead or gone, VMMC_ERR_NOT_FOUND (not registered). */
 int vmmc_udp_link_peer_alive(vmmc_udp_link_t *l, uint32_t peer);

@@ -51,8 +51,11 @@ typedef struct peer {
      * seq handed to the receive callback (travels in imm of ACK/KEEPALIVE/BYE). */
     uint32_t ack_pub, dlv_pub;
     uint64_t sack_pub;
-    /* Send side (lock): last seq the peer reported delivered. */
+    /* Send side (lock): last seq the peer reported delivered; the peer said
+     * its receiver is busy (advertised window 0). */
     uint32_t peer_dlv;
+    int peer_busy;
+    int busy_pub;                       /* we tell the peer we are busy (lock) */
 
     /* Receive side: progress thread only. rcv_nxt = next seq not yet
      * received in order; dlv_nxt = next to deliver (== rcv_nxt except while

@@ -72,6 +72,10 @@ static int on_ack(vmmc_udp_link_t *l, peer_t *p, const vmmc_udp_hdr_t *h, uint64
         p->peer_wnd = h->wnd;
     if ((int32_t)(ack - (p->snd_una - 1)) < 0)
         return 0; /* an old ack, overtaken by newer ones */
+    if ((h->wnd == 0) != p->peer_busy) {
+        p->peer_busy = h->wnd == 0;
+        pthread_cond_broadcast(&p->cond);
+    }
     int progress = 0;
     uint64_t sample = 0;
     while ((int32_t)(ack - p->snd_una) >= 0) {
@@ -174,10 +178,14 @@ static int deliver(vmmc_udp_link_t *l, uint32_t id, peer_t *p, const vmmc_udp_hd
     if (VMMC_UNLIKELY(l->p.deliver(l->p.arg, id, &r, payload, h->length) != 0)) {
         CNT(l, deliver_busy, 1);
         /* Retry soon, then less often while the receiver stays busy. */
+        if (!p->busy_until)
+            p->ack_pending = 1; /* tell the sender */
         unsigned k = p->busy_streak < 6 ? p->busy_streak++ : 6;
         p->busy_until = vmmc_udp_now() + (vmmc_udp_settings()->busy_retry_ns << k);
         return -1;
     }
+    if (p->busy_until)
+        p->ack_pending = 1; /* tell the sender we take data again */
     p->busy_until = 0;
     p->busy_streak = 0;
     CNT(l, delivered_frags, 1);
@@ -364,6 +372,7 @@ static void send_acks(vmmc_udp_link_t *l)
         p->ack_pub = p->rcv_nxt - 1;
         p->dlv_pub = p->dlv_nxt - 1;
         p->sack_pub = sack;
+        p->busy_pub = p->busy_until != 0;
         if (p->state == PEER_ALIVE)
             vmmc_udp__send_ctl(l, i, p, VMMC_UDP_T_ACK);
         pthread_mutex_unlock(&p->lock);

@@ -522,11 +522,12 @@ static int udp_put(vmmc_proxy_t *px, size_t off, const void *src, size_t len, in
                                    flags & VMMC_SEND_NONBLOCK);
     /* Remote completion (VMMC_UDP_SYNC, and always to this very process):
      * return once the receiver applied it, so "send, then barrier" or a
-     * write to oneself is visible as with shm. A non-blocking send never
-     * waits for the receiver: it completes locally (or gives
-     * VMMC_ERR_AGAIN when the window is full). */
-    if (st == VMMC_OK && ((cfg_sync && !(flags & VMMC_SEND_NONBLOCK)) || px->rank == px->ep->rank))
-        st = vmmc_udp_link_sync(l, (uint32_t)px->rank, -1);
+     * write to oneself is visible as with shm. A non-blocking send stops
+     * waiting when the receiver reports itself busy (its notification queue
+     * is full): the data then lands when it takes data again, and the next
+     * non-blocking send gets VMMC_ERR_AGAIN. */
+    if (st == VMMC_OK && (cfg_sync || px->rank == px->ep->rank))
+        st = vmmc_udp_link_sync(l, (uint32_t)px->rank, -1, flags & VMMC_SEND_NONBLOCK);
     return st;
 }
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Run two link endpoints in two network namespaces joined by a veth pair,
-# with TEST-NET-1 addresses (192.0.2.0/24, RFC 5737) that exist only on the
+# with TEST-NET-2 addresses (198.51.100.0/24, RFC 5737) that exist only on the
 # veth: traffic never leaves the namespaces. Everything is removed on exit.
 # Usage: netns.sh PATH/TO/udp_peer [MIB]   Exit 77 (skip) if namespaces
 # cannot be created here (not root, no CAP_NET_ADMIN, no iproute2).
@@ -24,8 +24,8 @@ ip netns add "$NB" || exit 1
 set -e
 ip link add veth_a netns "$NA" type veth peer name veth_b netns "$NB" 2>/dev/null ||
     skip "cannot create a veth pair"
-ip -n "$NA" addr add 192.0.2.1/24 dev veth_a
-ip -n "$NB" addr add 192.0.2.2/24 dev veth_b
+ip -n "$NA" addr add 198.51.100.1/24 dev veth_a
+ip -n "$NB" addr add 198.51.100.2/24 dev veth_b
 ip -n "$NA" link set lo up
 ip -n "$NB" link set lo up
 ip -n "$NA" link set veth_a up
@@ -36,9 +36,9 @@ set +e
 # 1500-byte MTU; run once like that, once with MTU-sized datagrams.
 for dgram in 63K 1472; do
     echo "== VMMC_UDP_DGRAM_SIZE=$dgram, $MIB MiB each way"
-    VMMC_UDP_DGRAM_SIZE=$dgram ip netns exec "$NA" "$PEER" 0 192.0.2.1 47001 192.0.2.2 47002 "$MIB" &
+    VMMC_UDP_DGRAM_SIZE=$dgram ip netns exec "$NA" "$PEER" 0 198.51.100.1 47001 198.51.100.2 47002 "$MIB" &
     A=$!
-    VMMC_UDP_DGRAM_SIZE=$dgram ip netns exec "$NB" "$PEER" 1 192.0.2.2 47002 192.0.2.1 47001 "$MIB"
+    VMMC_UDP_DGRAM_SIZE=$dgram ip netns exec "$NB" "$PEER" 1 198.51.100.2 47002 198.51.100.1 47001 "$MIB"
     RB=$?
     wait $A
     RA=$?

@@ -146,6 +146,8 @@ int main(void)
     VT_OK(vmmc_finalize(ep));
     free(buf);
     free(back);
+    free((void *)flag);
+    free((void *)wake_flag);
     printf("t_udp_core rank %d: ok\n", me);
     return 0;
 }

@@ -86,6 +86,7 @@ int main(int argc, char **argv)
            dt, (double)total / 1048576.0 / dt);
     vmmc_udp_link_close(e[0].l, 1000);
     vmmc_udp_link_close(e[1].l, 1000);
+    free(e);
     printf("PASS\n");
     return 0;
 }

@@ -63,6 +63,7 @@ int main(int argc, char **argv)
     pid_t relay;
     if (posix_spawn(&relay, argv[1], &fa, NULL, args, environ) != 0)
         VT_FAIL("cannot start %s", argv[1]);
+    posix_spawn_file_actions_destroy(&fa);
     close(in[0]);
     close(out[1]);
     char line[64] = {0};

@@ -65,8 +65,8 @@ typedef struct ut_rx {
     int in_msg;           /* between FIRST and LAST */
     int errors;
     char err[256];
-    uint8_t *scratch;
     int peer_dead;
+    uint8_t scratch[VMMC_UDP_MAX_DGRAM];
 } ut_rx_t;
 
 static inline void ut_rx_init(ut_rx_t *r, uint64_t seed, uint64_t total)
@@ -76,7 +76,6 @@ static inline void ut_rx_init(ut_rx_t *r, uint64_t seed, uint64_t total)
     pthread_cond_init(&r->cond, NULL);
     r->seed = seed;
     r->total = total;
-    r->scratch = malloc(VMMC_UDP_MAX_DGRAM);
 }
 
 /* Check one delivered fragment of the stream. */

@@ -135,6 +135,9 @@ int main(void)
     }
     pthread_mutex_unlock(&E[0].rx.lock);
     VT_CHECK(E[0].rx.peer_dead == 2);
+    /* The owner is told just before the link's own state changes. */
+    while (vmmc_udp_link_peer_alive(E[0].l, 1) == 1 && vt_now() - t0 < 10)
+        usleep(1000);
     VT_STATUS(VMMC_ERR_PEER_DEAD, vmmc_udp_link_send(E[0].l, 1, &rec, "x", 1));
     VT_CHECK(vmmc_udp_link_peer_alive(E[0].l, 1) == 0);
     vmmc_udp_link_close(E[0].l, 1000);

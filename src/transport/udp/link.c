@@ -338,28 +338,35 @@ int vmmc_udp_link_peer_alive(vmmc_udp_link_t *l, uint32_t id)
     return s == PEER_ALIVE;
 }
 
-/* Mark a peer dead or gone and tell the owner (called without p->lock). */
-void vmmc_udp__peer_down(vmmc_udp_link_t *l, uint32_t id, int state)
+/* Mark a peer dead or gone (called without p->lock). The owner is told
+ * first, so that by the time blocked senders wake up with
+ * VMMC_ERR_PEER_DEAD the layer above already knows (its own checks then
+ * agree). The owner may call vmmc_udp_link_peer_kill() from the callback. */
+void vmmc_udp__peer_down(vmmc_udp_link_t *l, uint32_t id, int state, int why)
 {
     peer_t *p = &l->peers[id];
     pthread_mutex_lock(&p->lock);
-    int was = p->state;
-    if (was == PEER_ALIVE)
-        __atomic_store_n(&p->state, state, __ATOMIC_RELEASE);
-    pthread_cond_broadcast(&p->cond);
+    int proceed = p->state == PEER_ALIVE && !p->going_down;
+    if (proceed)
+        p->going_down = 1;
     pthread_mutex_unlock(&p->lock);
-    if (was != PEER_ALIVE)
+    if (!proceed)
         return;
-    CNT(l, peers_dead, 1);
     vmmc_debug("udp link: peer %u %s", id, state == PEER_GONE ? "left" : "declared dead");
     if (l->p.dead)
         l->p.dead(l->p.arg, id, state == PEER_GONE);
+    pthread_mutex_lock(&p->lock);
+    p->down_why = why;
+    __atomic_store_n(&p->state, state, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    CNT(l, peers_dead, 1);
 }
 
 void vmmc_udp_link_peer_kill(vmmc_udp_link_t *l, uint32_t id)
 {
     if (peer_get(l, id))
-        vmmc_udp__peer_down(l, id, PEER_DEAD);
+        vmmc_udp__peer_down(l, id, PEER_DEAD, DOWN_KILLED);
 }
 
 /* ---- send side ---------------------------------------------------------- */
@@ -461,8 +468,9 @@ static int peer_status(vmmc_udp_link_t *l, peer_t *p, uint32_t id)
     if (atomic_load(&l->closing))
         return vmmc_error(VMMC_ERR_ENDPOINT, "udp link: closing");
     if (p->state == PEER_DEAD)
-        return vmmc_error(VMMC_ERR_PEER_DEAD, "udp link: peer %u is dead (no answer within "
-                          "the peer timeout)", id);
+        return vmmc_error(VMMC_ERR_PEER_DEAD, "udp link: peer %u is dead (%s)", id,
+                          p->down_why == DOWN_KILLED ? "reported dead"
+                                                     : "no answer within the peer timeout");
     if (p->state == PEER_GONE)
         return vmmc_error(VMMC_ERR_PEER_DEAD, "udp link: peer %u has left", id);
     return VMMC_OK;

@@ -9,6 +9,7 @@
 #include "transport/udp/link.h"
 
 enum { PEER_NONE = 0, PEER_ALIVE = 1, PEER_DEAD = 2, PEER_GONE = 3 };
+enum { DOWN_TIMEOUT = 0, DOWN_KILLED = 1, DOWN_BYE = 2 }; /* why a peer went down */
 
 #define RX_BATCH 16     /* datagrams per recvmmsg in the progress loop */
 #define RX_BATCH_NESTED 4
@@ -35,6 +36,7 @@ typedef struct peer {
     pthread_mutex_t lock;  /* tx state, state, published acks */
     pthread_cond_t cond;   /* window space, acks, death */
     int state;
+    int going_down, down_why;           /* owner being told / reason (lock) */
     struct sockaddr_storage addr;
     socklen_t alen;
     uint8_t token[VMMC_UDP_TOKEN_SIZE]; /* the peer's link token */
@@ -95,7 +97,7 @@ struct vmmc_udp_link {
 /* link.c */
 int vmmc_udp__xmit(vmmc_udp_link_t *l, peer_t *p, txslot_t **slots, unsigned n, uint64_t now);
 void vmmc_udp__send_ctl(vmmc_udp_link_t *l, uint32_t id, peer_t *p, uint8_t type);
-void vmmc_udp__peer_down(vmmc_udp_link_t *l, uint32_t id, int state);
+void vmmc_udp__peer_down(vmmc_udp_link_t *l, uint32_t id, int state, int why);
 
 /* link_rx.c */
 void *vmmc_udp__progress_main(void *arg);

@@ -301,7 +301,7 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
     atomic_store_explicit(&p->last_rx_ns, now, memory_order_relaxed);
 
     if (h.type == VMMC_UDP_T_BYE) {
-        vmmc_udp__peer_down(l, h.src, PEER_GONE);
+        vmmc_udp__peer_down(l, h.src, PEER_GONE, DOWN_BYE);
         return;
     }
     if (h.type != VMMC_UDP_T_DATA)
@@ -484,7 +484,7 @@ static uint64_t timers(vmmc_udp_link_t *l, uint64_t now)
         }
         pthread_mutex_unlock(&p->lock);
         if (dead)
-            vmmc_udp__peer_down(l, i, PEER_DEAD);
+            vmmc_udp__peer_down(l, i, PEER_DEAD, DOWN_TIMEOUT);
     }
     uint64_t due = l->b.next_due(l->b.ctx);
     if (due < next)

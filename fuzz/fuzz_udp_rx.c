@@ -99,7 +99,8 @@ static void tok(uint8_t t[16], int who)
         t[i] = (uint8_t)(who * 16 + i);
 }
 
-static int on_accept(void *arg, uint32_t peer, uint32_t region, const uint8_t t[16])
+static int on_accept(void *arg, uint32_t peer, uint32_t region, uint32_t gen,
+                     const uint8_t t[16])
 {
     uint8_t want[16];
     tok(want, 5);

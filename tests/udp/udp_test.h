@@ -167,7 +167,8 @@ static inline int ut_tx_stream(vmmc_udp_link_t *l, uint32_t peer, uint64_t seed,
 }
 
 /* Accept callback for tests: region UT_REGION with this endpoint's token. */
-static inline int ut_accept(void *arg, uint32_t peer, uint32_t region, const uint8_t tok[16])
+static inline int ut_accept(void *arg, uint32_t peer, uint32_t region, uint32_t gen,
+                            const uint8_t tok[16])
 {
     uint32_t self = *(const uint32_t *)arg;
     uint8_t want[16];

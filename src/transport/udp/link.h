@@ -55,8 +55,9 @@ typedef int (*vmmc_udp_deliver_fn)(void *arg, uint32_t peer, const vmmc_udp_rec_
                                    const void *data, size_t len);
 /* Capability check for a datagram addressed to region != 0, before it is
  * accepted into the sequence: return 0 to accept, nonzero to drop it as
- * forged (counted in bad_token). Progress thread; must not block. */
-typedef int (*vmmc_udp_accept_fn)(void *arg, uint32_t peer, uint32_t region,
+ * forged (counted in drop_bad_token; the genuine datagram with that sequence
+ * number is still accepted when it comes). Progress thread; must not block. */
+typedef int (*vmmc_udp_accept_fn)(void *arg, uint32_t peer, uint32_t region, uint32_t gen,
                                   const uint8_t token[VMMC_UDP_TOKEN_SIZE]);
 /* A peer was declared dead (@clean: it said goodbye). Progress thread. */
 typedef void (*vmmc_udp_dead_fn)(void *arg, uint32_t peer, int clean);

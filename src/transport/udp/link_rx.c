@@ -286,7 +286,7 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
      * datagrams for a region carry that region's token. */
     int forged = (h.type != VMMC_UDP_T_DATA || h.region == 0)
                      ? memcmp(h.token, l->p.token, VMMC_UDP_TOKEN_SIZE) != 0
-                     : (l->p.accept && l->p.accept(l->p.arg, h.src, h.region, h.token) != 0);
+                     : (l->p.accept && l->p.accept(l->p.arg, h.src, h.region, h.gen, h.token) != 0);
     if (VMMC_UNLIKELY(forged)) {
         CNT(l, drop_bad_token, 1);
         return;

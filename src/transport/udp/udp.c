@@ -331,6 +331,21 @@ static int udp_deliver(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec, cons
     }
 }
 
+/* Before a write takes its sequence number: refuse a datagram whose token
+ * does not match the live export it names (a forgery: it must not displace
+ * the genuine datagram). A zero-length delivery makes the core check
+ * export, generation and token without writing. A gone export is accepted:
+ * sends in flight at an unexport are applied (refused) in order later. */
+static int udp_accept(void *arg, uint32_t peer, uint32_t region, uint32_t gen,
+                      const uint8_t token[VMMC_UDP_TOKEN_SIZE])
+{
+    udp_ep_t *u = arg;
+    uint64_t tok[2];
+    static const char none[1];
+    memcpy(tok, token, sizeof tok);
+    return vmmc_deliver_write(u->ep, region - 1, gen, tok, 0, none, 0) == VMMC_ERR_PERMISSION;
+}
+
 static void udp_link_dead(void *arg, uint32_t peer, int clean)
 {
     udp_ep_t *u = arg;
@@ -413,6 +428,15 @@ fail:
 static int udp_ep_start(vmmc_ep_t *ep)
 {
     udp_ep_t *u = U(ep);
+    int any = 0;
+    for (int r = 0; r < ep->size; r++)
+        any |= uses_udp(ep, r);
+    if (!any) {
+        /* Every peer is on this host: no socket, no thread. */
+        close(u->fd);
+        u->fd = -1;
+        return VMMC_OK;
+    }
     u->rx = calloc((size_t)ep->size, sizeof *u->rx);
     if (!u->rx)
         return vmmc_error(VMMC_ERR_NOMEM, "udp: out of memory for %d peers", ep->size);
@@ -424,6 +448,7 @@ static int udp_ep_start(vmmc_ep_t *ep)
     p.fd = u->fd;
     memcpy(p.token, u->token, sizeof p.token);
     p.deliver = udp_deliver;
+    p.accept = udp_accept;
     p.dead = udp_link_dead;
     p.arg = u;
     int rc = vmmc_udp_link_open(&p, &u->link);

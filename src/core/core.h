@@ -38,6 +38,7 @@ typedef struct vmmc_core_cfg {
     const char *transport;     /* VMMC_TRANSPORT: auto | shm | udp */
     int service_thread;        /* VMMC_SERVICE_THREAD */
     uint64_t connect_timeout_ns;
+    const char *dma_cpu;       /* VMMC_DMA_CPU: auto | inherit | <cpu> */
 } vmmc_core_cfg_t;
 extern vmmc_core_cfg_t vmmc_core_cfg;
 

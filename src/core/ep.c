@@ -30,6 +30,8 @@ static const vmmc_cfg_entry_t core_entries[] = {
      VMMC_CFG_STRING, &vmmc_core_cfg.transport},
     {"SERVICE_THREAD", "no", "start the notification service thread at vmmc_init()",
      VMMC_CFG_BOOL, &vmmc_core_cfg.service_thread},
+    {"DMA_CPU", "auto", "where the copy engine runs: auto (any CPU but the caller's), inherit, or a CPU number",
+     VMMC_CFG_STRING, &vmmc_core_cfg.dma_cpu},
     {"CONNECT_TIMEOUT", "10s", "how long to wait for a peer's control handshake",
      VMMC_CFG_TIME, &vmmc_core_cfg.connect_timeout_ns},
 };

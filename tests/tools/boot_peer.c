@@ -243,6 +243,30 @@ static void send_garbage(const void *buf, size_t len)
     close(fd);
 }
 
+/* A well-formed HELLO (see src/core/boot_wire.h) with chosen fields. */
+static size_t hello(unsigned char *out, uint32_t rank, uint32_t size, const char *job)
+{
+    uint32_t f[3] = {rank, size, 1};
+    size_t n = 8, jl = strlen(job);
+    for (int i = 0; i < 3; i++, n += 4)
+        for (int k = 0; k < 4; k++)
+            out[n + (size_t)k] = (unsigned char)(f[i] >> (8 * k));
+    for (int k = 0; k < 4; k++)
+        out[n + (size_t)k] = (unsigned char)(jl >> (8 * k));
+    memcpy(out + n + 4, job, jl);
+    n += 4 + jl;
+    memset(out + n, 0, 4); /* empty card */
+    n += 4;
+    uint32_t body = (uint32_t)(n - 8);
+    for (int k = 0; k < 4; k++)
+        out[k] = (unsigned char)(body >> (8 * k));
+    out[4] = 1; /* HELLO */
+    out[5] = 0;
+    out[6] = 1; /* version */
+    out[7] = 0;
+    return n;
+}
+
 static void garbage(void)
 {
     if (env_int("VMMC_RANK") == 1) {
@@ -261,6 +285,10 @@ static void garbage(void)
         send_garbage(shorthello, sizeof shorthello);
         send_garbage(badcard, sizeof badcard);
         send_garbage(barrier_first, sizeof barrier_first);
+        unsigned char h[128];
+        send_garbage(h, hello(h, 0, 2, "not-this-job"));  /* another job's id */
+        send_garbage(h, hello(h, 0, 3, getenv("VMMC_JOB"))); /* another size */
+        send_garbage(h, hello(h, 2, 2, getenv("VMMC_JOB"))); /* rank out of range */
         unsigned long long seed = 12345;
         for (int i = 0; i < 20; i++) {
             unsigned char rnd[64];

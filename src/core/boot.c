@@ -678,6 +678,8 @@ int vmmc_boot_dispatch(vmmc_boot_t *b, vmmc_boot_event_fn fn, void *arg)
         if (eof) {
             vmmc_bw_rx_free(&p->rx);
             conn_lost(b, fn, arg);
+            if (n == -EPROTO)
+                return vmmc_error(VMMC_ERR_PROTOCOL, "bootstrap: oversized message from the server");
             return VMMC_OK;
         }
         if (n == -EAGAIN)

@@ -10,7 +10,8 @@
  *   tcpdead     like ranks 1, but rank 2 dies by SIGKILL after a barrier and
  *               the others must see DEAD(2) and leave cleanly
  *   garbage     rank 1 first sends malformed input to the launcher on raw
- *               connections (each must be closed), then everybody joins
+ *               connections (each must be closed) and opens 40 connections
+ *               that never speak, then everybody joins
  *
  * Every wait has a deadline; output lines are what the drivers check. */
 #include <errno.h>
@@ -216,8 +217,7 @@ static void block(void)
         pause();
 }
 
-/* Connect to the launcher, send @len bytes, expect the connection closed. */
-static void send_garbage(const void *buf, size_t len)
+static int connect_launcher_raw(void)
 {
     const char *name = getenv("VMMC_LAUNCHER");
     VT_CHECK(name != NULL);
@@ -228,6 +228,13 @@ static void send_garbage(const void *buf, size_t len)
     VT_CHECK(fd >= 0);
     VT_CHECK(connect(fd, (struct sockaddr *)&sa,
                      (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) == 0);
+    return fd;
+}
+
+/* Connect to the launcher, send @len bytes, expect the connection closed. */
+static void send_garbage(const void *buf, size_t len)
+{
+    int fd = connect_launcher_raw();
     VT_CHECK(send(fd, buf, len, MSG_NOSIGNAL) == (ssize_t)len);
     char tmp[512];
     double end = vt_now() + 10;
@@ -269,6 +276,9 @@ static size_t hello(unsigned char *out, uint32_t rank, uint32_t size, const char
 
 static void garbage(void)
 {
+    int idle[40];
+    for (int i = 0; i < 40; i++)
+        idle[i] = -1;
     if (env_int("VMMC_RANK") == 1) {
         /* header: length, type, version (little endian) */
         static const unsigned char huge[8] = {0xff, 0xff, 0xff, 0x7f, 1, 0, 1, 0};
@@ -298,8 +308,14 @@ static void garbage(void)
             send_garbage(rnd, sizeof rnd);
         }
         printf("garbage refused\n");
+        /* Connections that never speak must not keep the ranks out. */
+        for (int i = 0; i < 40; i++)
+            idle[i] = connect_launcher_raw();
     }
     ranks(3);
+    for (int i = 0; i < 40; i++)
+        if (idle[i] >= 0)
+            close(idle[i]);
 }
 
 int main(int argc, char **argv)

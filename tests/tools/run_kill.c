@@ -2,7 +2,10 @@
  * name it and exit 137, the survivors get the DEAD event (with the wait
  * status) before the launcher stops them; SIGTERM or SIGINT to the launcher
  * stops the whole job; malformed input on the launcher's socket is refused without
- * harming the job. Arguments: vmmc tool, boot_peer. */
+ * harming the job; a launcher killed by SIGKILL takes its ranks with it.
+ * Arguments: vmmc tool, boot_peer. */
+#include <sys/prctl.h>
+
 #include "spawn.h"
 
 static int ready_pids[2];
@@ -62,6 +65,20 @@ int main(int argc, char **argv)
         VT_FAIL("status %d; stderr:\n%s\nstdout:\n%s", exit_code(r->status), r->err, r->out);
     VT_CHECK(strstr(r->out, "garbage refused"));
     VT_CHECK(strstr(r->out, "rank 0 of 2 ok") && strstr(r->out, "rank 1 of 2 ok"));
+    /* A launcher killed outright takes its ranks with it. This process
+     * adopts the orphans (subreaper) so it can see how they ended. */
+    VT_CHECK(prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
+    stop_signal = SIGKILL;
+    term_sent = 0;
+    r = spawn_run((char *[]){vmmc, "run", "-n", "2", "--", peer, "block", NULL}, NULL, 20,
+                  on_ready, NULL);
+    VT_CHECK(term_sent);
+    VT_CHECK(WIFSIGNALED(r->status) && WTERMSIG(r->status) == SIGKILL);
+    for (int k = 0; k < 2; k++) {
+        int st;
+        VT_CHECK(waitpid(ready_pids[k], &st, 0) == ready_pids[k]);
+        VT_CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    }
     printf("run_kill ok\n");
     return 0;
 }

@@ -30,6 +30,8 @@ static const vmmc_cfg_entry_t core_entries[] = {
      VMMC_CFG_STRING, &vmmc_core_cfg.transport},
     {"SERVICE_THREAD", "no", "start the notification service thread at vmmc_init()",
      VMMC_CFG_BOOL, &vmmc_core_cfg.service_thread},
+    {"DMA_CPU", "auto", "where the copy engine runs: auto (any CPU but the caller's), inherit, or a CPU number",
+     VMMC_CFG_STRING, &vmmc_core_cfg.dma_cpu},
     {"CONNECT_TIMEOUT", "10s", "how long to wait for a peer's control handshake",
      VMMC_CFG_TIME, &vmmc_core_cfg.connect_timeout_ns},
 };
@@ -349,6 +351,17 @@ int vmmc_barrier(vmmc_ep_t *ep)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_barrier: NULL endpoint");
     if (ep->boot.fd < 0 && ep->size == 1)
         return VMMC_OK;
+    /* A barrier of the job cannot succeed once a rank of it has died. */
+    if (atomic_load(&ep->boot_deaths)) {
+        for (int r = 0; r < ep->size; r++) {
+            int st;
+            vmmc_peer_t *p = vmmc_peer_get(ep, r, &st);
+            if (p && atomic_load(&p->state) == PEER_DEAD)
+                return vmmc_error(VMMC_ERR_PEER_DEAD, "barrier: rank %d is dead: %s", r,
+                                  p->dead_why);
+        }
+        return vmmc_error(VMMC_ERR_PEER_DEAD, "barrier: a rank of the job died");
+    }
     pthread_mutex_lock(&ep->lock);
     uint64_t epoch = ++ep->barrier_epoch;
     /* Only the launcher's death notices fail a barrier: they are ordered

@@ -12,10 +12,15 @@
  * so a put is a memcpy. Other regions are written with process_vm_writev.
  *
  * Notifications: the receiver's inbox segment (a sparse memfd) holds one
- * single-producer ring of records per sender. The sender writes the record
- * after the data, publishes it with a release store of head, and then, after a
- * full fence, looks at the receiver's "sleeping" word: only if the receiver
- * sleeps does it pay for a write() to the receiver's eventfd. */
+ * single-producer ring of records per sender. Each record is one cache line
+ * whose last word is its sequence number: the sender writes the record after
+ * the data and publishes it with a release store of that word, so the
+ * receiver polls the record slot itself and a notification costs the data's
+ * lines plus one. The receiver publishes how far it consumed in a separate
+ * line that the sender reads only when its cached view says the ring is full.
+ * After publishing, the sender (after a full fence) looks at the receiver's
+ * "sleeping" word: only a sleeping receiver costs it a write() to the
+ * receiver's eventfd. */
 #include "transport/shm/shm.h"
 
 #include <errno.h>
@@ -27,6 +32,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -45,10 +51,17 @@ typedef struct shm_inbox_hdr {
     _Alignas(64) _Atomic uint32_t sleeping;
 } shm_inbox_hdr_t;
 
+typedef struct shm_rec {
+    vmmc_nrec_t r;
+    uint64_t pad;
+    _Atomic uint64_t seq; /* index + 1 once valid, written last */
+    uint64_t pad2;
+} shm_rec_t;
+_Static_assert(sizeof(shm_rec_t) == 64, "a notification record is one cache line");
+
 typedef struct shm_ring {
-    _Alignas(64) _Atomic uint64_t head; /* written by the sender */
     _Alignas(64) _Atomic uint64_t tail; /* written by the receiver */
-    _Alignas(64) vmmc_nrec_t rec[];
+    _Alignas(64) shm_rec_t rec[];
 } shm_ring_t;
 
 typedef struct shm_ep {
@@ -78,7 +91,7 @@ typedef struct shm_peer {
 
 static size_t ring_bytes_for(uint32_t nrec)
 {
-    size_t b = sizeof(shm_ring_t) + (size_t)nrec * sizeof(vmmc_nrec_t);
+    size_t b = sizeof(shm_ring_t) + (size_t)nrec * sizeof(shm_rec_t);
     return (b + 4095) & ~(size_t)4095;
 }
 
@@ -382,6 +395,14 @@ static void shm_ep_close(vmmc_ep_t *ep)
     ep->shm = NULL;
 }
 
+/* Mapping past the end of a memfd would fault on access: check the size a
+ * peer's descriptor really has against what the peer claims. */
+static int fd_covers(int fd, uint64_t off, uint64_t len)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && off + len >= off && (uint64_t)st.st_size >= off + len;
+}
+
 /* Wait (bounded) for one message on a blocking handshake. */
 static int wait_msg(int fd, vmmc_ctl_msg_t *m, int *fds, int *nfds, int timeout_ms)
 {
@@ -454,6 +475,13 @@ static int shm_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *p, int timeout_ms)
         close(fd);
         return rc;
     }
+    if (m.length < INBOX_HDR || !fd_covers(fds[0], 0, m.length)) {
+        close(fds[0]);
+        close(fds[1]);
+        close(fd);
+        return vmmc_error(VMMC_ERR_PROTOCOL, "rank %d's inbox descriptor does not match its size",
+                          p->rank);
+    }
     char *inbox = mmap(NULL, m.length, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
     close(fds[0]);
     if (inbox == MAP_FAILED) {
@@ -462,7 +490,9 @@ static int shm_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *p, int timeout_ms)
         return vmmc_error_sys("mmap inbox of rank %d", p->rank);
     }
     shm_inbox_hdr_t *h = (shm_inbox_hdr_t *)inbox;
-    if (h->magic != INBOX_MAGIC || (int)h->nranks <= ep->rank) {
+    if (h->magic != INBOX_MAGIC || (int)h->nranks <= ep->rank || h->nrec < 2 ||
+        h->ring_bytes < sizeof(shm_ring_t) + (uint64_t)h->nrec * sizeof(shm_rec_t) ||
+        INBOX_HDR + (uint64_t)h->nranks * h->ring_bytes > m.length) {
         munmap(inbox, m.length);
         close(fds[1]);
         close(fd);
@@ -474,8 +504,7 @@ static int shm_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *p, int timeout_ms)
     sp->ring = (shm_ring_t *)(inbox + INBOX_HDR + (size_t)ep->rank * h->ring_bytes);
     sp->sleeping = &h->sleeping;
     sp->evfd = fds[1];
-    sp->head = atomic_load(&sp->ring->head);
-    sp->tail_cache = atomic_load(&sp->ring->tail);
+    sp->head = sp->tail_cache = atomic_load(&sp->ring->tail);
     sp->out_fd = fd;
     p->pid = m.pid;
     return vmmc_ctl_watch(ep, fd, peer_fd_ready, (void *)(intptr_t)p->rank);
@@ -545,15 +574,15 @@ int vmmc_shm_notify(vmmc_proxy_t *px, size_t off, size_t len, uint64_t imm, int 
             sp->tail_cache = atomic_load_explicit(&sp->ring->tail, memory_order_acquire);
         }
     }
-    vmmc_nrec_t *r = &sp->ring->rec[sp->head % sp->nrec];
-    r->export_id = px->export_id;
-    r->gen = px->gen;
-    r->sender = ep->rank;
-    r->offset = off;
-    r->length = len;
-    r->imm = imm;
+    shm_rec_t *slot = &sp->ring->rec[sp->head % sp->nrec];
+    slot->r.export_id = px->export_id;
+    slot->r.gen = px->gen;
+    slot->r.sender = ep->rank;
+    slot->r.offset = off;
+    slot->r.length = len;
+    slot->r.imm = imm;
     sp->head++;
-    atomic_store_explicit(&sp->ring->head, sp->head, memory_order_release);
+    atomic_store_explicit(&slot->seq, sp->head, memory_order_release);
     atomic_flag_clear_explicit(&sp->prod_lock, memory_order_release);
     VMMC_COUNT(ep, CNT_NOTIFY_SENT, 1);
     return wake_peer(ep, sp);
@@ -567,22 +596,19 @@ int vmmc_shm_drain(vmmc_ep_t *ep, vmmc_shm_rec_fn fn)
     int n = 0, na = atomic_load_explicit(&s->nactive, memory_order_acquire);
     for (int i = 0; i < na; i++) {
         shm_ring_t *ring = (shm_ring_t *)(s->inbox + INBOX_HDR + (size_t)s->active[i] * s->ring_bytes);
-        uint64_t tail = atomic_load_explicit(&ring->tail, memory_order_relaxed);
-        uint64_t head = atomic_load_explicit(&ring->head, memory_order_acquire);
-        if (head == tail)
-            continue;
-        if (head - tail > s->nrec) { /* a corrupt producer: skip what cannot be valid */
-            VMMC_COUNT(ep, CNT_CTL_BAD, 1);
-            atomic_store_explicit(&ring->tail, head, memory_order_release);
-            continue;
-        }
-        for (; tail != head; tail++) {
-            vmmc_nrec_t rec = ring->rec[tail % s->nrec];
+        uint64_t tail = atomic_load_explicit(&ring->tail, memory_order_relaxed), t0 = tail;
+        for (;;) {
+            shm_rec_t *slot = &ring->rec[tail % s->nrec];
+            if (atomic_load_explicit(&slot->seq, memory_order_acquire) != tail + 1)
+                break;
+            vmmc_nrec_t rec = slot->r;
             rec.sender = s->active[i]; /* trust the ring's owner, not the record */
             fn(ep, &rec);
+            tail++;
             n++;
         }
-        atomic_store_explicit(&ring->tail, tail, memory_order_release);
+        if (tail != t0)
+            atomic_store_explicit(&ring->tail, tail, memory_order_release);
     }
     return n;
 }
@@ -710,6 +736,11 @@ int vmmc_shm_proxy_setup(vmmc_proxy_t *px, const vmmc_ctl_msg_t *m, const int *f
         size_t pg_off = m->map_off & ~(uint64_t)4095;
         size_t lead = m->map_off - pg_off;
         px->map_len = (lead + m->length + 4095) & ~(size_t)4095;
+        if (!fd_covers(memfd, m->map_off, m->length)) {
+            rc = vmmc_error(VMMC_ERR_PROTOCOL, "rank %d's descriptor for '%s' is smaller than %zu bytes",
+                            px->rank, m->name, (size_t)m->length);
+            goto out;
+        }
         void *b = mmap(NULL, px->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, (off_t)pg_off);
         if (b == MAP_FAILED) {
             rc = vmmc_error_sys("mmap imported region '%s' (%zu bytes)", m->name, (size_t)m->length);
@@ -729,6 +760,10 @@ int vmmc_shm_proxy_setup(vmmc_proxy_t *px, const vmmc_ctl_msg_t *m, const int *f
     if (m->flags & VMMC_EXPORT_REDIRECTABLE) {
         if (rfd < 0) {
             rc = vmmc_error(VMMC_ERR_PROTOCOL, "redirectable import without control block");
+            goto out;
+        }
+        if (!fd_covers(rfd, 0, vmmc_redir_ctl_size())) {
+            rc = vmmc_error(VMMC_ERR_PROTOCOL, "redirect control block of '%s' is too small", m->name);
             goto out;
         }
         void *c = mmap(NULL, vmmc_redir_ctl_size(), PROT_READ | PROT_WRITE, MAP_SHARED, rfd, 0);

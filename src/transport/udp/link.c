@@ -216,6 +216,11 @@ static void wake_thread(vmmc_udp_link_t *l)
     (void)w;
 }
 
+void vmmc_udp_link_wake(vmmc_udp_link_t *l)
+{
+    wake_thread(l);
+}
+
 void vmmc_udp_link_close(vmmc_udp_link_t *l, int timeout_ms)
 {
     if (!l)

@@ -74,6 +74,10 @@ typedef struct vmmc_udp_link_params {
     vmmc_udp_deliver_fn deliver;
     vmmc_udp_accept_fn accept;     /* NULL: accept every region token */
     vmmc_udp_dead_fn dead;         /* may be NULL */
+    /* Called by the progress thread on every pass (after receiving and the
+     * timers), e.g. to send queued messages without blocking
+     * (vmmc_udp_link_send_ex with nonblock). May be NULL. */
+    void (*tick)(void *arg);
     void *arg;
     /* Socket bindings; NULL: plain system calls, or the fault injector if
      * VMMC_UDP_FAULT is set. The link owns (destroys) them. */
@@ -84,6 +88,9 @@ typedef struct vmmc_udp_link_params {
 int vmmc_udp_link_open(const vmmc_udp_link_params_t *p, vmmc_udp_link_t **out);
 /* Flush outstanding data (up to @timeout_ms), say goodbye, stop, free. */
 void vmmc_udp_link_close(vmmc_udp_link_t *l, int timeout_ms);
+
+/* Wake the progress thread (it then runs a pass, and the tick). */
+void vmmc_udp_link_wake(vmmc_udp_link_t *l);
 
 /* The bound local address (to publish to peers). */
 int vmmc_udp_link_local_addr(vmmc_udp_link_t *l, struct sockaddr_storage *ss, socklen_t *len);

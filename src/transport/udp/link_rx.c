@@ -516,6 +516,8 @@ void *vmmc_udp__progress_main(void *arg)
     uint64_t next;
     while (!atomic_load(&l->stop)) {
         rx_pass(l, 0);
+        if (l->p.tick)
+            l->p.tick(l->p.arg);
         uint64_t now = vmmc_udp_now();
         next = timers(l, now);
         if (atomic_load(&l->stop))

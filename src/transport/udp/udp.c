@@ -83,6 +83,16 @@ typedef struct udp_rx {
     } ctl;
 } udp_rx_t;
 
+/* Control messages wait here until the window has room: ctl_send is called
+ * with core locks held (ep->lock), so it must never wait for the progress
+ * thread, which may itself need those locks to apply incoming data. */
+typedef struct ctl_q {
+    vmmc_ctl_msg_t m;
+    int rank;
+    struct ctl_q *next;
+} ctl_q_t;
+#define CTL_QUEUE_MAX 4096
+
 typedef struct udp_ep {
     vmmc_ep_t *ep;
     vmmc_udp_link_t *link;
@@ -94,6 +104,9 @@ typedef struct udp_ep {
     get_req_t *gets;
     uint64_t next_get;
     _Atomic uint64_t refused;        /* writes the core refused (stale, permission, bounds) */
+    pthread_mutex_t qlock;           /* control queue */
+    ctl_q_t *qhead, **qtail;
+    int qlen;
 } udp_ep_t;
 
 static udp_ep_t *U(vmmc_ep_t *ep)
@@ -346,6 +359,43 @@ static int udp_accept(void *arg, uint32_t peer, uint32_t region, uint32_t gen,
     return vmmc_deliver_write(u->ep, region - 1, gen, tok, 0, none, 0) == VMMC_ERR_PERMISSION;
 }
 
+/* Progress thread: send queued control messages while windows have room
+ * (in order per peer; a peer with a full window keeps its messages). */
+static void udp_tick(void *arg)
+{
+    udp_ep_t *u = arg;
+    vmmc_udp_rec_t rec;
+    memset(&rec, 0, sizeof rec);
+    rec.kind = K_CTL;
+    pthread_mutex_lock(&u->qlock);
+    uint64_t blocked[4] = {0, 0, 0, 0}; /* ranks < 256 whose window is full, for order */
+    for (ctl_q_t **pp = &u->qhead; *pp;) {
+        ctl_q_t *q = *pp;
+        int r = q->rank, bit = r < 256;
+        if (bit && (blocked[r / 64] >> (r % 64) & 1)) {
+            pp = &q->next;
+            continue;
+        }
+        int st = vmmc_udp_link_send_ex(u->link, (uint32_t)r, &rec, &q->m, sizeof q->m, 1);
+        if (st == VMMC_ERR_AGAIN) {
+            if (bit)
+                blocked[r / 64] |= 1ull << (r % 64);
+            else
+                break; /* keep the order for large ranks simply */
+            pp = &q->next;
+            continue;
+        }
+        if (st != VMMC_OK)
+            vmmc_debug("udp: control message to rank %d dropped: %s", r, vmmc_last_error());
+        *pp = q->next;
+        if (u->qtail == &q->next)
+            u->qtail = pp;
+        u->qlen--;
+        free(q);
+    }
+    pthread_mutex_unlock(&u->qlock);
+}
+
 static void udp_link_dead(void *arg, uint32_t peer, int clean)
 {
     udp_ep_t *u = arg;
@@ -369,6 +419,8 @@ static int udp_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&u->cond, &ca);
     pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&u->qlock, NULL);
+    u->qtail = &u->qhead;
     int rc;
     struct sockaddr_storage ss;
     socklen_t len;
@@ -450,6 +502,7 @@ static int udp_ep_start(vmmc_ep_t *ep)
     p.deliver = udp_deliver;
     p.accept = udp_accept;
     p.dead = udp_link_dead;
+    p.tick = udp_tick;
     p.arg = u;
     int rc = vmmc_udp_link_open(&p, &u->link);
     if (rc != VMMC_OK)
@@ -477,10 +530,26 @@ static void udp_ep_close(vmmc_ep_t *ep)
     udp_ep_t *u = U(ep);
     if (!u)
         return;
-    if (u->link)
+    if (u->link) {
+        /* Let queued control messages (revocations, unimports) go first. */
+        for (int i = 0; i < 1000; i++) {
+            pthread_mutex_lock(&u->qlock);
+            int left = u->qlen;
+            pthread_mutex_unlock(&u->qlock);
+            if (!left)
+                break;
+            vmmc_udp_link_wake(u->link);
+            usleep(1000);
+        }
         vmmc_udp_link_close(u->link, 2000);
+    }
     if (u->fd >= 0)
         close(u->fd);
+    for (ctl_q_t *q = u->qhead, *n; q; q = n) {
+        n = q->next;
+        free(q);
+    }
+    pthread_mutex_destroy(&u->qlock);
     pthread_mutex_destroy(&u->lock);
     pthread_cond_destroy(&u->cond);
     free(u->rx);
@@ -523,10 +592,31 @@ static int udp_ctl_send(vmmc_ep_t *ep, vmmc_peer_t *peer, const vmmc_ctl_msg_t *
 {
     if (nfds)
         return vmmc_error(VMMC_ERR_UNSUPPORTED, "udp cannot pass file descriptors");
-    vmmc_udp_rec_t rec;
-    memset(&rec, 0, sizeof rec);
-    rec.kind = K_CTL;
-    return vmmc_udp_link_send(U(ep)->link, (uint32_t)peer->rank, &rec, msg, sizeof *msg);
+    udp_ep_t *u = U(ep);
+    int alive = u->link ? vmmc_udp_link_peer_alive(u->link, (uint32_t)peer->rank) : 0;
+    if (alive != 1)
+        return alive == 0 ? vmmc_error(VMMC_ERR_PEER_DEAD, "rank %d is dead (udp)", peer->rank)
+                          : vmmc_error(VMMC_ERR_PEER_UNREACHABLE,
+                                       "rank %d is not reachable over udp", peer->rank);
+    ctl_q_t *q = malloc(sizeof *q);
+    if (!q)
+        return vmmc_error(VMMC_ERR_NOMEM, "udp: out of memory for a control message");
+    q->m = *msg;
+    q->rank = peer->rank;
+    q->next = NULL;
+    pthread_mutex_lock(&u->qlock);
+    if (u->qlen >= CTL_QUEUE_MAX) {
+        pthread_mutex_unlock(&u->qlock);
+        free(q);
+        return vmmc_error(VMMC_ERR_AGAIN, "udp: %d control messages already wait for the network",
+                          CTL_QUEUE_MAX);
+    }
+    *u->qtail = q;
+    u->qtail = &q->next;
+    u->qlen++;
+    pthread_mutex_unlock(&u->qlock);
+    vmmc_udp_link_wake(u->link); /* the progress thread sends it */
+    return VMMC_OK;
 }
 
 /* ---- data path ---------------------------------------------------------- */

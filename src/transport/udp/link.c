@@ -144,6 +144,7 @@ int vmmc_udp_link_open(const vmmc_udp_link_params_t *p, vmmc_udp_link_t **out)
         vmmc_udp_bindings_plain(&l->b);
     }
 
+    pthread_mutex_init(&l->rx_lock, NULL);
     l->peers = calloc(p->max_peers, sizeof *l->peers);
     l->rxbuf = malloc((size_t)(RX_BATCH + RX_BATCH_NESTED) * l->dgram);
     if (!l->peers || !l->rxbuf) {
@@ -263,6 +264,7 @@ void vmmc_udp_link_close(vmmc_udp_link_t *l, int timeout_ms)
         pthread_cond_destroy(&p->cond);
     }
     l->b.destroy(l->b.ctx);
+    pthread_mutex_destroy(&l->rx_lock);
     free(l->rxbuf);
     free(l->peers);
     free(l);
@@ -484,7 +486,7 @@ static int peer_status(vmmc_udp_link_t *l, peer_t *p, uint32_t id)
 /* Wait for window space (or death). Caller holds p->lock. */
 static int wait_window(vmmc_udp_link_t *l, peer_t *p, uint32_t id)
 {
-    int in_progress_thread = pthread_equal(pthread_self(), l->thread);
+    int in_progress_thread = vmmc_udp__rx_owner(l);
     while (p->state == PEER_ALIVE && !atomic_load(&l->closing)) {
         uint32_t wnd = p->peer_wnd < l->window ? p->peer_wnd : l->window;
         if (p->snd_nxt - p->snd_una < wnd)
@@ -626,7 +628,7 @@ static int vmmc_udp__wait(vmmc_udp_link_t *l, uint32_t id, int timeout_ms, int d
     struct timespec ts;
     if (timeout_ms >= 0)
         abs_deadline(&ts, (uint64_t)timeout_ms * 1000000ull);
-    int in_progress_thread = pthread_equal(pthread_self(), l->thread);
+    int in_progress_thread = vmmc_udp__rx_owner(l);
     int st = VMMC_OK;
     pthread_mutex_lock(&p->lock);
     while (outstanding(p, delivered)) {

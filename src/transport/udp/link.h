@@ -19,7 +19,8 @@
  * anything wrong is dropped and counted (vmmc_udp_link_counters()).
  *
  * Threading: all functions are thread-safe. The receive callback runs in the
- * progress thread, one call at a time, in order per peer. */
+ * progress thread, or in a thread calling vmmc_udp_link_poll(); one call at
+ * a time, in order per peer. */
 #ifndef VMMC_UDP_LINK_H
 #define VMMC_UDP_LINK_H
 
@@ -44,7 +45,8 @@ typedef struct vmmc_udp_rec {
 } vmmc_udp_rec_t;
 
 /* Receive callback: one fragment of a message, in order.
- * Context: the link's progress thread; @data is valid only during the call.
+ * Context: the link's progress thread or a vmmc_udp_link_poll() caller, one
+ * at a time; @data is valid only during the call.
  * It may call vmmc_udp_link_send() (also to the same peer); it must not
  * close the link. Returns 0 when the fragment is consumed, or nonzero when
  * the receiver cannot take it now (e.g. no room): the link keeps it, stops
@@ -88,6 +90,12 @@ typedef struct vmmc_udp_link_params {
 int vmmc_udp_link_open(const vmmc_udp_link_params_t *p, vmmc_udp_link_t **out);
 /* Flush outstanding data (up to @timeout_ms), say goodbye, stop, free. */
 void vmmc_udp_link_close(vmmc_udp_link_t *l, int timeout_ms);
+
+/* Receive from the calling thread (if no other thread is receiving right
+ * now): delivers what arrived, acknowledges it. Never blocks; returns the
+ * number of fragments delivered. Lets a thread that polls anyway skip the
+ * progress thread's wake-up. */
+int vmmc_udp_link_poll(vmmc_udp_link_t *l);
 
 /* Wake the progress thread (it then runs a pass, and the tick). */
 void vmmc_udp_link_wake(vmmc_udp_link_t *l);

@@ -66,7 +66,7 @@ typedef struct peer {
     uint32_t rcv_nxt, dlv_nxt;
     rxslot_t *rx;
     int ack_pending;
-    uint64_t busy_until;                /* receiver refused: retry delivery then */
+    _Atomic uint64_t busy_until;        /* receiver refused: retry delivery then */
     unsigned busy_streak;               /* refusals in a row (retry backoff) */
     _Atomic uint64_t last_rx_ns;
 } peer_t;
@@ -81,7 +81,11 @@ struct vmmc_udp_link {
     pthread_t thread;
     int thread_started;
     atomic_int stop, closing;
-    atomic_int nested;                   /* progress thread is inside a nested pass */
+    atomic_int nested;                   /* the receive owner is inside a nested pass */
+    /* Receive side: whoever holds rx_lock (the progress thread, or a thread
+     * in vmmc_udp_link_poll) owns the receive state of every peer, the
+     * receive buffers and the bindings' recvmmsg/next_due. */
+    pthread_mutex_t rx_lock;
 
     /* Progress thread receive buffers (outer and nested passes). */
     uint8_t *rxbuf;                      /* (RX_BATCH + RX_BATCH_NESTED) * dgram */
@@ -98,6 +102,9 @@ struct vmmc_udp_link {
 int vmmc_udp__xmit(vmmc_udp_link_t *l, peer_t *p, txslot_t **slots, unsigned n, uint64_t now);
 void vmmc_udp__send_ctl(vmmc_udp_link_t *l, uint32_t id, peer_t *p, uint8_t type);
 void vmmc_udp__peer_down(vmmc_udp_link_t *l, uint32_t id, int state, int why);
+
+/* Is the calling thread the receive owner of @l (holds rx_lock)? */
+int vmmc_udp__rx_owner(const vmmc_udp_link_t *l);
 
 /* link_rx.c */
 void *vmmc_udp__progress_main(void *arg);

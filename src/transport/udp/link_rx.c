@@ -36,6 +36,13 @@ static int addr_eq(const struct sockaddr_storage *a, socklen_t alen, const void 
     return alen == blen && !memcmp(a, b, alen);
 }
 
+static __thread const vmmc_udp_link_t *tl_rx_owner;
+
+int vmmc_udp__rx_owner(const vmmc_udp_link_t *l)
+{
+    return tl_rx_owner == l;
+}
+
 /* Time elapsed since @t. Other threads stamp times after the progress thread
  * read its clock, so @t may be later than @now: that counts as no time. */
 static inline uint64_t since(uint64_t now, uint64_t t)
@@ -486,7 +493,16 @@ static uint64_t timers(vmmc_udp_link_t *l, uint64_t now)
         if (dead)
             vmmc_udp__peer_down(l, i, PEER_DEAD, DOWN_TIMEOUT);
     }
-    uint64_t due = l->b.next_due(l->b.ctx);
+    /* The bindings belong to the receive owner. */
+    uint64_t due = UINT64_MAX;
+    if (tl_rx_owner == l) {
+        due = l->b.next_due(l->b.ctx);
+    } else if (pthread_mutex_trylock(&l->rx_lock) == 0) {
+        due = l->b.next_due(l->b.ctx);
+        pthread_mutex_unlock(&l->rx_lock);
+    } else {
+        due = now + 1000000; /* someone is receiving: look again soon */
+    }
     if (due < next)
         next = due;
     return next;
@@ -515,7 +531,11 @@ void *vmmc_udp__progress_main(void *arg)
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     uint64_t next;
     while (!atomic_load(&l->stop)) {
+        pthread_mutex_lock(&l->rx_lock);
+        tl_rx_owner = l;
         rx_pass(l, 0);
+        tl_rx_owner = NULL;
+        pthread_mutex_unlock(&l->rx_lock);
         if (l->p.tick)
             l->p.tick(l->p.arg);
         uint64_t now = vmmc_udp_now();
@@ -524,6 +544,7 @@ void *vmmc_udp__progress_main(void *arg)
             break;
         wait_events(l, next, now);
     }
+    pthread_mutex_lock(&l->rx_lock);
     for (uint32_t i = 0; i < l->p.max_peers; i++) {
         peer_t *p = &l->peers[i];
         if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != PEER_ALIVE)
@@ -536,6 +557,7 @@ void *vmmc_udp__progress_main(void *arg)
         vmmc_udp__send_ctl(l, i, p, VMMC_UDP_T_BYE);
         pthread_mutex_unlock(&p->lock);
     }
+    pthread_mutex_unlock(&l->rx_lock);
     return NULL;
 }
 
@@ -553,4 +575,16 @@ void vmmc_udp__progress_nested(vmmc_udp_link_t *l, uint64_t max_wait_ns)
     }
     timers(l, vmmc_udp_now());
     atomic_store(&l->nested, 0);
+}
+
+int vmmc_udp_link_poll(vmmc_udp_link_t *l)
+{
+    if (tl_rx_owner == l || atomic_load(&l->stop) || pthread_mutex_trylock(&l->rx_lock) != 0)
+        return 0; /* someone else is receiving (or we already are) */
+    tl_rx_owner = l;
+    uint64_t before = __atomic_load_n(&l->c.delivered_frags, __ATOMIC_RELAXED);
+    rx_pass(l, 0);
+    tl_rx_owner = NULL;
+    pthread_mutex_unlock(&l->rx_lock);
+    return (int)(__atomic_load_n(&l->c.delivered_frags, __ATOMIC_RELAXED) - before);
 }

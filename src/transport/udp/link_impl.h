@@ -81,7 +81,6 @@ struct vmmc_udp_link {
     pthread_t thread;
     int thread_started;
     atomic_int stop, closing;
-    atomic_int nested;                   /* the receive owner is inside a nested pass */
     /* Receive side: whoever holds rx_lock (the progress thread, or a thread
      * in vmmc_udp_link_poll) owns the receive state of every peer, the
      * receive buffers and the bindings' recvmmsg/next_due. */

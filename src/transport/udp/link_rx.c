@@ -563,7 +563,6 @@ void *vmmc_udp__progress_main(void *arg)
 
 void vmmc_udp__progress_nested(vmmc_udp_link_t *l, uint64_t max_wait_ns)
 {
-    atomic_store(&l->nested, 1);
     send_acks(l); /* what the callback's own message needs acknowledged */
     uint64_t now = vmmc_udp_now();
     if (rx_pass(l, 1) == 0) {
@@ -574,7 +573,6 @@ void vmmc_udp__progress_nested(vmmc_udp_link_t *l, uint64_t max_wait_ns)
         rx_pass(l, 1);
     }
     timers(l, vmmc_udp_now());
-    atomic_store(&l->nested, 0);
 }
 
 int vmmc_udp_link_poll(vmmc_udp_link_t *l)

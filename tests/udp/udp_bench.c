@@ -134,8 +134,10 @@ int main(int argc, char **argv)
     vmmc_udp_counters_t c;
     vmmc_udp_link_counters(E[0].l, &c);
     printf("4 MiB messages, 5%% of datagrams dropped (both directions): %.0f MiB/s "
-           "(%.0f%% of lossless; %llu retransmissions for %llu datagrams)\n",
-           bw5, 100 * bw5 / bw, (unsigned long long)c.retransmits, (unsigned long long)c.tx_data);
+           "(%.0f%% of lossless; %llu retransmissions for %llu datagrams, %llu fast, "
+           "%llu timeouts)\n",
+           bw5, 100 * bw5 / bw, (unsigned long long)c.retransmits, (unsigned long long)c.tx_data,
+           (unsigned long long)c.fast_retransmits, (unsigned long long)c.rto_expiries);
     close_pair();
     return 0;
 }

@@ -52,6 +52,16 @@ static inline uint64_t since(uint64_t now, uint64_t t)
 
 /* ---- acknowledgements received (send side) ------------------------------ */
 
+/* RFC 6298's SRTT + 4 RTTVAR, but at most 3 SRTT: on a host whose threads
+ * compete for cores the variance is scheduling noise, and waiting it out
+ * costs more than an occasional needless retransmission (a duplicate the
+ * receiver drops). */
+static uint64_t rto_of(const peer_t *p)
+{
+    uint64_t rto = p->srtt + 4 * p->rttvar;
+    return rto > 3 * p->srtt ? 3 * p->srtt : rto;
+}
+
 static void rtt_sample(vmmc_udp_link_t *l, peer_t *p, uint64_t r)
 {
     const vmmc_udp_settings_t *s = vmmc_udp_settings();
@@ -64,7 +74,7 @@ static void rtt_sample(vmmc_udp_link_t *l, peer_t *p, uint64_t r)
         p->rttvar = (3 * p->rttvar + d) / 4;
         p->srtt = (7 * p->srtt + r) / 8;
     }
-    uint64_t rto = p->srtt + 4 * p->rttvar;
+    uint64_t rto = rto_of(p);
     p->rto = rto < s->rto_min_ns ? s->rto_min_ns : rto > s->rto_max_ns ? s->rto_max_ns : rto;
 }
 
@@ -127,7 +137,7 @@ static int on_ack(vmmc_udp_link_t *l, peer_t *p, const vmmc_udp_hdr_t *h, uint64
         /* New data acknowledged: the path works, so drop the backoff
          * (the loss seen here is not congestion we could make worse). */
         const vmmc_udp_settings_t *s = vmmc_udp_settings();
-        uint64_t rto = p->srtt + 4 * p->rttvar;
+        uint64_t rto = rto_of(p);
         p->rto = rto < s->rto_min_ns ? s->rto_min_ns : rto > s->rto_max_ns ? s->rto_max_ns : rto;
     }
     if (progress) {

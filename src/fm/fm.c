@@ -40,7 +40,7 @@ static const char *const cnt_names[FM_C_COUNT] = {
     [FM_C_UNKNOWN] = "unknown_handler",   [FM_C_DRAINED] = "bytes_discarded",
     [FM_C_CREDIT_WAIT] = "credit_wait",   [FM_C_AGAIN] = "send_again",
     [FM_C_CREDIT_RET] = "credit_return",  [FM_C_CREDIT_REQ] = "credit_request",
-    [FM_C_PROTOCOL] = "protocol_error",
+    [FM_C_PROTOCOL] = "protocol_error",   [FM_C_MAPPED] = "peers_mapped",
 };
 
 int fm_counter_get(const fm_t *fm, int i, const char **name, uint64_t *value)
@@ -154,8 +154,10 @@ static int fm_connect_peer(fm_t *fm, fm_peer_t *p)
         void *m = NULL;
         if (!(fm->flags & FM_NO_MAP)) {
             st = vmmc_proxy_map(p->px, &m);
-            if (st == VMMC_OK)
+            if (st == VMMC_OK) {
                 p->map = m;
+                fm->cnt[FM_C_MAPPED]++;
+            }
             else if (st != VMMC_ERR_UNSUPPORTED)
                 return st;
         }
@@ -235,7 +237,14 @@ int fm_init(vmmc_ep_t *ep, const fm_params_t *params, fm_t **out)
     }
     if (fm->size > 1 && (st = vmmc_barrier(ep)) != VMMC_OK)
         goto fail;
-    for (int r = 0; r < fm->size; r++)
+    /* Import in two rounds, lower ranks first, so that the two ranks of a
+     * pair never open their connection to each other at the same moment. */
+    for (int r = 0; r <= fm->rank; r++)
+        if ((st = fm_connect_peer(fm, &fm->peers[r])) != VMMC_OK)
+            goto fail;
+    if (fm->size > 1 && (st = vmmc_barrier(ep)) != VMMC_OK)
+        goto fail;
+    for (int r = fm->rank + 1; r < fm->size; r++)
         if ((st = fm_connect_peer(fm, &fm->peers[r])) != VMMC_OK)
             goto fail;
     if ((st = vmmc_progress_hook_add(ep, fm_hook_poll, fm_hook_arm, fm)) != VMMC_OK)

@@ -54,6 +54,7 @@ enum {
     FM_C_CREDIT_RET,
     FM_C_CREDIT_REQ,
     FM_C_PROTOCOL,
+    FM_C_MAPPED,
     FM_C_COUNT
 };
 

@@ -76,6 +76,7 @@ struct fm_stream {
     size_t bound, sent;
     char *pk;         /* payload of the packet being filled */
     size_t pk_len, pk_cap;
+    int pk_open;      /* a packet is being filled */
     /* receive side */
     const char *rp;   /* payload of the current packet, NULL when consumed */
     size_t rlen, rpos;

@@ -395,10 +395,16 @@ int fm_extract_wait(fm_t *fm, size_t max_bytes, int timeout_ms)
             if (rem < slice)
                 slice = rem < 1 ? 1 : (int)rem;
         }
+        /* About to sleep: give back every credit held in a batch. */
+        fm_rlock(fm);
+        for (int i = 0; i < fm->size; i++)
+            if (fm->peers[i].tail > fm->peers[i].returned && !fm->peers[i].rdead)
+                credit_return(fm, &fm->peers[i]);
+        fm_runlock(fm);
         int w = vmmc_wait(fm->ep, slice);
-        if (w < 0)
+        if (w < 0 && w != VMMC_ERR_PEER_DEAD)
             return w;
-        if (w == 0 || now_s() - fm->last_dead_check > 0.02) {
+        if (w <= 0 || now_s() - fm->last_dead_check > 0.02) {
             fm_rlock(fm);
             fm->in_extract = 1;
             int d = fm_dead_check(fm);

@@ -3,8 +3,9 @@
  * A message is cut into packets of at most paymax payload bytes; pieces are
  * copied straight into the packet being filled, which lives in the mapped
  * ring of the receiver (one copy) or, without a mapping, in a staging packet
- * that goes out with vmmc_send(). A full packet is published only when more
- * data arrives, so a message that fits one packet always travels as one
+ * that goes out with vmmc_send(). A full packet goes out at once, unless the
+ * message's bound says nothing can follow it; the last packet goes out at
+ * end_message. So a message shorter than a packet always travels as one
  * packet (FIRST|LAST) and its handler never needs a context of its own.
  *
  * Credits: the sender may have at most R bytes (its ring at the receiver) in
@@ -130,11 +131,12 @@ static VMMC_COLD int wait_space(fm_t *fm, fm_peer_t *p, uint64_t *need_io, size_
         if (has_space(p, *need_io))
             break;
         int w = vmmc_wait(fm->ep, 20);
-        if (w < 0) {
+        if (w < 0 && w != VMMC_ERR_PEER_DEAD) {
             st = w;
             break;
         }
-        if (p->px && (w == 0 || (++iter & 63) == 0)) {
+        /* (PEER_DEAD from vmmc_wait may be about another rank: check ours.) */
+        if (p->px && (w <= 0 || (++iter & 63) == 0)) {
             int a = vmmc_peer_alive(fm->ep, p->rank);
             if (a == 0) {
                 st = peer_dead(fm, p);
@@ -235,6 +237,7 @@ static inline int pkt_start(fm_t *fm, fm_peer_t *p, fm_stream_t *s, int nb)
     s->pk = (p->map ? p->map + FM_CTRL + p->head % p->R : p->staging) + FM_HDR;
     s->pk_len = 0;
     s->pk_cap = cap;
+    s->pk_open = 1;
     return VMMC_OK;
 }
 
@@ -307,12 +310,8 @@ int fm_send_piece(fm_stream_t *s, const void *buf, size_t n)
     fm_peer_t *p = s->peer;
     const char *b = buf;
     while (n) {
-        if (VMMC_UNLIKELY(s->pk_len == s->pk_cap)) {
-            int st = publish(fm, p, s, s->first ? FM_F_FIRST : 0);
-            if (st == VMMC_OK) {
-                s->first = 0;
-                st = pkt_start(fm, p, s, s->nb);
-            }
+        if (VMMC_UNLIKELY(!s->pk_open)) {
+            int st = pkt_start(fm, p, s, s->nb);
             if (st != VMMC_OK) {
                 s->err = st;
                 return st;
@@ -326,6 +325,17 @@ int fm_send_piece(fm_stream_t *s, const void *buf, size_t n)
         s->sent += c;
         b += c;
         n -= c;
+        /* A full packet goes out at once unless the bound says the message
+         * ends here (then end_message sends it as FIRST|LAST). */
+        if (VMMC_UNLIKELY(s->pk_len == s->pk_cap) && s->sent < s->bound) {
+            int st = publish(fm, p, s, s->first ? FM_F_FIRST : 0);
+            if (st != VMMC_OK) {
+                s->err = st;
+                return st;
+            }
+            s->first = 0;
+            s->pk_open = 0;
+        }
     }
     return VMMC_OK;
 }
@@ -336,6 +346,8 @@ int fm_end_message(fm_stream_t *s)
         return vmmc_error(VMMC_ERR_INVALID, "fm_end_message: not an open send stream");
     fm_t *fm = s->fm;
     int st = s->err;
+    if (VMMC_UNLIKELY(st == VMMC_OK && !s->pk_open))
+        st = pkt_start(fm, s->peer, s, s->nb); /* an empty packet carries LAST */
     if (VMMC_LIKELY(st == VMMC_OK))
         st = publish(fm, s->peer, s, (s->first ? FM_F_FIRST : 0) | FM_F_LAST);
     s->open = 0;

@@ -30,6 +30,8 @@ static const vmmc_cfg_entry_t core_entries[] = {
      VMMC_CFG_STRING, &vmmc_core_cfg.transport},
     {"SERVICE_THREAD", "no", "start the notification service thread at vmmc_init()",
      VMMC_CFG_BOOL, &vmmc_core_cfg.service_thread},
+    {"DMA_CPU", "auto", "where the copy engine runs: auto (any CPU but the caller's), inherit, or a CPU number",
+     VMMC_CFG_STRING, &vmmc_core_cfg.dma_cpu},
     {"CONNECT_TIMEOUT", "10s", "how long to wait for a peer's control handshake",
      VMMC_CFG_TIME, &vmmc_core_cfg.connect_timeout_ns},
 };
@@ -63,7 +65,7 @@ static void host_id(char *buf, size_t cap)
     snprintf(buf, cap, "%s-%lu", boot, ns);
 }
 
-static const char *card_get(const char *card, const char *key, char *out, size_t cap)
+const char *vmmc_card_get(const char *card, const char *key, char *out, size_t cap)
 {
     size_t kl = strlen(key);
     for (const char *p = card; p && *p;) {
@@ -107,7 +109,7 @@ vmmc_peer_t *vmmc_peer_get(vmmc_ep_t *ep, int rank, int *status)
         char other[96] = "";
         const char *card = ep->boot.peers ? ep->boot.peers[rank].card : NULL;
         p->same_host = rank == ep->rank ||
-                       (card && card_get(card, "host", other, sizeof other) && !strcmp(other, ep->host_id));
+                       (card && vmmc_card_get(card, "host", other, sizeof other) && !strcmp(other, ep->host_id));
         if (ep->boot.peers)
             p->pid = ep->boot.peers[rank].pid;
         int force_udp = !strcmp(vmmc_core_cfg.transport, "udp");
@@ -351,13 +353,18 @@ int vmmc_barrier(vmmc_ep_t *ep)
         return VMMC_OK;
     pthread_mutex_lock(&ep->lock);
     uint64_t epoch = ++ep->barrier_epoch;
-    uint64_t deaths = atomic_load(&ep->deaths);
+    /* Only the launcher's death notices fail a barrier: they are ordered
+     * with its barrier completions, whereas a rank that finished the barrier
+     * and then left may close its connections to us before we see the
+     * completion. */
+    uint64_t deaths = atomic_load(&ep->boot_deaths);
     pthread_mutex_unlock(&ep->lock);
     int rc = vmmc_boot_barrier_send(&ep->boot, epoch);
     if (rc != VMMC_OK)
         return rc;
     pthread_mutex_lock(&ep->lock);
-    while (ep->barrier_done < epoch && !ep->launcher_closed && atomic_load(&ep->deaths) == deaths)
+    while (ep->barrier_done < epoch && !ep->launcher_closed &&
+           atomic_load(&ep->boot_deaths) == deaths)
         pthread_cond_wait(&ep->cond, &ep->lock);
     int done = ep->barrier_done >= epoch;
     int closed = ep->launcher_closed;

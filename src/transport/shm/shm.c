@@ -12,10 +12,15 @@
  * so a put is a memcpy. Other regions are written with process_vm_writev.
  *
  * Notifications: the receiver's inbox segment (a sparse memfd) holds one
- * single-producer ring of records per sender. The sender writes the record
- * after the data, publishes it with a release store of head, and then, after a
- * full fence, looks at the receiver's "sleeping" word: only if the receiver
- * sleeps does it pay for a write() to the receiver's eventfd. */
+ * single-producer ring of records per sender. Each record is one cache line
+ * whose last word is its sequence number: the sender writes the record after
+ * the data and publishes it with a release store of that word, so the
+ * receiver polls the record slot itself and a notification costs the data's
+ * lines plus one. The receiver publishes how far it consumed in a separate
+ * line that the sender reads only when its cached view says the ring is full.
+ * After publishing, the sender (after a full fence) looks at the receiver's
+ * "sleeping" word: only a sleeping receiver costs it a write() to the
+ * receiver's eventfd. */
 #include "transport/shm/shm.h"
 
 #include <errno.h>
@@ -27,6 +32,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -45,10 +51,17 @@ typedef struct shm_inbox_hdr {
     _Alignas(64) _Atomic uint32_t sleeping;
 } shm_inbox_hdr_t;
 
+typedef struct shm_rec {
+    vmmc_nrec_t r;
+    uint64_t pad;
+    _Atomic uint64_t seq; /* index + 1 once valid, written last */
+    uint64_t pad2;
+} shm_rec_t;
+_Static_assert(sizeof(shm_rec_t) == 64, "a notification record is one cache line");
+
 typedef struct shm_ring {
-    _Alignas(64) _Atomic uint64_t head; /* written by the sender */
     _Alignas(64) _Atomic uint64_t tail; /* written by the receiver */
-    _Alignas(64) vmmc_nrec_t rec[];
+    _Alignas(64) shm_rec_t rec[];
 } shm_ring_t;
 
 typedef struct shm_ep {
@@ -78,15 +91,16 @@ typedef struct shm_peer {
 
 static size_t ring_bytes_for(uint32_t nrec)
 {
-    size_t b = sizeof(shm_ring_t) + (size_t)nrec * sizeof(vmmc_nrec_t);
+    size_t b = sizeof(shm_ring_t) + (size_t)nrec * sizeof(shm_rec_t);
     return (b + 4095) & ~(size_t)4095;
 }
 
-static socklen_t sock_addr(const vmmc_ep_t *ep, int rank, struct sockaddr_un *sa)
+/* Abstract socket address for @name (no leading '@'). */
+static socklen_t sock_addr(const char *name, struct sockaddr_un *sa)
 {
     memset(sa, 0, sizeof *sa);
     sa->sun_family = AF_UNIX;
-    int n = snprintf(sa->sun_path + 1, sizeof sa->sun_path - 1, "vmmc.%s.%d", ep->boot.job, rank);
+    int n = snprintf(sa->sun_path + 1, sizeof sa->sun_path - 1, "%s", name);
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
@@ -227,7 +241,9 @@ static void accepted_ready(vmmc_ep_t *ep, int fd, uint32_t events, void *arg)
         return;
     }
     vmmc_ctl_unwatch(ep, fd);
-    pthread_mutex_lock(&p->lock);
+    /* Not p->lock: our application thread may hold it while it connects to
+     * this same peer, whose control thread waits for us in turn. */
+    pthread_mutex_lock(&ep->lock);
     if (sp->in_fd >= 0 && sp->in_fd != fd) {
         /* A second HELLO from the same rank replaces the first connection. */
         vmmc_ctl_unwatch(ep, sp->in_fd);
@@ -236,7 +252,7 @@ static void accepted_ready(vmmc_ep_t *ep, int fd, uint32_t events, void *arg)
     sp->in_fd = fd;
     if (!p->pid)
         p->pid = cr.pid;
-    pthread_mutex_unlock(&p->lock);
+    pthread_mutex_unlock(&ep->lock);
 
     /* Poll this sender's ring from now on. */
     int known = 0, n = atomic_load(&s->nactive);
@@ -298,9 +314,24 @@ static int shm_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
     ep->shm = s;
     s->nrec = (uint32_t)vmmc_core_cfg.notify_queue;
     s->ring_bytes = ring_bytes_for(s->nrec);
-    (void)card;
-    (void)cap;
-    return VMMC_OK;
+    /* Listen before the bootstrap completes, so that no peer that learns our
+     * card can find us missing. The name is unique on this host. */
+    s->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s->listen_fd < 0)
+        return vmmc_error_sys("socket(AF_UNIX)");
+    uint64_t rnd = vmmc_now_ns() ^ ((uint64_t)(uintptr_t)s << 16);
+    char name[64];
+    snprintf(name, sizeof name, "vmmc.%d.%llx", (int)ep->pid, (unsigned long long)rnd);
+    struct sockaddr_un sa;
+    socklen_t sl = sock_addr(name, &sa);
+    if (bind(s->listen_fd, (struct sockaddr *)&sa, sl) != 0)
+        return vmmc_error_sys("bind control socket @%s", name);
+    if (listen(s->listen_fd, 128) != 0)
+        return vmmc_error_sys("listen on control socket");
+    int n = snprintf(card, cap, "shm=%s;", name);
+    if (n < 0 || (size_t)n >= cap)
+        return vmmc_error(VMMC_ERR_INVALID, "business card too small");
+    return vmmc_ctl_watch(ep, s->listen_fd, listen_ready, NULL);
 }
 
 static int shm_ep_start(vmmc_ep_t *ep)
@@ -329,17 +360,7 @@ static int shm_ep_start(vmmc_ep_t *ep)
     h->nranks = (uint32_t)ep->size;
     h->ring_bytes = s->ring_bytes;
     ep->sleeping = &h->sleeping;
-
-    s->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (s->listen_fd < 0)
-        return vmmc_error_sys("socket(AF_UNIX)");
-    struct sockaddr_un sa;
-    socklen_t sl = sock_addr(ep, ep->rank, &sa);
-    if (bind(s->listen_fd, (struct sockaddr *)&sa, sl) != 0)
-        return vmmc_error_sys("bind control socket @%s", sa.sun_path + 1);
-    if (listen(s->listen_fd, 128) != 0)
-        return vmmc_error_sys("listen on control socket");
-    return vmmc_ctl_watch(ep, s->listen_fd, listen_ready, NULL);
+    return VMMC_OK;
 }
 
 static void shm_ep_close(vmmc_ep_t *ep)
@@ -374,6 +395,14 @@ static void shm_ep_close(vmmc_ep_t *ep)
     ep->shm = NULL;
 }
 
+/* Mapping past the end of a memfd would fault on access: check the size a
+ * peer's descriptor really has against what the peer claims. */
+static int fd_covers(int fd, uint64_t off, uint64_t len)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && off + len >= off && (uint64_t)st.st_size >= off + len;
+}
+
 /* Wait (bounded) for one message on a blocking handshake. */
 static int wait_msg(int fd, vmmc_ctl_msg_t *m, int *fds, int *nfds, int timeout_ms)
 {
@@ -405,8 +434,14 @@ static int shm_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *p, int timeout_ms)
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return vmmc_error_sys("socket(AF_UNIX)");
+    char name[96];
+    const char *card = ep->boot.peers ? ep->boot.peers[p->rank].card : NULL;
+    if (!card || !vmmc_card_get(card, "shm", name, sizeof name)) {
+        close(fd);
+        return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "rank %d published no shm address", p->rank);
+    }
     struct sockaddr_un sa;
-    socklen_t sl = sock_addr(ep, p->rank, &sa);
+    socklen_t sl = sock_addr(name, &sa);
     int rc;
     uint64_t deadline = vmmc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     while ((rc = connect(fd, (struct sockaddr *)&sa, sl)) != 0) {
@@ -440,6 +475,13 @@ static int shm_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *p, int timeout_ms)
         close(fd);
         return rc;
     }
+    if (m.length < INBOX_HDR || !fd_covers(fds[0], 0, m.length)) {
+        close(fds[0]);
+        close(fds[1]);
+        close(fd);
+        return vmmc_error(VMMC_ERR_PROTOCOL, "rank %d's inbox descriptor does not match its size",
+                          p->rank);
+    }
     char *inbox = mmap(NULL, m.length, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
     close(fds[0]);
     if (inbox == MAP_FAILED) {
@@ -448,7 +490,9 @@ static int shm_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *p, int timeout_ms)
         return vmmc_error_sys("mmap inbox of rank %d", p->rank);
     }
     shm_inbox_hdr_t *h = (shm_inbox_hdr_t *)inbox;
-    if (h->magic != INBOX_MAGIC || (int)h->nranks <= ep->rank) {
+    if (h->magic != INBOX_MAGIC || (int)h->nranks <= ep->rank || h->nrec < 2 ||
+        h->ring_bytes < sizeof(shm_ring_t) + (uint64_t)h->nrec * sizeof(shm_rec_t) ||
+        INBOX_HDR + (uint64_t)h->nranks * h->ring_bytes > m.length) {
         munmap(inbox, m.length);
         close(fds[1]);
         close(fd);
@@ -460,8 +504,7 @@ static int shm_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *p, int timeout_ms)
     sp->ring = (shm_ring_t *)(inbox + INBOX_HDR + (size_t)ep->rank * h->ring_bytes);
     sp->sleeping = &h->sleeping;
     sp->evfd = fds[1];
-    sp->head = atomic_load(&sp->ring->head);
-    sp->tail_cache = atomic_load(&sp->ring->tail);
+    sp->head = sp->tail_cache = atomic_load(&sp->ring->tail);
     sp->out_fd = fd;
     p->pid = m.pid;
     return vmmc_ctl_watch(ep, fd, peer_fd_ready, (void *)(intptr_t)p->rank);
@@ -531,15 +574,15 @@ int vmmc_shm_notify(vmmc_proxy_t *px, size_t off, size_t len, uint64_t imm, int 
             sp->tail_cache = atomic_load_explicit(&sp->ring->tail, memory_order_acquire);
         }
     }
-    vmmc_nrec_t *r = &sp->ring->rec[sp->head % sp->nrec];
-    r->export_id = px->export_id;
-    r->gen = px->gen;
-    r->sender = ep->rank;
-    r->offset = off;
-    r->length = len;
-    r->imm = imm;
+    shm_rec_t *slot = &sp->ring->rec[sp->head % sp->nrec];
+    slot->r.export_id = px->export_id;
+    slot->r.gen = px->gen;
+    slot->r.sender = ep->rank;
+    slot->r.offset = off;
+    slot->r.length = len;
+    slot->r.imm = imm;
     sp->head++;
-    atomic_store_explicit(&sp->ring->head, sp->head, memory_order_release);
+    atomic_store_explicit(&slot->seq, sp->head, memory_order_release);
     atomic_flag_clear_explicit(&sp->prod_lock, memory_order_release);
     VMMC_COUNT(ep, CNT_NOTIFY_SENT, 1);
     return wake_peer(ep, sp);
@@ -553,22 +596,19 @@ int vmmc_shm_drain(vmmc_ep_t *ep, vmmc_shm_rec_fn fn)
     int n = 0, na = atomic_load_explicit(&s->nactive, memory_order_acquire);
     for (int i = 0; i < na; i++) {
         shm_ring_t *ring = (shm_ring_t *)(s->inbox + INBOX_HDR + (size_t)s->active[i] * s->ring_bytes);
-        uint64_t tail = atomic_load_explicit(&ring->tail, memory_order_relaxed);
-        uint64_t head = atomic_load_explicit(&ring->head, memory_order_acquire);
-        if (head == tail)
-            continue;
-        if (head - tail > s->nrec) { /* a corrupt producer: skip what cannot be valid */
-            VMMC_COUNT(ep, CNT_CTL_BAD, 1);
-            atomic_store_explicit(&ring->tail, head, memory_order_release);
-            continue;
-        }
-        for (; tail != head; tail++) {
-            vmmc_nrec_t rec = ring->rec[tail % s->nrec];
+        uint64_t tail = atomic_load_explicit(&ring->tail, memory_order_relaxed), t0 = tail;
+        for (;;) {
+            shm_rec_t *slot = &ring->rec[tail % s->nrec];
+            if (atomic_load_explicit(&slot->seq, memory_order_acquire) != tail + 1)
+                break;
+            vmmc_nrec_t rec = slot->r;
             rec.sender = s->active[i]; /* trust the ring's owner, not the record */
             fn(ep, &rec);
+            tail++;
             n++;
         }
-        atomic_store_explicit(&ring->tail, tail, memory_order_release);
+        if (tail != t0)
+            atomic_store_explicit(&ring->tail, tail, memory_order_release);
     }
     return n;
 }
@@ -696,6 +736,11 @@ int vmmc_shm_proxy_setup(vmmc_proxy_t *px, const vmmc_ctl_msg_t *m, const int *f
         size_t pg_off = m->map_off & ~(uint64_t)4095;
         size_t lead = m->map_off - pg_off;
         px->map_len = (lead + m->length + 4095) & ~(size_t)4095;
+        if (!fd_covers(memfd, m->map_off, m->length)) {
+            rc = vmmc_error(VMMC_ERR_PROTOCOL, "rank %d's descriptor for '%s' is smaller than %zu bytes",
+                            px->rank, m->name, (size_t)m->length);
+            goto out;
+        }
         void *b = mmap(NULL, px->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, (off_t)pg_off);
         if (b == MAP_FAILED) {
             rc = vmmc_error_sys("mmap imported region '%s' (%zu bytes)", m->name, (size_t)m->length);
@@ -715,6 +760,10 @@ int vmmc_shm_proxy_setup(vmmc_proxy_t *px, const vmmc_ctl_msg_t *m, const int *f
     if (m->flags & VMMC_EXPORT_REDIRECTABLE) {
         if (rfd < 0) {
             rc = vmmc_error(VMMC_ERR_PROTOCOL, "redirectable import without control block");
+            goto out;
+        }
+        if (!fd_covers(rfd, 0, vmmc_redir_ctl_size())) {
+            rc = vmmc_error(VMMC_ERR_PROTOCOL, "redirect control block of '%s' is too small", m->name);
             goto out;
         }
         void *c = mmap(NULL, vmmc_redir_ctl_size(), PROT_READ | PROT_WRITE, MAP_SHARED, rfd, 0);

@@ -92,6 +92,7 @@ static int child(void)
         if (rc != VMMC_ERR_PEER_DEAD)
             VT_FAIL("fm_send returned %d (%s)", rc, vmmc_strerror(rc));
         report("PEER_DEAD in a blocked send");
+        pause(); /* stay up until the launcher ends the job: rank 0 is still checking */
     }
     _exit(0); /* the job is broken: no finalize barrier */
 }

@@ -166,11 +166,12 @@ static int fm_connect_peer(fm_t *fm, fm_peer_t *p)
     uint64_t maxpay = p->R / 2 - FM_HDR;
     maxpay &= ~(uint64_t)(FM_LINE - 1);
     p->paymax = fm->packet_size < maxpay ? fm->packet_size : (size_t)maxpay;
-    if (!p->map) {
-        p->staging = aligned_alloc(FM_LINE, fm_align64(FM_HDR + p->paymax));
-        if (!p->staging)
-            return vmmc_error(VMMC_ERR_NOMEM, "fm_init: no memory for a staging packet");
-    }
+    /* Staging packet: every packet when unmapped; short messages when
+     * mapped (see fm_send.c). */
+    size_t stage = p->map ? (p->paymax < FM_STAGE_MAX ? p->paymax : FM_STAGE_MAX) : p->paymax;
+    p->staging = aligned_alloc(FM_LINE, fm_align64(FM_HDR + stage));
+    if (!p->staging)
+        return vmmc_error(VMMC_ERR_NOMEM, "fm_init: no memory for a staging packet");
     p->seq = 1;
     return VMMC_OK;
 }

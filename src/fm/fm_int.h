@@ -30,6 +30,11 @@
 #define FM_CREDIT_OFF 0u
 #define FM_REQ_OFF 64u
 
+/* Messages whose bound is at most this are assembled in a local staging
+ * packet and copied into a mapped ring in one go: the reader polling the
+ * header line then loses the line once per message, not once per piece. */
+#define FM_STAGE_MAX 1024u
+
 #define FM_F_FIRST 1u
 #define FM_F_LAST 2u
 #define FM_F_SKIP 4u
@@ -77,6 +82,7 @@ struct fm_stream {
     char *pk;         /* payload of the packet being filled */
     size_t pk_len, pk_cap;
     int pk_open;      /* a packet is being filled */
+    int staged;       /* ... in the staging packet although the ring is mapped */
     /* receive side */
     const char *rp;   /* payload of the current packet, NULL when consumed */
     size_t rlen, rpos;
@@ -99,7 +105,7 @@ typedef struct fm_peer {
     uint64_t req;               /* credit requests sent */
     uint64_t req_credit;        /* credit value when we last asked */
     int sdead;
-    char *staging;              /* packet assembly when unmapped */
+    char *staging;              /* packet assembly (unmapped, or short messages) */
     uint64_t pk_pos;            /* ring position of the packet being filled */
     fm_stream_t ss;
     /* --- receiving from this peer --- */

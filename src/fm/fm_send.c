@@ -3,7 +3,10 @@
  * A message is cut into packets of at most paymax payload bytes; pieces are
  * copied straight into the packet being filled, which lives in the mapped
  * ring of the receiver (one copy) or, without a mapping, in a staging packet
- * that goes out with vmmc_send(). A full packet goes out at once, unless the
+ * that goes out with vmmc_send(). Messages of at most FM_STAGE_MAX bytes are
+ * staged locally even with a mapping and copied in one go, so that the
+ * receiver, which polls the packet's first line, does not take that line
+ * away between pieces. A full packet goes out at once, unless the
  * message's bound says nothing can follow it; the last packet goes out at
  * end_message. So a message shorter than a packet always travels as one
  * packet (FIRST|LAST) and its handler never needs a context of its own.
@@ -166,7 +169,14 @@ static inline int publish(fm_t *fm, fm_peer_t *p, fm_stream_t *s, unsigned flags
     uint64_t w1 = (uint64_t)p->seq | ((uint64_t)len << 32);
     if (VMMC_LIKELY(p->map != NULL)) {
         char *h = p->map + FM_CTRL + off;
-        *(uint64_t *)h = w0;
+        if (s->staged) {
+            uint64_t *st = (uint64_t *)p->staging;
+            st[0] = w0;
+            st[1] = 0;
+            memcpy(h, st, FM_HDR + len);
+        } else {
+            *(uint64_t *)h = w0;
+        }
         atomic_store_explicit((_Atomic uint64_t *)(h + 8), w1, memory_order_release);
     } else {
         uint64_t *h = (uint64_t *)p->staging;
@@ -234,7 +244,8 @@ static inline int pkt_start(fm_t *fm, fm_peer_t *p, fm_stream_t *s, int nb)
             return st;
     }
     p->pk_pos = p->head;
-    s->pk = (p->map ? p->map + FM_CTRL + p->head % p->R : p->staging) + FM_HDR;
+    s->staged = p->map && s->bound <= FM_STAGE_MAX && s->bound <= p->paymax;
+    s->pk = (p->map && !s->staged ? p->map + FM_CTRL + p->head % p->R : p->staging) + FM_HDR;
     s->pk_len = 0;
     s->pk_cap = cap;
     s->pk_open = 1;

@@ -131,7 +131,8 @@ enum {
 typedef struct fm_params {
     uint64_t field_mask;
     unsigned flags;      /**< FM_NONBLOCK, FM_NO_MAP */
-    size_t ring_size;    /**< receive ring per sender, bytes (VMMC_FM_RING) */
+    size_t ring_size;    /**< receive ring per sender, bytes (VMMC_FM_RING);
+                              rounded up to a power of two */
     size_t packet_size;  /**< largest payload per packet (VMMC_FM_PACKET) */
     size_t credit_batch; /**< return credits every this many bytes
                               (VMMC_FM_CREDIT_BATCH; 0 = ring_size/4) */

@@ -115,7 +115,14 @@ static int fm_setup_params(fm_t *fm, const fm_params_t *pa)
     if (fm->packet_size < 8 || fm->packet_size > (1u << 30))
         return vmmc_error(VMMC_ERR_INVALID, "fm_init: packet size %zu outside 8 B..1 GiB",
                           fm->packet_size);
-    fm->ring_size = fm_align64(fm->ring_size);
+    /* A power of two, so that ring offsets are a mask, not a division. */
+    if (fm->ring_size > (1ull << 40))
+        return vmmc_error(VMMC_ERR_INVALID, "fm_init: ring of %llu bytes is too large",
+                          (unsigned long long)fm->ring_size);
+    uint64_t r2 = FM_LINE;
+    while (r2 < fm->ring_size)
+        r2 <<= 1;
+    fm->ring_size = r2;
     uint64_t slot = fm_align64(FM_HDR + fm->packet_size);
     if (fm->ring_size < 2 * slot)
         return vmmc_error(VMMC_ERR_INVALID, "fm_init: ring of %llu bytes holds fewer than two "
@@ -147,7 +154,7 @@ static int fm_connect_peer(fm_t *fm, fm_peer_t *p)
         if (st != VMMC_OK)
             return st;
         size_t len = vmmc_proxy_length(p->px);
-        if (len < FM_CTRL + 2 * 128 || (len - FM_CTRL) % FM_LINE)
+        if (len < FM_CTRL + 2 * 128 || ((len - FM_CTRL) & (len - FM_CTRL - 1)))
             return vmmc_error(VMMC_ERR_PROTOCOL, "fm_init: rank %d's ring '%s' has a bad length %zu",
                               p->rank, name, len);
         p->R = len - FM_CTRL;

@@ -7,9 +7,9 @@
  *   [128, 128+R) the ring B writes packets into
  *
  * so everything B writes to A goes into one import and stays in order. Ring
- * positions are absolute byte counts (offset = pos % R). A packet starts on a
- * 64-byte line: word0 = handler | flags << 16, word1 = seq | len << 32, then
- * len payload bytes; it occupies align64(16 + len) bytes. word1 is written
+ * positions are absolute byte counts; R is a power of two (offset = pos & (R-1)).
+ * A packet starts on a 64-byte line: word0 = handler | flags << 16, word1 =
+ * seq | len << 32, then len payload bytes; it occupies align64(16 + len) bytes. word1 is written
  * last (release): the receiver takes a packet when word1's seq is the one it
  * expects. A packet never wraps: if it does not fit before the end, a SKIP
  * packet fills the rest. Consuming a packet zeroes word1 of every line it

@@ -39,7 +39,7 @@ static double now_s(void)
 static inline int peek_at(const fm_peer_t *p, uint64_t pos, uint32_t seq, uint64_t *w0,
                           uint32_t *len)
 {
-    const char *h = p->ring + pos % p->rR;
+    const char *h = p->ring + (pos & (p->rR - 1));
     uint64_t w1 = atomic_load_explicit((_Atomic uint64_t *)(h + 8), memory_order_acquire);
     if ((uint32_t)w1 != seq)
         return 0;
@@ -51,7 +51,7 @@ static inline int peek_at(const fm_peer_t *p, uint64_t pos, uint32_t seq, uint64
 /* Bytes the packet at @pos occupies, or 0 if its header is malformed. */
 static inline uint64_t slot_of(const fm_peer_t *p, uint64_t pos, uint64_t w0, uint32_t len)
 {
-    uint64_t room = p->rR - pos % p->rR;
+    uint64_t room = p->rR - (pos & (p->rR - 1));
     if ((w0 >> 16) & FM_F_SKIP)
         return room;
     uint64_t slot = fm_align64(FM_HDR + (uint64_t)len);
@@ -80,7 +80,7 @@ static inline void req_check(fm_peer_t *p)
  * (so stale payload never looks like a header), advance, maybe give credits. */
 static inline void consume(fm_t *fm, fm_peer_t *p, uint64_t slot, int skip)
 {
-    char *base = p->ring + p->tail % p->rR;
+    char *base = p->ring + (p->tail & (p->rR - 1));
     uint64_t zl = skip ? FM_LINE : slot;
     for (uint64_t x = 0; x < zl; x += FM_LINE)
         atomic_store_explicit((_Atomic uint64_t *)(base + x + 8), 0, memory_order_relaxed);
@@ -187,7 +187,7 @@ static VMMC_COLD void unknown_handler(fm_t *fm, fm_peer_t *p, unsigned id)
 static inline int step(fm_t *fm, fm_peer_t *p, uint64_t w0, uint32_t len, unsigned flags)
 {
     fm_stream_t *s = &p->rs;
-    const char *payload = p->ring + p->tail % p->rR + FM_HDR;
+    const char *payload = p->ring + (p->tail & (p->rR - 1)) + FM_HDR;
     switch (p->rstate) {
     case FM_R_IDLE: {
         if (VMMC_UNLIKELY(!(flags & FM_F_FIRST))) {

@@ -34,7 +34,7 @@ static inline int has_space(fm_peer_t *p, uint64_t need)
 static inline uint64_t next_need(const fm_peer_t *p, size_t cap, uint64_t *skip)
 {
     uint64_t slot = fm_align64(FM_HDR + cap);
-    uint64_t off = p->head % p->R;
+    uint64_t off = p->head & (p->R - 1);
     *skip = (p->R - off < slot) ? p->R - off : 0;
     return *skip + slot;
 }
@@ -43,7 +43,7 @@ static inline uint64_t next_need(const fm_peer_t *p, size_t cap, uint64_t *skip)
  * UINT64_MAX if more than the ring. */
 static uint64_t layout_bytes(const fm_peer_t *p, size_t bound)
 {
-    uint64_t pos = p->head % p->R, bytes = 0;
+    uint64_t pos = p->head & (p->R - 1), bytes = 0;
     size_t left = bound;
     do {
         size_t c = left < p->paymax ? left : p->paymax;
@@ -53,7 +53,7 @@ static uint64_t layout_bytes(const fm_peer_t *p, size_t bound)
             pos = 0;
         }
         bytes += slot;
-        pos = (pos + slot) % p->R;
+        pos = (pos + slot) & (p->R - 1);
         left -= c;
         if (bytes > p->R)
             return UINT64_MAX;
@@ -164,7 +164,7 @@ static VMMC_COLD int send_again(fm_t *fm, fm_peer_t *p)
 static inline int publish(fm_t *fm, fm_peer_t *p, fm_stream_t *s, unsigned flags)
 {
     size_t len = s->pk_len;
-    uint64_t off = p->pk_pos % p->R;
+    uint64_t off = p->pk_pos & (p->R - 1);
     uint64_t w0 = (uint64_t)s->handler | ((uint64_t)flags << 16);
     uint64_t w1 = (uint64_t)p->seq | ((uint64_t)len << 32);
     if (VMMC_LIKELY(p->map != NULL)) {
@@ -202,7 +202,7 @@ static inline int publish(fm_t *fm, fm_peer_t *p, fm_stream_t *s, unsigned flags
 
 static int write_skip(fm_t *fm, fm_peer_t *p, uint64_t skip)
 {
-    uint64_t off = p->head % p->R;
+    uint64_t off = p->head & (p->R - 1);
     uint64_t w0 = (uint64_t)FM_F_SKIP << 16;
     uint64_t w1 = (uint64_t)p->seq;
     if (p->map) {
@@ -232,8 +232,8 @@ static inline int pkt_start(fm_t *fm, fm_peer_t *p, fm_stream_t *s, int nb)
     uint64_t skip;
     uint64_t need = next_need(p, cap, &skip);
     if (VMMC_UNLIKELY(!has_space(p, need))) {
-        if (nb)
-            return send_again(fm, p);
+        if (nb || fm->in_handler || fm->in_extract)
+            return send_again(fm, p); /* handlers never wait */
         int st = wait_space(fm, p, &need, cap, &skip);
         if (st != VMMC_OK)
             return st;
@@ -245,7 +245,8 @@ static inline int pkt_start(fm_t *fm, fm_peer_t *p, fm_stream_t *s, int nb)
     }
     p->pk_pos = p->head;
     s->staged = p->map && s->bound <= FM_STAGE_MAX && s->bound <= p->paymax;
-    s->pk = (p->map && !s->staged ? p->map + FM_CTRL + p->head % p->R : p->staging) + FM_HDR;
+    s->pk = (p->map && !s->staged ? p->map + FM_CTRL + (p->head & (p->R - 1)) : p->staging) +
+            FM_HDR;
     s->pk_len = 0;
     s->pk_cap = cap;
     s->pk_open = 1;
@@ -381,6 +382,29 @@ int fm_send_4(fm_t *fm, int dest, int handler, uint32_t i0, uint32_t i1, uint32_
 
 int fm_send(fm_t *fm, int dest, int handler, const void *buf, size_t n)
 {
+    /* Fast path: one packet into a mapped ring with room before its end. */
+    if (VMMC_LIKELY(fm && dest >= 0 && dest < fm->size && handler >= 0 && handler <= 0xffff &&
+                    (buf || !n))) {
+        fm_peer_t *p = &fm->peers[dest];
+        uint64_t slot = fm_align64(FM_HDR + n);
+        uint64_t off = p->head & (p->R - 1);
+        if (VMMC_LIKELY(p->map && n <= p->paymax && !p->ss.open && !p->sdead &&
+                        p->R - off >= slot && has_space(p, slot))) {
+            char *h = p->map + FM_CTRL + off;
+            memcpy(h + FM_HDR, buf, n);
+            *(uint64_t *)h = (uint64_t)handler | ((uint64_t)(FM_F_FIRST | FM_F_LAST) << 16);
+            atomic_store_explicit((_Atomic uint64_t *)(h + 8), (uint64_t)p->seq | ((uint64_t)n << 32),
+                                  memory_order_release);
+            p->head += slot;
+            p->seq = fm_seq_next(p->seq);
+            fm->cnt[FM_C_MSG_SENT]++;
+            fm->cnt[FM_C_PKT_SENT]++;
+            fm->cnt[FM_C_BYTES_SENT] += n;
+            if (p->px)
+                vmmc_signal(fm->ep, p->rank);
+            return VMMC_OK;
+        }
+    }
     fm_stream_t *s;
     int st = fm_begin_message(fm, dest, n, handler, &s);
     if (st != VMMC_OK)

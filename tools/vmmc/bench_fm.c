@@ -6,9 +6,11 @@
  * Metrics (size in bytes):
  *   fm_lat          us      one-way latency = ping-pong / 2, both sides polling
  *                           fm_extract(); reference vmmc/memalloc_lat
+ *   fm_stream_lat   us      the same with begin_message + one piece +
+ *                           end_message instead of fm_send(); reference fm/fm_lat
  *   fm_gather_lat   us      the same with each message sent as a 24-byte header
  *                           piece plus a payload piece and read back the same
- *                           way; reference fm/fm_lat (1.00 = free gather)
+ *                           way; reference fm/fm_stream_lat (1.00 = free gather)
  *   fm_block_lat    us      8 B ping-pong with both sides in fm_extract_wait()
  *                           (spin, then sleep); reference fm/fm_lat
  *   fm_n_half       B       N1/2 from the fm_lat curve; reference
@@ -33,7 +35,7 @@
 #define MAX_SIZE ((size_t)16 << 20)
 
 enum { H_CTL = 1, H_DATA = 2, H_GDATA = 3, H_ACK = 4 };
-enum { OP_PINGPONG = 1, OP_GPINGPONG, OP_BLOCKPP, OP_STREAM, OP_QUIT };
+enum { OP_PINGPONG = 1, OP_GPINGPONG, OP_SPINGPONG, OP_BLOCKPP, OP_STREAM, OP_QUIT };
 
 typedef struct ctl {
     uint64_t op, n, count, seq;
@@ -80,16 +82,17 @@ static void h_gdata(fm_stream_t *s, int sender, void *arg)
 
 static void h_ack(fm_stream_t *s, int sender, void *arg) { g.acks++; }
 
+/* gather: 0 = fm_send(), 1 = header piece + payload piece, 2 = one piece */
 static int send_data(size_t n, int gather)
 {
     if (!gather)
         return fm_send(g.fm, g.peer, H_DATA, g.src, n);
     fm_stream_t *s;
-    int rc = fm_begin_message(g.fm, g.peer, n, H_GDATA, &s);
+    int rc = fm_begin_message(g.fm, g.peer, n, gather == 1 ? H_GDATA : H_DATA, &s);
     if (rc)
         return rc;
-    size_t h = n < 24 ? n : 24;
-    if ((rc = fm_send_piece(s, g.src, h)) == 0)
+    size_t h = gather == 2 ? n : n < 24 ? n : 24;
+    if ((rc = fm_send_piece(s, g.src, h)) == 0 && h < n)
         rc = fm_send_piece(s, g.src + h, n - h);
     int rc2 = fm_end_message(s);
     return rc ? rc : rc2;
@@ -120,10 +123,12 @@ static int serve(void)
                 return -1;
         g.have_cmd = 0;
         ctl_t c = g.cmd;
-        int gather = c.op == OP_GPINGPONG, block = c.op == OP_BLOCKPP;
+        int gather = c.op == OP_GPINGPONG ? 1 : c.op == OP_SPINGPONG ? 2 : 0;
+        int block = c.op == OP_BLOCKPP;
         switch (c.op) {
         case OP_PINGPONG:
         case OP_GPINGPONG:
+        case OP_SPINGPONG:
         case OP_BLOCKPP:
             for (uint64_t i = 0; i < c.count; i++) {
                 if (wait_for(&g.got, g.cmd_base + i + 1, block) || send_data(c.n, gather))
@@ -154,7 +159,8 @@ static int command(uint64_t op, size_t n, long count)
 /* One-way latency in us over @it round trips, per repetition. */
 static int pingpong(uint64_t op, size_t n, long it, double *out)
 {
-    int gather = op == OP_GPINGPONG, block = op == OP_BLOCKPP;
+    int gather = op == OP_GPINGPONG ? 1 : op == OP_SPINGPONG ? 2 : 0;
+    int block = op == OP_BLOCKPP;
     for (int rep = -1; rep < g.c->reps; rep++) {
         if (command(op, n, it))
             return -1;
@@ -257,9 +263,13 @@ static int drive(void)
         sizes[ns++] = n;
         bench_report(g.c, "fm_lat", n, "us", bench_stats(s, g.c->reps), "vmmc/memalloc_lat");
         if (n >= 32) {
+            if (pingpong(OP_SPINGPONG, n, it, s))
+                return -1;
+            bench_report(g.c, "fm_stream_lat", n, "us", bench_stats(s, g.c->reps), "fm/fm_lat");
             if (pingpong(OP_GPINGPONG, n, it, s))
                 return -1;
-            bench_report(g.c, "fm_gather_lat", n, "us", bench_stats(s, g.c->reps), "fm/fm_lat");
+            bench_report(g.c, "fm_gather_lat", n, "us", bench_stats(s, g.c->reps),
+                         "fm/fm_stream_lat");
         }
     }
     if (!g.c->quick && ns > 2)

@@ -114,7 +114,7 @@ ssize_t fm_receive(void *buf, fm_stream_t *s, size_t n)
     size_t got = 0;
     for (;;) {
         size_t avail = s->rlen - s->rpos;
-        if (VMMC_LIKELY(avail)) {
+        if (VMMC_LIKELY(avail && got < n)) {
             size_t c = n - got < avail ? n - got : avail;
             memcpy(b + got, s->rp + s->rpos, c);
             s->rpos += c;

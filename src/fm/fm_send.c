@@ -391,7 +391,8 @@ int fm_send(fm_t *fm, int dest, int handler, const void *buf, size_t n)
         if (VMMC_LIKELY(p->map && n <= p->paymax && !p->ss.open && !p->sdead &&
                         p->R - off >= slot && has_space(p, slot))) {
             char *h = p->map + FM_CTRL + off;
-            memcpy(h + FM_HDR, buf, n);
+            if (n)
+                memcpy(h + FM_HDR, buf, n);
             *(uint64_t *)h = (uint64_t)handler | ((uint64_t)(FM_F_FIRST | FM_F_LAST) << 16);
             atomic_store_explicit((_Atomic uint64_t *)(h + 8), (uint64_t)p->seq | ((uint64_t)n << 32),
                                   memory_order_release);

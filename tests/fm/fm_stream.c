@@ -156,5 +156,9 @@ int main(int argc, char **argv)
            (unsigned long long)fm_counter(fm, "handler_suspend"),
            (unsigned long long)fm_counter(fm, "credit_wait"));
     ft_close(ep, fm);
+    free(src);
+    for (int r = 0; r < np; r++)
+        free(from[r].buf);
+    free(from);
     return 0;
 }

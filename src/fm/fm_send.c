@@ -371,13 +371,7 @@ int fm_end_message(fm_stream_t *s)
 int fm_send_4(fm_t *fm, int dest, int handler, uint32_t i0, uint32_t i1, uint32_t i2, uint32_t i3)
 {
     uint32_t w[4] = {i0, i1, i2, i3};
-    fm_stream_t *s;
-    int st = fm_begin_message(fm, dest, sizeof w, handler, &s);
-    if (st != VMMC_OK)
-        return st;
-    st = fm_send_piece(s, w, sizeof w);
-    int st2 = fm_end_message(s);
-    return st != VMMC_OK ? st : st2;
+    return fm_send(fm, dest, handler, w, sizeof w);
 }
 
 int fm_send(fm_t *fm, int dest, int handler, const void *buf, size_t n)

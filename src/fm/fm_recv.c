@@ -266,8 +266,6 @@ int fm_extract_locked(fm_t *fm, size_t max_bytes)
         budget = 1;
     int n = fm->size, npk = 0, progress;
     unsigned start = fm->rr;
-    for (int i = 0; i < n; i++)
-        req_check(&fm->peers[i]);
     do {
         progress = 0;
         for (int i = 0; i < n; i++) {
@@ -308,13 +306,16 @@ int fm_extract_locked(fm_t *fm, size_t max_bytes)
             progress = 1;
             if (budget <= 0) {
                 fm->rr = idx + 1 >= (unsigned)n ? 0 : idx + 1;
-                return npk;
+                goto credits;
             }
         }
     } while (progress);
     fm->rr = start + 1 >= (unsigned)n ? 0 : start + 1;
+credits:
+    /* Senders that asked for credits get them now. */
     for (int i = 0; i < n; i++) {
         fm_peer_t *p = &fm->peers[i];
+        req_check(p);
         if (VMMC_UNLIKELY(p->req_pending) && p->tail > p->returned)
             credit_return(fm, p);
     }

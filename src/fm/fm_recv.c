@@ -396,13 +396,7 @@ int fm_extract_wait(fm_t *fm, size_t max_bytes, int timeout_ms)
             if (rem < slice)
                 slice = rem < 1 ? 1 : (int)rem;
         }
-        /* About to sleep: give back every credit held in a batch. */
-        fm_rlock(fm);
-        for (int i = 0; i < fm->size; i++)
-            if (fm->peers[i].tail > fm->peers[i].returned && !fm->peers[i].rdead)
-                credit_return(fm, &fm->peers[i]);
-        fm_runlock(fm);
-        int w = vmmc_wait(fm->ep, slice);
+        int w = vmmc_wait(fm->ep, slice); /* the arm hook returns held credits */
         if (w < 0 && w != VMMC_ERR_PEER_DEAD)
             return w;
         if (w <= 0 || now_s() - fm->last_dead_check > 0.02) {
@@ -422,7 +416,8 @@ int fm_extract_wait(fm_t *fm, size_t max_bytes, int timeout_ms)
 /* Core progress hook: look ahead in the rings (report each packet once, so
  * vmmc_wait() wakes for it but does not spin on packets the application is
  * deliberately leaving there), answer credit requests, and report credits
- * for which a sender waits. Never runs handlers. */
+ * for which a sender waits. Never runs handlers. The arm function also gives
+ * back batched credits before the endpoint sleeps. */
 int fm_hook_poll(void *arg)
 {
     fm_t *fm = arg;
@@ -467,6 +462,10 @@ int fm_hook_arm(void *arg)
         fm_peer_t *p = &fm->peers[r];
         if (p->broken || p->rdead)
             continue;
+        /* The endpoint is about to sleep: give back credits held in a batch,
+         * so that an idle receiver never holds its senders up. */
+        if (p->tail > p->returned)
+            credit_return(fm, p);
         uint64_t w0;
         uint32_t len;
         if (peek_at(p, p->seen, p->seen_seq, &w0, &len))

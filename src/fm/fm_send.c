@@ -128,6 +128,11 @@ static VMMC_COLD int wait_space(fm_t *fm, fm_peer_t *p, uint64_t *need_io, size_
             st = n;
             break;
         }
+        /* Now and then, even while other senders keep us busy: is it alive? */
+        if (p->px && (++iter & 63) == 0 && vmmc_peer_alive(fm->ep, p->rank) == 0) {
+            st = peer_dead(fm, p);
+            break;
+        }
         if (n > 0)
             continue;
         *need_io = next_need(p, cap, skip);
@@ -139,12 +144,9 @@ static VMMC_COLD int wait_space(fm_t *fm, fm_peer_t *p, uint64_t *need_io, size_
             break;
         }
         /* (PEER_DEAD from vmmc_wait may be about another rank: check ours.) */
-        if (p->px && (w <= 0 || (++iter & 63) == 0)) {
-            int a = vmmc_peer_alive(fm->ep, p->rank);
-            if (a == 0) {
-                st = peer_dead(fm, p);
-                break;
-            }
+        if (p->px && w <= 0 && vmmc_peer_alive(fm->ep, p->rank) == 0) {
+            st = peer_dead(fm, p);
+            break;
         }
     }
     atomic_store_explicit(&fm->swait, -1, memory_order_relaxed);

@@ -245,14 +245,7 @@ int fm_init(vmmc_ep_t *ep, const fm_params_t *params, fm_t **out)
     }
     if (fm->size > 1 && (st = vmmc_barrier(ep)) != VMMC_OK)
         goto fail;
-    /* Import in two rounds, lower ranks first, so that the two ranks of a
-     * pair never open their connection to each other at the same moment. */
-    for (int r = 0; r <= fm->rank; r++)
-        if ((st = fm_connect_peer(fm, &fm->peers[r])) != VMMC_OK)
-            goto fail;
-    if (fm->size > 1 && (st = vmmc_barrier(ep)) != VMMC_OK)
-        goto fail;
-    for (int r = fm->rank + 1; r < fm->size; r++)
+    for (int r = 0; r < fm->size; r++)
         if ((st = fm_connect_peer(fm, &fm->peers[r])) != VMMC_OK)
             goto fail;
     if ((st = vmmc_progress_hook_add(ep, fm_hook_poll, fm_hook_arm, fm)) != VMMC_OK)

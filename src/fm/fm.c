@@ -274,8 +274,13 @@ int fm_finalize(fm_t *fm)
                 return vmmc_error(VMMC_ERR_BUSY, "fm_finalize: a message to rank %d is open", r);
         }
     }
-    if (fm->hook_added)
+    if (fm->hook_added) {
         vmmc_progress_hook_remove(fm->ep, fm_hook_poll, fm);
+        /* A concurrent arm call (made outside the core's progress lock) may
+         * still be inside the hook: it holds the receive lock meanwhile. */
+        fm_rlock(fm);
+        fm_runlock(fm);
+    }
     if (fm->peers) {
         for (int r = 0; r < fm->size; r++) {
             fm_peer_t *p = &fm->peers[r];

@@ -80,7 +80,11 @@ int main(void)
 {
     vmmc_ep_t *ep;
     fm_t *fm;
-    ft_open(&ep, &fm, NULL);
+    /* Packet and ring sizes fixed here: the checks below count packets. */
+    fm_params_t pa = {.field_mask = FM_PARAM_PACKET_SIZE | FM_PARAM_RING_SIZE,
+                      .packet_size = 8192,
+                      .ring_size = 512 * 1024};
+    ft_open(&ep, &fm, &pa);
     me = fm_nodeid(fm);
     if (fm_numnodes(fm) != 4)
         VT_SKIP("needs 4 ranks");
@@ -110,7 +114,7 @@ int main(void)
     } else {
         /* Both handlers started and suspended, waiting for the rest (the
          * senders' last, partly filled packet stays with them until they go
-         * on: packets are 8 KiB by default). */
+         * on: packets are 8 KiB here). */
         while (!(big_active[1] && big_active[2] && big_pos[1] + 8192 >= A_FIRST &&
                  big_pos[2] + 8192 >= A_FIRST))
             VT_CHECK(fm_extract_wait(fm, FM_EXTRACT_ALL, -1) >= 0);

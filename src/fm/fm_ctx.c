@@ -32,7 +32,6 @@ struct fm_ctx {
     fm_handler_t fn;
     void *arg;
     int finished;
-    int started;
     fm_ctx_t *next_free;
     fm_ctx_t *next_all;
 #ifndef FM_ASM_SWITCH

@@ -1086,7 +1086,7 @@ static void plot_chart(FILE *gp, const char *png, const char *title, const char 
         fprintf(gp, "EOD\n");
     }
     fprintf(gp,
-            "set terminal pngcairo size 960,600 font ',9'\n"
+            "set terminal pngcairo noenhanced size 880,520 font ',9'\n"
             "set output '%s'\n"
             "set title '%s'\n"
             "set logscale xy\n"

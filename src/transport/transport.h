@@ -41,15 +41,28 @@ typedef struct vmmc_tl_ops {
     /* The core declares the peer dead: release what the transport holds. */
     void (*peer_dead)(struct vmmc_ep *ep, struct vmmc_peer *peer);
 
-    /* Send one control message (and optionally one file descriptor, -1 for
-     * none; transports that cannot pass descriptors get -1 only). */
+    /* Send one control message with @nfds (0..2) file descriptors.
+     * Transports that cannot pass descriptors are only given nfds == 0
+     * (the core sends regions by address/token to such peers). */
     int (*ctl_send)(struct vmmc_ep *ep, struct vmmc_peer *peer,
-                    const struct vmmc_ctl_msg *msg, int fd);
+                    const struct vmmc_ctl_msg *msg, const int *fds, int nfds);
+    /* Can this transport map a peer's memory (automatic update, zero-copy
+     * into library memory)? shm: yes; udp: no. */
+    int can_map;
+
+    /* Complete an imported proxy from the exporter's CTL_IMPORT_REP: set
+     * px->put/get (and px->base when the region can be written by plain
+     * stores). Owns and closes @fds. */
+    int (*proxy_setup)(struct vmmc_proxy *px, const struct vmmc_ctl_msg *m, const int *fds,
+                       int nfds);
+    /* Release what proxy_setup acquired (mappings). May be NULL. */
+    void (*proxy_release)(struct vmmc_proxy *px);
 
     /* Data path. Bounds and permissions are already checked by the core.
      * put: synchronous (src reusable on return), ordered after earlier puts
-     * to the same peer. If @notify, the receiver queues a notification
-     * (@imm) after the data is in place. */
+     * to the same peer. @notify holds the send flags: with VMMC_SEND_NOTIFY
+     * the receiver queues a notification (@imm) after the data is in place;
+     * with VMMC_SEND_NONBLOCK a full notification queue gives VMMC_ERR_AGAIN. */
     int (*put)(struct vmmc_proxy *px, size_t off, const void *src, size_t len,
                int notify, uint64_t imm);
     int (*get)(struct vmmc_proxy *px, size_t off, void *dst, size_t len);

@@ -1,0 +1,285 @@
+/* Core internals: endpoint, peers, exports, proxies, requests.
+ *
+ * Threads of an endpoint:
+ *  - the application's threads (any number) call the API;
+ *  - the control thread (ctl.c) blocks in epoll on the bootstrap connection
+ *    and the transports' control channels: it serves import requests,
+ *    revocations and death notices. Control plane only, never data;
+ *  - the copy engine (dma.c), started on the first large asynchronous send:
+ *    carries out long transfers while the application computes;
+ *  - the optional service thread (progress.c) runs handlers while the
+ *    application computes.
+ * Lock order: ep->lock before peer->lock; progress_lock is never held while
+ * taking ep->lock from the control thread. */
+#ifndef VMMC_CORE_CORE_H
+#define VMMC_CORE_CORE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core/boot.h"
+#include "transport/transport.h"
+#include "util/log.h"
+#include "vmmc/vmmc.h"
+
+#define VMMC_NAME_MAX 64
+#define VMMC_CACHELINE 64
+
+/* ---- settings (core.c declares the table) ---- */
+typedef struct vmmc_core_cfg {
+    uint64_t spin_ns;          /* VMMC_SPIN: spin before blocking */
+    uint64_t dma_spin_ns;      /* VMMC_DMA_SPIN: copy engine idle spin */
+    uint64_t async_inline_max; /* VMMC_ASYNC_INLINE: async sends up to this size complete inline */
+    uint64_t pvw_min;          /* unused by sends into mapped memory; documented threshold */
+    int64_t notify_queue;      /* VMMC_NOTIFY_QUEUE: records per sender ring */
+    int64_t max_exports;       /* VMMC_MAX_EXPORTS */
+    const char *transport;     /* VMMC_TRANSPORT: auto | shm | udp */
+    int service_thread;        /* VMMC_SERVICE_THREAD */
+    uint64_t connect_timeout_ns;
+} vmmc_core_cfg_t;
+extern vmmc_core_cfg_t vmmc_core_cfg;
+
+/* ---- peers ---- */
+enum { PEER_NEW = 0, PEER_CONNECTING, PEER_UP, PEER_DEAD };
+
+typedef struct vmmc_peer {
+    int rank;
+    struct vmmc_ep *ep;
+    _Atomic int state;
+    _Atomic int async_inflight;   /* copy-engine sends not yet complete */
+    const vmmc_tl_ops_t *tl;
+    pid_t pid;
+    int same_host;
+    int dead_status;              /* wait status from the launcher, or -1 */
+    char dead_why[96];
+    void *tl_priv;                /* transport's per-peer state */
+    pthread_mutex_t lock;         /* connect and control sends */
+} vmmc_peer_t;
+
+/* ---- notifications queued locally ---- */
+typedef struct vmmc_nrec {
+    uint32_t export_id;
+    uint32_t gen;
+    int32_t sender;
+    uint32_t pad;
+    uint64_t offset;
+    uint64_t length;
+    uint64_t imm;
+} vmmc_nrec_t;
+
+/* ---- library memory (the translation table of vmmc_mem_alloc regions) ---- */
+typedef struct vmmc_mem {
+    char *base;
+    size_t len;
+    int fd;
+    struct vmmc_mem *next;
+} vmmc_mem_t;
+
+/* ---- exports ---- */
+struct vmmc_redir_ctl;
+
+struct vmmc_export {
+    vmmc_ep_t *ep;
+    uint32_t id;
+    uint32_t gen;
+    char name[VMMC_NAME_MAX];
+    char *addr;
+    size_t len;
+    unsigned flags;
+    int *importers;
+    int num_importers;
+    vmmc_notify_fn_t handler;
+    void *handler_arg;
+    int memfd;                 /* backing memfd if inside vmmc_mem_alloc memory, else -1 */
+    size_t memfd_off;          /* offset of addr in that memfd */
+    uint64_t token[2];         /* capability for transports without fd passing */
+    struct vmmc_redir_ctl *rctl;/* redirect control block (shared), if REDIRECTABLE */
+    int rctl_fd;
+    int *imported_by;          /* ranks that imported it (for revocation) */
+    int n_imported_by, cap_imported_by;
+};
+
+/* ---- proxies ---- */
+enum { PX_PENDING = 0, PX_ACTIVE, PX_STALE, PX_FAILED, PX_DEAD };
+enum { PX_KIND_MAPPED = 1, PX_KIND_PVW = 2, PX_KIND_REMOTE = 3 };
+
+typedef int (*vmmc_put_fn)(struct vmmc_proxy *px, size_t off, const void *src, size_t len,
+                           int notify, uint64_t imm);
+
+struct vmmc_proxy {
+    /* hot: the send path reads only this cache line */
+    char *base;                /* mapped region (PX_KIND_MAPPED, no redirection) or NULL */
+    size_t len;
+    _Atomic int state;
+    int kind;
+    vmmc_peer_t *peer;
+    vmmc_put_fn put;
+    int (*get)(struct vmmc_proxy *px, size_t off, void *dst, size_t len);
+    uint32_t export_id;
+    uint32_t gen;
+    /* cold */
+    vmmc_ep_t *ep;
+    int rank;
+    unsigned flags;
+    uintptr_t raddr;           /* exporter's address (pvw) */
+    pid_t pid;
+    void *map_base;            /* mmap result (page aligned) */
+    size_t map_len;
+    struct vmmc_redir_ctl *rctl;
+    uint64_t token[2];
+    uint64_t req_id;
+    int status;                /* final status if FAILED */
+    char errmsg[160];
+    uint64_t deadline_ns;      /* import deadline */
+    char name[VMMC_NAME_MAX];
+    struct vmmc_proxy *next;   /* ep->proxies list */
+};
+
+/* ---- requests (overlay of the public vmmc_request_t) ---- */
+enum { REQ_NONE = 0, REQ_SEND = 0x5e4d, REQ_REDIRECT = 0x7ed1 };
+typedef struct vmmc_req_int {
+    uint32_t type;
+    _Atomic int32_t status;
+    struct vmmc_proxy *px;
+    size_t off;
+    const void *src;
+    size_t len;
+    uint32_t flags;
+    uint32_t slot;             /* redirect slot */
+    struct vmmc_req_int *next; /* copy-engine queue */
+    uint64_t imm;
+} vmmc_req_int_t;
+_Static_assert(sizeof(vmmc_req_int_t) <= sizeof(vmmc_request_t), "request overlay too large");
+
+/* ---- progress hooks ---- */
+typedef struct vmmc_hook {
+    vmmc_progress_fn_t poll, arm;
+    void *arg;
+} vmmc_hook_t;
+#define VMMC_MAX_HOOKS 8
+
+/* ---- counters ---- */
+enum {
+    CNT_NOTIFY_SENT, CNT_NOTIFY_RUN, CNT_NOTIFY_DROPPED,
+    CNT_ASYNC_ENGINE, CNT_WAKEUPS_SENT, CNT_SLEEPS, CNT_IMPORTS, CNT_EXPORTS,
+    CNT_REDIRECT_DIRECT, CNT_REDIRECT_COPIED, CNT_CTL_BAD, CNT_MAX
+};
+
+/* ---- the endpoint ---- */
+struct vmmc_ep {
+    int rank, size;
+    vmmc_boot_t boot;
+    char host_id[96];
+    pid_t pid;
+
+    pthread_mutex_t lock;      /* exports, proxies, peers table, pending requests */
+    pthread_cond_t cond;       /* control replies, barrier, deaths */
+    vmmc_peer_t **peers;       /* size entries, allocated lazily */
+
+    vmmc_export_t **exports;   /* by id; max_exports entries */
+    uint32_t max_exports;
+    uint32_t export_gen;
+    vmmc_proxy_t *proxies;
+    uint64_t next_req_id;
+    void *pending_imports;     /* imports waiting for a name to be exported */
+
+    vmmc_mem_t *mem;           /* library memory */
+    pthread_mutex_t mem_lock;
+
+    /* barrier */
+    uint64_t barrier_epoch, barrier_done;
+    int launcher_closed;
+
+    /* deaths */
+    _Atomic uint64_t deaths;
+
+    /* control thread */
+    int epfd;
+    int ctl_wake_fd;           /* eventfd to stop the control thread */
+    pthread_t ctl_thread;
+    int ctl_running;
+
+    /* waiting: one eventfd per endpoint; senders write it when sleeping > 0 */
+    int evfd;
+    int evfd_mode;             /* vmmc_event_fd() was called: always armed */
+    _Atomic uint32_t *sleeping;/* > 0 while someone sleeps: in the shm inbox so peers see it */
+    _Atomic uint32_t sleeping_local;
+
+    /* progress */
+    pthread_mutex_t progress_lock;
+    _Atomic int notify_blocked;
+    vmmc_nrec_t *pending;      /* FIFO of notifications not yet run */
+    size_t pend_head, pend_tail, pend_cap;
+    pthread_mutex_t remote_lock;/* notifications delivered by other threads */
+    vmmc_nrec_t *remote;
+    size_t remote_n, remote_cap;
+    _Atomic size_t remote_count;
+    vmmc_hook_t hooks[VMMC_MAX_HOOKS];
+    _Atomic int nhooks;
+    uint64_t spin_ns;
+
+    /* service thread */
+    pthread_t service_thread;
+    _Atomic int service_run;
+    int service_started;
+
+    /* copy engine */
+    pthread_t dma_thread;
+    int dma_started;
+    pthread_mutex_t dma_lock;
+    pthread_cond_t dma_cond;
+    vmmc_req_int_t *dma_head, *dma_tail;
+    _Atomic int dma_sleeping;
+    _Atomic int dma_stop;
+    _Atomic int dma_pending;
+
+    /* transports */
+    void *shm;                 /* shm transport state */
+    void *udp;                 /* udp transport state */
+
+    _Atomic uint64_t counters[CNT_MAX];
+    int closing;
+};
+
+#define VMMC_COUNT(ep, c, n) atomic_fetch_add_explicit(&(ep)->counters[c], (n), memory_order_relaxed)
+
+/* ---- internal API between core files ---- */
+uint64_t vmmc_now_ns(void);
+vmmc_peer_t *vmmc_peer_get(vmmc_ep_t *ep, int rank, int *status);
+int vmmc_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *peer, int timeout_ms);
+void vmmc_peer_mark_dead(vmmc_ep_t *ep, int rank, int wstatus, const char *why);
+int vmmc_peer_error(const vmmc_peer_t *peer);
+vmmc_mem_t *vmmc_mem_find(vmmc_ep_t *ep, const void *addr, size_t len);
+void vmmc_mem_release(vmmc_mem_t *m);
+
+/* Wake this endpoint's sleepers (after queueing an event for it). */
+void vmmc_ep_wake(vmmc_ep_t *ep);
+/* Queue a notification from another thread of this process (udp, self). */
+void vmmc_notify_enqueue_local(vmmc_ep_t *ep, const vmmc_nrec_t *rec);
+
+int vmmc_ctl_start(vmmc_ep_t *ep);
+void vmmc_ctl_stop(vmmc_ep_t *ep);
+typedef void (*vmmc_watch_fn)(vmmc_ep_t *ep, int fd, uint32_t events, void *arg);
+int vmmc_ctl_watch(vmmc_ep_t *ep, int fd, vmmc_watch_fn fn, void *arg);
+void vmmc_ctl_unwatch(vmmc_ep_t *ep, int fd);
+
+int vmmc_dma_submit(vmmc_ep_t *ep, vmmc_req_int_t *r);
+void vmmc_dma_stop(vmmc_ep_t *ep);
+int vmmc_send_wait_async(vmmc_peer_t *peer);
+int vmmc_wait_until(vmmc_ep_t *ep, int (*done)(void *), void *arg, int timeout_ms);
+void vmmc_service_stop_internal(vmmc_ep_t *ep);
+
+/* redirect.c */
+int vmmc_redir_create(vmmc_export_t *ex);
+void vmmc_redir_destroy(vmmc_export_t *ex);
+typedef int (*vmmc_redir_copy_fn)(void *ctx, int to_user, uint64_t addr, const void *src, size_t len);
+int vmmc_redir_write(struct vmmc_redir_ctl *rc, size_t off, const void *src, size_t len,
+                     vmmc_redir_copy_fn copy, void *ctx);
+size_t vmmc_redir_ctl_size(void);
+
+/* Proxy state check failed: produce the precise error. */
+int vmmc_proxy_state_error(const vmmc_proxy_t *px) VMMC_COLD;
+
+#endif

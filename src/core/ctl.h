@@ -1,0 +1,54 @@
+/* Control-plane messages between endpoints (import, revoke, hello).
+ *
+ * Fixed-size, versioned, little-endian host structs: same-host peers exchange
+ * them over SOCK_SEQPACKET Unix sockets with SCM_RIGHTS descriptors; remote
+ * peers over the udp transport's reliable link. Every field is validated by
+ * vmmc_ctl_recv(): a malformed message is counted and dropped. */
+#ifndef VMMC_CORE_CTL_H
+#define VMMC_CORE_CTL_H
+
+#include <stdint.h>
+
+#include "core/core.h"
+
+#define VMMC_CTL_MAGIC 0x564d4d43u /* "VMMC" */
+
+enum {
+    CTL_HELLO = 1,      /* importer → exporter: I am rank r (pid p) */
+    CTL_HELLO_ACK = 2,  /* exporter → importer: fds[0] inbox segment, fds[1] eventfd */
+    CTL_IMPORT_REQ = 3, /* importer → exporter: name */
+    CTL_IMPORT_REP = 4, /* exporter → importer: status and region; fds[0] memfd, fds[1] redirect ctl */
+    CTL_REVOKE = 5,     /* exporter → importer: export id/gen withdrawn */
+    CTL_UNIMPORT = 6    /* importer → exporter: no longer imports id/gen */
+};
+
+typedef struct vmmc_ctl_msg {
+    uint32_t magic;
+    uint32_t type;
+    uint64_t id;        /* request id (replies echo it) */
+    int32_t src_rank;
+    int32_t status;     /* vmmc status in replies */
+    int32_t pid;
+    uint32_t export_id;
+    uint32_t gen;
+    uint32_t flags;     /* export flags */
+    uint32_t kind;      /* PX_KIND_* offered */
+    uint32_t nfds;
+    uint64_t length;
+    uint64_t addr;      /* exporter address (pvw) */
+    uint64_t map_off;   /* offset of the region in the memfd */
+    uint64_t token[2];
+    char name[VMMC_NAME_MAX];
+    char text[128];     /* error detail in replies */
+} vmmc_ctl_msg_t;
+
+/* Hand an incoming control message from @peer_rank to the core. @fds are
+ * owned by the core from then on (closed if unused). Called from the control
+ * thread or a transport's progress thread. */
+void vmmc_ctl_recv(vmmc_ep_t *ep, int peer_rank, const vmmc_ctl_msg_t *msg, size_t len,
+                   const int *fds, int nfds);
+
+/* Initialise a message of @type with magic, rank and pid. */
+void vmmc_ctl_init(vmmc_ep_t *ep, vmmc_ctl_msg_t *m, uint32_t type);
+
+#endif

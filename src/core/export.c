@@ -1,0 +1,328 @@
+/* Exports: naming a region, deciding who may import it, serving imports. */
+#include "core/export.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+typedef struct pending_import {
+    int rank;
+    uint64_t id;
+    char name[VMMC_NAME_MAX];
+    struct pending_import *next;
+} pending_import_t;
+
+/* Pending imports (name not exported yet) hang off the endpoint. */
+static pending_import_t **pending_of(vmmc_ep_t *ep)
+{
+    return (pending_import_t **)&ep->pending_imports;
+}
+
+static int permitted(const vmmc_export_t *ex, int rank)
+{
+    if (ex->num_importers == 0)
+        return 1;
+    for (int i = 0; i < ex->num_importers; i++)
+        if (ex->importers[i] == rank)
+            return 1;
+    return 0;
+}
+
+static void reply(vmmc_ep_t *ep, int rank, uint64_t id, vmmc_export_t *ex, int status,
+                  const char *text)
+{
+    int st;
+    vmmc_peer_t *p = vmmc_peer_get(ep, rank, &st);
+    if (!p || !p->tl)
+        return;
+    vmmc_ctl_msg_t m;
+    vmmc_ctl_init(ep, &m, CTL_IMPORT_REP);
+    m.id = id;
+    m.status = status;
+    if (text)
+        snprintf(m.text, sizeof m.text, "%s", text);
+    int fds[2], nfds = 0;
+    if (ex && status == VMMC_OK) {
+        snprintf(m.name, sizeof m.name, "%s", ex->name);
+        m.export_id = ex->id;
+        m.gen = ex->gen;
+        m.flags = ex->flags;
+        m.length = ex->len;
+        m.addr = (uintptr_t)ex->addr;
+        m.map_off = ex->memfd_off;
+        m.token[0] = ex->token[0];
+        m.token[1] = ex->token[1];
+        if (p->tl->can_map) {
+            m.kind = ex->memfd >= 0 ? PX_KIND_MAPPED : PX_KIND_PVW;
+            if (ex->memfd >= 0)
+                fds[nfds++] = ex->memfd;
+            if (ex->rctl_fd >= 0)
+                fds[nfds++] = ex->rctl_fd;
+        } else {
+            m.kind = PX_KIND_REMOTE;
+        }
+        m.nfds = (uint32_t)nfds;
+        /* Remember the importer, for revocation at unexport. */
+        if (ex->n_imported_by == ex->cap_imported_by) {
+            int cap = ex->cap_imported_by ? ex->cap_imported_by * 2 : 4;
+            int *n = realloc(ex->imported_by, sizeof(int) * (size_t)cap);
+            if (n) {
+                ex->imported_by = n;
+                ex->cap_imported_by = cap;
+            }
+        }
+        if (ex->n_imported_by < ex->cap_imported_by)
+            ex->imported_by[ex->n_imported_by++] = rank;
+        VMMC_COUNT(ep, CNT_IMPORTS, 1);
+    }
+    if (p->tl->ctl_send(ep, p, &m, fds, nfds) != VMMC_OK)
+        vmmc_debug("could not answer rank %d's import: %s", rank, vmmc_last_error());
+}
+
+static void answer(vmmc_ep_t *ep, int rank, uint64_t id, vmmc_export_t *ex)
+{
+    if (!permitted(ex, rank)) {
+        char text[128];
+        snprintf(text, sizeof text, "rank %d may not import '%s' from rank %d", rank, ex->name,
+                 ep->rank);
+        reply(ep, rank, id, NULL, VMMC_ERR_PERMISSION, text);
+    } else {
+        reply(ep, rank, id, ex, VMMC_OK, NULL);
+    }
+}
+
+void vmmc_export_serve_import(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m)
+{
+    pthread_mutex_lock(&ep->lock);
+    vmmc_export_t *ex = NULL;
+    for (uint32_t i = 0; i < ep->max_exports && !ex; i++)
+        if (ep->exports[i] && !strcmp(ep->exports[i]->name, m->name))
+            ex = ep->exports[i];
+    if (ex) {
+        answer(ep, rank, m->id, ex);
+    } else {
+        /* Not exported yet: answer when it is (the importer has a deadline). */
+        pending_import_t *pi = calloc(1, sizeof *pi);
+        if (pi) {
+            pi->rank = rank;
+            pi->id = m->id;
+            snprintf(pi->name, sizeof pi->name, "%s", m->name);
+            pi->next = *pending_of(ep);
+            *pending_of(ep) = pi;
+        } else {
+            reply(ep, rank, m->id, NULL, VMMC_ERR_NOMEM, "exporter out of memory");
+        }
+    }
+    pthread_mutex_unlock(&ep->lock);
+}
+
+void vmmc_export_unimported(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m)
+{
+    pthread_mutex_lock(&ep->lock);
+    vmmc_export_t *ex = vmmc_export_by_id(ep, m->export_id, m->gen);
+    for (int i = 0; ex && i < ex->n_imported_by; i++) {
+        if (ex->imported_by[i] == rank) {
+            ex->imported_by[i] = ex->imported_by[--ex->n_imported_by];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&ep->lock);
+}
+
+void vmmc_export_peer_dead(vmmc_ep_t *ep, int rank)
+{
+    pthread_mutex_lock(&ep->lock);
+    for (pending_import_t **pp = pending_of(ep); *pp;) {
+        pending_import_t *pi = *pp;
+        if (pi->rank == rank) {
+            *pp = pi->next;
+            free(pi);
+        } else {
+            pp = &pi->next;
+        }
+    }
+    pthread_mutex_unlock(&ep->lock);
+}
+
+vmmc_export_t *vmmc_export_by_id(vmmc_ep_t *ep, uint32_t id, uint32_t gen)
+{
+    if (id >= ep->max_exports)
+        return NULL;
+    vmmc_export_t *ex = ep->exports[id];
+    return ex && ex->gen == gen ? ex : NULL;
+}
+
+int vmmc_export(vmmc_ep_t *ep, const vmmc_export_params_t *pa, vmmc_export_t **out)
+{
+    if (!ep || !pa || !out)
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_export: NULL %s",
+                          !ep ? "endpoint" : !pa ? "params" : "result pointer");
+    if (!pa->name || !pa->name[0] || strlen(pa->name) >= VMMC_NAME_MAX)
+        return vmmc_error(VMMC_ERR_INVALID, "export name must be 1..%d bytes", VMMC_NAME_MAX - 1);
+    if (!pa->addr || pa->length == 0)
+        return vmmc_error(VMMC_ERR_INVALID, "export '%s': %s", pa->name,
+                          !pa->addr ? "NULL address" : "length is 0");
+    if ((uintptr_t)pa->addr + pa->length < (uintptr_t)pa->addr)
+        return vmmc_error(VMMC_ERR_INVALID, "export '%s': region wraps the address space", pa->name);
+    unsigned flags = (pa->field_mask & VMMC_EXPORT_PARAM_FLAGS) ? pa->flags : 0;
+    if (flags & ~(unsigned)(VMMC_EXPORT_READ | VMMC_EXPORT_REDIRECTABLE))
+        return vmmc_error(VMMC_ERR_INVALID, "export '%s': unknown flags 0x%x", pa->name, flags);
+    int nimp = 0;
+    if (pa->field_mask & VMMC_EXPORT_PARAM_IMPORTERS) {
+        nimp = pa->num_importers;
+        if (nimp < 0 || (nimp > 0 && !pa->importers))
+            return vmmc_error(VMMC_ERR_INVALID, "export '%s': bad importer list", pa->name);
+        for (int i = 0; i < nimp; i++)
+            if (pa->importers[i] < 0 || pa->importers[i] >= ep->size)
+                return vmmc_error(VMMC_ERR_INVALID, "export '%s': importer rank %d not in job of %d",
+                                  pa->name, pa->importers[i], ep->size);
+    }
+    vmmc_export_t *ex = calloc(1, sizeof *ex);
+    if (!ex)
+        return vmmc_error(VMMC_ERR_NOMEM, "out of memory for export '%s'", pa->name);
+    ex->ep = ep;
+    snprintf(ex->name, sizeof ex->name, "%s", pa->name);
+    ex->addr = pa->addr;
+    ex->len = pa->length;
+    ex->flags = flags;
+    ex->memfd = ex->rctl_fd = -1;
+    if (nimp) {
+        ex->importers = malloc(sizeof(int) * (size_t)nimp);
+        if (!ex->importers) {
+            free(ex);
+            return vmmc_error(VMMC_ERR_NOMEM, "out of memory for export '%s'", pa->name);
+        }
+        memcpy(ex->importers, pa->importers, sizeof(int) * (size_t)nimp);
+        ex->num_importers = nimp;
+    }
+    if (pa->field_mask & VMMC_EXPORT_PARAM_HANDLER) {
+        ex->handler = pa->handler;
+        ex->handler_arg = pa->handler_arg;
+    }
+    vmmc_mem_t *m = vmmc_mem_find(ep, pa->addr, pa->length);
+    if (m) {
+        ex->memfd = m->fd;
+        ex->memfd_off = (size_t)((char *)pa->addr - m->base);
+    }
+    if (getrandom(ex->token, sizeof ex->token, 0) != (ssize_t)sizeof ex->token) {
+        ex->token[0] = (uint64_t)vmmc_now_ns() * 0x9E3779B97F4A7C15ull;
+        ex->token[1] = ((uint64_t)getpid() << 32) ^ (uintptr_t)ex;
+    }
+    int rc;
+    if ((flags & VMMC_EXPORT_REDIRECTABLE) && (rc = vmmc_redir_create(ex)) != VMMC_OK) {
+        free(ex->importers);
+        free(ex);
+        return rc;
+    }
+
+    pthread_mutex_lock(&ep->lock);
+    uint32_t id = ep->max_exports;
+    for (uint32_t i = 0; i < ep->max_exports; i++) {
+        if (ep->exports[i] && !strcmp(ep->exports[i]->name, ex->name)) {
+            pthread_mutex_unlock(&ep->lock);
+            vmmc_redir_destroy(ex);
+            free(ex->importers);
+            free(ex);
+            return vmmc_error(VMMC_ERR_EXISTS, "'%s' is already exported by rank %d", pa->name,
+                              ep->rank);
+        }
+        if (!ep->exports[i] && id == ep->max_exports)
+            id = i;
+    }
+    if (id == ep->max_exports) {
+        pthread_mutex_unlock(&ep->lock);
+        vmmc_redir_destroy(ex);
+        free(ex->importers);
+        free(ex);
+        return vmmc_error(VMMC_ERR_AGAIN, "too many exports (VMMC_MAX_EXPORTS=%u)", ep->max_exports);
+    }
+    ex->id = id;
+    ex->gen = ++ep->export_gen;
+    ep->exports[id] = ex;
+    VMMC_COUNT(ep, CNT_EXPORTS, 1);
+    /* Answer imports that were waiting for this name. */
+    for (pending_import_t **pp = pending_of(ep); *pp;) {
+        pending_import_t *pi = *pp;
+        if (!strcmp(pi->name, ex->name)) {
+            *pp = pi->next;
+            answer(ep, pi->rank, pi->id, ex);
+            free(pi);
+        } else {
+            pp = &pi->next;
+        }
+    }
+    pthread_mutex_unlock(&ep->lock);
+    *out = ex;
+    return VMMC_OK;
+}
+
+static void export_free(vmmc_export_t *ex)
+{
+    vmmc_redir_destroy(ex);
+    free(ex->imported_by);
+    free(ex->importers);
+    free(ex);
+}
+
+int vmmc_unexport(vmmc_export_t *ex)
+{
+    if (!ex)
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_unexport: NULL export");
+    vmmc_ep_t *ep = ex->ep;
+    /* Handlers must not see the export disappear under them. */
+    int own = !vmmc_in_progress(ep);
+    if (own)
+        pthread_mutex_lock(&ep->progress_lock);
+    pthread_mutex_lock(&ep->lock);
+    if (ex->id >= ep->max_exports || ep->exports[ex->id] != ex) {
+        pthread_mutex_unlock(&ep->lock);
+        if (own)
+            pthread_mutex_unlock(&ep->progress_lock);
+        return vmmc_error(VMMC_ERR_STALE, "export is no longer valid");
+    }
+    ep->exports[ex->id] = NULL;
+    for (int i = 0; i < ex->n_imported_by; i++) {
+        int st;
+        vmmc_peer_t *p = vmmc_peer_get(ep, ex->imported_by[i], &st);
+        if (!p || !p->tl || atomic_load(&p->state) == PEER_DEAD)
+            continue;
+        vmmc_ctl_msg_t m;
+        vmmc_ctl_init(ep, &m, CTL_REVOKE);
+        m.export_id = ex->id;
+        m.gen = ex->gen;
+        snprintf(m.name, sizeof m.name, "%s", ex->name);
+        p->tl->ctl_send(ep, p, &m, NULL, 0);
+    }
+    pthread_mutex_unlock(&ep->lock);
+    if (own)
+        pthread_mutex_unlock(&ep->progress_lock);
+    export_free(ex);
+    return VMMC_OK;
+}
+
+void vmmc_export_all_destroy(vmmc_ep_t *ep)
+{
+    for (uint32_t i = 0; i < ep->max_exports; i++) {
+        if (ep->exports[i]) {
+            export_free(ep->exports[i]);
+            ep->exports[i] = NULL;
+        }
+    }
+    for (pending_import_t *pi = *pending_of(ep), *n; pi; pi = n) {
+        n = pi->next;
+        free(pi);
+    }
+    *pending_of(ep) = NULL;
+}
+
+void *vmmc_export_addr(const vmmc_export_t *ex)
+{
+    return ex ? ex->addr : NULL;
+}
+
+size_t vmmc_export_length(const vmmc_export_t *ex)
+{
+    return ex ? ex->len : 0;
+}

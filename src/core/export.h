@@ -1,0 +1,32 @@
+/* Export and import bookkeeping shared between core files. */
+#ifndef VMMC_CORE_EXPORT_H
+#define VMMC_CORE_EXPORT_H
+
+#include "core/core.h"
+#include "core/ctl.h"
+
+/* Control-thread handlers for incoming control messages. */
+void vmmc_export_serve_import(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m);
+void vmmc_export_unimported(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m);
+int vmmc_import_complete(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m, const int *fds, int nfds);
+void vmmc_import_revoked(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m);
+
+/* Look up an export for an incoming write/notification; NULL if it is gone
+ * or @gen does not match. Caller holds ep->lock or the progress lock. */
+vmmc_export_t *vmmc_export_by_id(vmmc_ep_t *ep, uint32_t id, uint32_t gen);
+
+/* Mark every proxy to @rank dead (peer death). Takes ep->lock. */
+void vmmc_import_peer_dead(vmmc_ep_t *ep, int rank);
+/* Forget pending imports from @rank (peer death). Takes ep->lock. */
+void vmmc_export_peer_dead(vmmc_ep_t *ep, int rank);
+
+/* Tear down at finalize. */
+void vmmc_export_all_destroy(vmmc_ep_t *ep);
+void vmmc_import_all_destroy(vmmc_ep_t *ep);
+
+int vmmc_ctl_run(vmmc_ep_t *ep);
+
+/* Is the calling thread inside this endpoint's progress (a handler)? */
+int vmmc_in_progress(const vmmc_ep_t *ep);
+
+#endif

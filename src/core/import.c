@@ -1,0 +1,304 @@
+/* Imports: asking a peer for a region by name and turning the answer into a
+ * proxy with bounds and a put function chosen once, here. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "core/export.h"
+
+static void proxy_release(vmmc_proxy_t *px)
+{
+    if (px->peer && px->peer->tl && px->peer->tl->proxy_release)
+        px->peer->tl->proxy_release(px);
+    if (px->map_base)
+        munmap(px->map_base, px->map_len);
+    if (px->rctl)
+        munmap(px->rctl, vmmc_redir_ctl_size());
+    px->map_base = NULL;
+    px->rctl = NULL;
+    px->base = NULL;
+}
+
+int vmmc_import_start(vmmc_ep_t *ep, int rank, const char *name, int timeout_ms, vmmc_proxy_t **out)
+{
+    if (!ep || !name || !out)
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_import: NULL %s",
+                          !ep ? "endpoint" : !name ? "name" : "result pointer");
+    if (!name[0] || strlen(name) >= VMMC_NAME_MAX)
+        return vmmc_error(VMMC_ERR_INVALID, "export name must be 1..%d bytes", VMMC_NAME_MAX - 1);
+    if (rank < 0 || rank >= ep->size)
+        return vmmc_error(VMMC_ERR_INVALID, "rank %d is not in the job (size %d)", rank, ep->size);
+    if (timeout_ms < -1)
+        return vmmc_error(VMMC_ERR_INVALID, "timeout %d ms: use -1 for no limit", timeout_ms);
+    int rc;
+    vmmc_peer_t *p = vmmc_peer_get(ep, rank, &rc);
+    if (!p)
+        return rc;
+    int cto = timeout_ms < 0 ? (int)(vmmc_core_cfg.connect_timeout_ns / 1000000) : timeout_ms;
+    if ((rc = vmmc_peer_connect(ep, p, cto)) != VMMC_OK)
+        return rc;
+    vmmc_proxy_t *px = calloc(1, sizeof *px);
+    if (!px)
+        return vmmc_error(VMMC_ERR_NOMEM, "out of memory for a proxy");
+    px->ep = ep;
+    px->rank = rank;
+    px->peer = p;
+    snprintf(px->name, sizeof px->name, "%s", name);
+    px->deadline_ns = timeout_ms < 0 ? UINT64_MAX : vmmc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    atomic_store(&px->state, PX_PENDING);
+
+    vmmc_ctl_msg_t m;
+    vmmc_ctl_init(ep, &m, CTL_IMPORT_REQ);
+    snprintf(m.name, sizeof m.name, "%s", name);
+    pthread_mutex_lock(&ep->lock);
+    px->req_id = m.id = ++ep->next_req_id;
+    px->next = ep->proxies;
+    ep->proxies = px;
+    pthread_mutex_unlock(&ep->lock);
+    rc = p->tl->ctl_send(ep, p, &m, NULL, 0);
+    if (rc != VMMC_OK) {
+        pthread_mutex_lock(&ep->lock);
+        px->status = rc;
+        snprintf(px->errmsg, sizeof px->errmsg, "%s", vmmc_last_error());
+        atomic_store(&px->state, PX_FAILED);
+        pthread_mutex_unlock(&ep->lock);
+    }
+    *out = px;
+    return VMMC_INPROGRESS;
+}
+
+/* Called with ep->lock held. */
+static int test_locked(vmmc_proxy_t *px)
+{
+    switch (atomic_load(&px->state)) {
+    case PX_ACTIVE:
+        return VMMC_OK;
+    case PX_PENDING:
+        if (atomic_load(&px->peer->state) == PEER_DEAD) {
+            atomic_store(&px->state, PX_DEAD);
+            return vmmc_proxy_state_error(px);
+        }
+        if (vmmc_now_ns() >= px->deadline_ns) {
+            px->status = VMMC_ERR_TIMEOUT;
+            snprintf(px->errmsg, sizeof px->errmsg,
+                     "rank %d did not export '%s' before the import's deadline", px->rank, px->name);
+            atomic_store(&px->state, PX_FAILED);
+            return vmmc_error(px->status, "%s", px->errmsg);
+        }
+        return VMMC_INPROGRESS;
+    default:
+        return vmmc_proxy_state_error(px);
+    }
+}
+
+int vmmc_import_test(vmmc_proxy_t *px)
+{
+    if (!px)
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_import_test: NULL proxy");
+    if (atomic_load(&px->state) == PX_ACTIVE)
+        return VMMC_OK;
+    pthread_mutex_lock(&px->ep->lock);
+    int rc = test_locked(px);
+    pthread_mutex_unlock(&px->ep->lock);
+    return rc;
+}
+
+int vmmc_import(vmmc_ep_t *ep, int rank, const char *name, int timeout_ms, vmmc_proxy_t **out)
+{
+    vmmc_proxy_t *px;
+    int rc = vmmc_import_start(ep, rank, name, timeout_ms, &px);
+    if (rc < 0)
+        return rc;
+    pthread_mutex_lock(&ep->lock);
+    while ((rc = test_locked(px)) == VMMC_INPROGRESS) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        /* Wake at least every 100 ms to check the deadline. */
+        uint64_t wake = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + 100000000ull;
+        if (px->deadline_ns < wake)
+            wake = px->deadline_ns;
+        ts.tv_sec = (time_t)(wake / 1000000000ull);
+        ts.tv_nsec = (long)(wake % 1000000000ull);
+        pthread_cond_timedwait(&ep->cond, &ep->lock, &ts);
+    }
+    pthread_mutex_unlock(&ep->lock);
+    if (rc != VMMC_OK) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", vmmc_last_error());
+        vmmc_unimport(px);
+        return vmmc_error(rc, "%s", msg);
+    }
+    *out = px;
+    return VMMC_OK;
+}
+
+int vmmc_import_complete(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m, const int *fds, int nfds)
+{
+    pthread_mutex_lock(&ep->lock);
+    vmmc_proxy_t *px = ep->proxies;
+    while (px && !(px->req_id == m->id && px->rank == rank))
+        px = px->next;
+    if (!px || atomic_load(&px->state) != PX_PENDING) {
+        pthread_mutex_unlock(&ep->lock);
+        /* The importer gave up (deadline, unimport): tell the exporter. */
+        int st;
+        vmmc_peer_t *p = vmmc_peer_get(ep, rank, &st);
+        if (m->status == VMMC_OK && p && p->tl) {
+            vmmc_ctl_msg_t u;
+            vmmc_ctl_init(ep, &u, CTL_UNIMPORT);
+            u.export_id = m->export_id;
+            u.gen = m->gen;
+            p->tl->ctl_send(ep, p, &u, NULL, 0);
+        }
+        return 0;
+    }
+    int used = 0;
+    if (m->status != VMMC_OK) {
+        px->status = m->status < 0 ? m->status : VMMC_ERR_PROTOCOL;
+        snprintf(px->errmsg, sizeof px->errmsg, "%s", m->text);
+        atomic_store(&px->state, PX_FAILED);
+    } else if (m->length == 0) {
+        px->status = VMMC_ERR_PROTOCOL;
+        snprintf(px->errmsg, sizeof px->errmsg, "rank %d answered with an empty region", rank);
+        atomic_store(&px->state, PX_FAILED);
+    } else {
+        px->len = m->length;
+        px->flags = m->flags;
+        px->export_id = m->export_id;
+        px->gen = m->gen;
+        px->token[0] = m->token[0];
+        px->token[1] = m->token[1];
+        int rc = px->peer->tl->proxy_setup(px, m, fds, nfds);
+        used = 1;
+        if (rc != VMMC_OK) {
+            px->status = rc;
+            snprintf(px->errmsg, sizeof px->errmsg, "%s", vmmc_last_error());
+            atomic_store(&px->state, PX_FAILED);
+        } else {
+            atomic_store_explicit(&px->state, PX_ACTIVE, memory_order_release);
+        }
+    }
+    pthread_cond_broadcast(&ep->cond);
+    pthread_mutex_unlock(&ep->lock);
+    vmmc_ep_wake(ep);
+    return used;
+}
+
+void vmmc_import_revoked(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m)
+{
+    pthread_mutex_lock(&ep->lock);
+    for (vmmc_proxy_t *px = ep->proxies; px; px = px->next) {
+        if (px->rank == rank && px->export_id == m->export_id && px->gen == m->gen &&
+            atomic_load(&px->state) == PX_ACTIVE) {
+            snprintf(px->errmsg, sizeof px->errmsg, "rank %d unexported '%s'", rank, px->name);
+            atomic_store(&px->state, PX_STALE);
+        }
+    }
+    pthread_mutex_unlock(&ep->lock);
+}
+
+void vmmc_import_peer_dead(vmmc_ep_t *ep, int rank)
+{
+    pthread_mutex_lock(&ep->lock);
+    for (vmmc_proxy_t *px = ep->proxies; px; px = px->next) {
+        int s = atomic_load(&px->state);
+        if (px->rank == rank && (s == PX_ACTIVE || s == PX_PENDING))
+            atomic_store(&px->state, PX_DEAD);
+    }
+    pthread_cond_broadcast(&ep->cond);
+    pthread_mutex_unlock(&ep->lock);
+}
+
+int vmmc_unimport(vmmc_proxy_t *px)
+{
+    if (!px)
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_unimport: NULL proxy");
+    vmmc_ep_t *ep = px->ep;
+    /* Asynchronous sends still in the copy engine must finish first. */
+    if (px->peer)
+        vmmc_send_wait_async(px->peer);
+    pthread_mutex_lock(&ep->lock);
+    vmmc_proxy_t **pp = &ep->proxies;
+    while (*pp && *pp != px)
+        pp = &(*pp)->next;
+    if (!*pp) {
+        pthread_mutex_unlock(&ep->lock);
+        return vmmc_error(VMMC_ERR_STALE, "proxy is not imported (already unimported?)");
+    }
+    *pp = px->next;
+    int was_active = atomic_load(&px->state) == PX_ACTIVE || atomic_load(&px->state) == PX_STALE;
+    atomic_store(&px->state, PX_STALE);
+    pthread_mutex_unlock(&ep->lock);
+    if (was_active && px->peer && px->peer->tl && atomic_load(&px->peer->state) != PEER_DEAD) {
+        vmmc_ctl_msg_t u;
+        vmmc_ctl_init(ep, &u, CTL_UNIMPORT);
+        u.export_id = px->export_id;
+        u.gen = px->gen;
+        px->peer->tl->ctl_send(ep, px->peer, &u, NULL, 0);
+    }
+    proxy_release(px);
+    free(px);
+    return VMMC_OK;
+}
+
+void vmmc_import_all_destroy(vmmc_ep_t *ep)
+{
+    for (vmmc_proxy_t *px = ep->proxies, *n; px; px = n) {
+        n = px->next;
+        proxy_release(px);
+        free(px);
+    }
+    ep->proxies = NULL;
+}
+
+int vmmc_proxy_state_error(const vmmc_proxy_t *px)
+{
+    switch (atomic_load(&px->state)) {
+    case PX_PENDING:
+        return vmmc_error(VMMC_ERR_AGAIN, "import of '%s' from rank %d is still pending", px->name,
+                          px->rank);
+    case PX_STALE:
+        return vmmc_error(VMMC_ERR_STALE, "proxy for '%s' at rank %d is stale: %s", px->name,
+                          px->rank, px->errmsg[0] ? px->errmsg : "unimported");
+    case PX_FAILED:
+        return vmmc_error(px->status, "%s", px->errmsg);
+    case PX_DEAD:
+        return vmmc_peer_error(px->peer);
+    default:
+        return vmmc_error(VMMC_ERR_INVALID, "proxy in unknown state");
+    }
+}
+
+size_t vmmc_proxy_length(const vmmc_proxy_t *px)
+{
+    return px && atomic_load(&px->state) == PX_ACTIVE ? px->len : 0;
+}
+
+int vmmc_proxy_rank(const vmmc_proxy_t *px)
+{
+    return px ? px->rank : VMMC_ERR_INVALID;
+}
+
+unsigned vmmc_proxy_flags(const vmmc_proxy_t *px)
+{
+    return px ? px->flags : 0;
+}
+
+int vmmc_proxy_map(vmmc_proxy_t *px, void **ptr)
+{
+    if (!px || !ptr)
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_proxy_map: NULL argument");
+    if (atomic_load(&px->state) != PX_ACTIVE)
+        return vmmc_proxy_state_error(px);
+    if (px->kind != PX_KIND_MAPPED || !px->map_base)
+        return vmmc_error(VMMC_ERR_UNSUPPORTED,
+                          "'%s' at rank %d cannot be mapped: automatic update needs a region from "
+                          "vmmc_mem_alloc() on the same host",
+                          px->name, px->rank);
+    if (px->flags & VMMC_EXPORT_REDIRECTABLE)
+        return vmmc_error(VMMC_ERR_UNSUPPORTED,
+                          "'%s' is redirectable: stores would bypass redirection", px->name);
+    *ptr = (char *)px->map_base + (px->raddr & 4095);
+    return VMMC_OK;
+}

@@ -1,0 +1,403 @@
+/* The progress engine and the one way to wait.
+ *
+ * vmmc_progress() drains the notification rings into a local FIFO, runs the
+ * handlers unless notifications are blocked, and calls the progress hooks of
+ * the layers above. vmmc_wait() spins on it for VMMC_SPIN, then sleeps on the
+ * endpoint's eventfd after announcing itself in the "sleeping" word that
+ * senders check after publishing an event (Dekker-style: both sides store,
+ * full fence, load), so no wake-up is lost and none is paid while awake. */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/export.h"
+#include "transport/shm/shm.h"
+
+static __thread const vmmc_ep_t *tl_progress_ep;
+static __thread int tl_handler_depth;
+
+int vmmc_in_progress(const vmmc_ep_t *ep)
+{
+    return tl_progress_ep == ep;
+}
+
+void vmmc_ep_wake(vmmc_ep_t *ep)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(ep->sleeping, memory_order_relaxed)) {
+        uint64_t one = 1;
+        ssize_t w = write(ep->evfd, &one, sizeof one);
+        (void)w;
+    }
+}
+
+static void pending_push(vmmc_ep_t *ep, const vmmc_nrec_t *rec)
+{
+    if (ep->pend_tail - ep->pend_head == ep->pend_cap) {
+        size_t cap = ep->pend_cap ? ep->pend_cap * 2 : 256;
+        vmmc_nrec_t *n = malloc(cap * sizeof *n);
+        if (!n) {
+            VMMC_COUNT(ep, CNT_NOTIFY_DROPPED, 1);
+            vmmc_log(VMMC_LOG_ERROR, "out of memory queueing a notification: dropped");
+            return;
+        }
+        size_t cnt = ep->pend_tail - ep->pend_head;
+        for (size_t i = 0; i < cnt; i++)
+            n[i] = ep->pending[(ep->pend_head + i) % ep->pend_cap];
+        free(ep->pending);
+        ep->pending = n;
+        ep->pend_cap = cap;
+        ep->pend_head = 0;
+        ep->pend_tail = cnt;
+    }
+    ep->pending[ep->pend_tail++ % ep->pend_cap] = *rec;
+}
+
+void vmmc_notify_enqueue_local(vmmc_ep_t *ep, const vmmc_nrec_t *rec)
+{
+    pthread_mutex_lock(&ep->remote_lock);
+    if (ep->remote_n == ep->remote_cap) {
+        size_t cap = ep->remote_cap ? ep->remote_cap * 2 : 64;
+        vmmc_nrec_t *n = realloc(ep->remote, cap * sizeof *n);
+        if (!n) {
+            pthread_mutex_unlock(&ep->remote_lock);
+            VMMC_COUNT(ep, CNT_NOTIFY_DROPPED, 1);
+            vmmc_log(VMMC_LOG_ERROR, "out of memory queueing a notification: dropped");
+            return;
+        }
+        ep->remote = n;
+        ep->remote_cap = cap;
+    }
+    ep->remote[ep->remote_n++] = *rec;
+    atomic_fetch_add_explicit(&ep->remote_count, 1, memory_order_release);
+    pthread_mutex_unlock(&ep->remote_lock);
+    vmmc_ep_wake(ep);
+}
+
+static void drain_remote(vmmc_ep_t *ep)
+{
+    if (!atomic_load_explicit(&ep->remote_count, memory_order_acquire))
+        return;
+    pthread_mutex_lock(&ep->remote_lock);
+    for (size_t i = 0; i < ep->remote_n; i++)
+        pending_push(ep, &ep->remote[i]);
+    ep->remote_n = 0;
+    atomic_store(&ep->remote_count, 0);
+    pthread_mutex_unlock(&ep->remote_lock);
+}
+
+/* Run queued handlers; called with progress_lock held. */
+static int dispatch(vmmc_ep_t *ep)
+{
+    int n = 0;
+    while (ep->pend_head != ep->pend_tail &&
+           atomic_load_explicit(&ep->notify_blocked, memory_order_acquire) == 0) {
+        vmmc_nrec_t rec = ep->pending[ep->pend_head++ % ep->pend_cap];
+        vmmc_export_t *ex = vmmc_export_by_id(ep, rec.export_id, rec.gen);
+        if (!ex) {
+            VMMC_COUNT(ep, CNT_NOTIFY_DROPPED, 1); /* unexported meanwhile */
+            continue;
+        }
+        if (!ex->handler || rec.offset > ex->len || rec.length > ex->len - rec.offset)
+            continue; /* no handler means no notification */
+        vmmc_notification_t note = {ex, rec.sender, rec.offset, rec.length, rec.imm};
+        atomic_fetch_add(&ep->notify_blocked, 1);
+        tl_handler_depth++;
+        ex->handler(ep, &note, ex->handler_arg);
+        tl_handler_depth--;
+        atomic_fetch_sub(&ep->notify_blocked, 1);
+        VMMC_COUNT(ep, CNT_NOTIFY_RUN, 1);
+        n++;
+    }
+    return n;
+}
+
+int vmmc_progress(vmmc_ep_t *ep)
+{
+    if (VMMC_UNLIKELY(!ep))
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_progress: NULL endpoint");
+    if (tl_progress_ep == ep || pthread_mutex_trylock(&ep->progress_lock) != 0)
+        return 0; /* from inside a handler, or another thread is progressing */
+    tl_progress_ep = ep;
+    if (ep->evfd_mode) {
+        uint64_t v;
+        ssize_t r = read(ep->evfd, &v, sizeof v);
+        (void)r;
+    }
+    vmmc_shm_drain(ep, pending_push);
+    drain_remote(ep);
+    int n = dispatch(ep);
+    int nh = atomic_load_explicit(&ep->nhooks, memory_order_acquire);
+    for (int i = 0; i < nh; i++)
+        if (ep->hooks[i].poll)
+            n += ep->hooks[i].poll(ep->hooks[i].arg);
+    if (&vmmc_tl_udp && ep->udp && vmmc_tl_udp.progress)
+        n += vmmc_tl_udp.progress(ep);
+    tl_progress_ep = NULL;
+    pthread_mutex_unlock(&ep->progress_lock);
+    return n;
+}
+
+/* Is work pending that progress would handle? (before sleeping) */
+static int armed_pending(vmmc_ep_t *ep)
+{
+    int nh = atomic_load_explicit(&ep->nhooks, memory_order_acquire);
+    for (int i = 0; i < nh; i++)
+        if (ep->hooks[i].arm && ep->hooks[i].arm(ep->hooks[i].arg))
+            return 1;
+    return 0;
+}
+
+int vmmc_wait_until(vmmc_ep_t *ep, int (*done)(void *), void *arg, int timeout_ms)
+{
+    uint64_t start = vmmc_now_ns();
+    uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000ull;
+    uint64_t deaths = atomic_load(&ep->deaths);
+    int n = 0;
+    for (;;) {
+        n += vmmc_progress(ep);
+        if (done ? done(arg) : n > 0)
+            return done ? VMMC_OK : n;
+        if (atomic_load(&ep->deaths) != deaths && !done)
+            return vmmc_error(VMMC_ERR_PEER_DEAD, "a peer died while waiting");
+        uint64_t now = vmmc_now_ns();
+        if (now >= deadline)
+            return done ? vmmc_error(VMMC_ERR_TIMEOUT, "wait timed out after %d ms", timeout_ms) : 0;
+        if (now - start < ep->spin_ns) {
+            __builtin_ia32_pause();
+            continue;
+        }
+        /* Sleep: announce, re-check, block on the eventfd. */
+        atomic_fetch_add(ep->sleeping, 1);
+        atomic_thread_fence(memory_order_seq_cst);
+        n += vmmc_progress(ep);
+        int ready = (done ? done(arg) : n > 0) || armed_pending(ep) ||
+                    atomic_load(&ep->deaths) != deaths;
+        if (!ready) {
+            VMMC_COUNT(ep, CNT_SLEEPS, 1);
+            uint64_t left = deadline - now;
+            int ms = deadline == UINT64_MAX || left > 1000000000ull ? 1000 : (int)(left / 1000000) + 1;
+            struct pollfd pf = {ep->evfd, POLLIN, 0};
+            poll(&pf, 1, ms);
+            uint64_t v;
+            ssize_t r = read(ep->evfd, &v, sizeof v);
+            (void)r;
+        }
+        atomic_fetch_sub(ep->sleeping, 1);
+        start = vmmc_now_ns(); /* spin again briefly after a wake-up */
+    }
+}
+
+int vmmc_wait(vmmc_ep_t *ep, int timeout_ms)
+{
+    if (!ep)
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_wait: NULL endpoint");
+    if (tl_progress_ep == ep)
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_wait called from inside a handler");
+    if (timeout_ms < -1)
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_wait: timeout %d ms (use -1 for none)", timeout_ms);
+    if (timeout_ms == 0)
+        return vmmc_progress(ep);
+    return vmmc_wait_until(ep, NULL, NULL, timeout_ms);
+}
+
+int vmmc_event_fd(vmmc_ep_t *ep)
+{
+    if (!ep)
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_event_fd: NULL endpoint");
+    pthread_mutex_lock(&ep->lock);
+    if (!ep->evfd_mode) {
+        ep->evfd_mode = 1;
+        atomic_fetch_add(ep->sleeping, 1); /* always armed from now on */
+    }
+    pthread_mutex_unlock(&ep->lock);
+    return ep->evfd;
+}
+
+int vmmc_notify_block(vmmc_ep_t *ep)
+{
+    if (!ep)
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_notify_block: NULL endpoint");
+    atomic_fetch_add(&ep->notify_blocked, 1);
+    return VMMC_OK;
+}
+
+int vmmc_notify_unblock(vmmc_ep_t *ep)
+{
+    if (!ep)
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_notify_unblock: NULL endpoint");
+    int floor = tl_progress_ep == ep ? tl_handler_depth : 0;
+    int cur = atomic_load(&ep->notify_blocked);
+    for (;;) {
+        if (cur <= floor)
+            return vmmc_error(VMMC_ERR_INVALID, cur == 0 ? "notifications are not blocked"
+                                                         : "a handler cannot unblock its own level");
+        if (atomic_compare_exchange_weak(&ep->notify_blocked, &cur, cur - 1))
+            break;
+    }
+    if (cur - 1 == 0) {
+        /* Queued notifications run at the next progress; wake sleepers. */
+        uint64_t one = 1;
+        if (atomic_load(ep->sleeping)) {
+            ssize_t w = write(ep->evfd, &one, sizeof one);
+            (void)w;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+int vmmc_progress_hook_add(vmmc_ep_t *ep, vmmc_progress_fn_t poll_fn, vmmc_progress_fn_t arm,
+                           void *arg)
+{
+    if (!ep || (!poll_fn && !arm))
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_progress_hook_add: NULL %s",
+                          !ep ? "endpoint" : "functions");
+    int own = tl_progress_ep != ep;
+    if (own)
+        pthread_mutex_lock(&ep->progress_lock);
+    int n = atomic_load(&ep->nhooks), rc = VMMC_OK;
+    if (n == VMMC_MAX_HOOKS) {
+        rc = vmmc_error(VMMC_ERR_AGAIN, "too many progress hooks (%d)", VMMC_MAX_HOOKS);
+    } else {
+        ep->hooks[n] = (vmmc_hook_t){poll_fn, arm, arg};
+        atomic_store_explicit(&ep->nhooks, n + 1, memory_order_release);
+    }
+    if (own)
+        pthread_mutex_unlock(&ep->progress_lock);
+    return rc;
+}
+
+int vmmc_progress_hook_remove(vmmc_ep_t *ep, vmmc_progress_fn_t poll_fn, void *arg)
+{
+    if (!ep)
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_progress_hook_remove: NULL endpoint");
+    int own = tl_progress_ep != ep;
+    if (own)
+        pthread_mutex_lock(&ep->progress_lock);
+    int n = atomic_load(&ep->nhooks), rc = VMMC_ERR_NOT_FOUND;
+    for (int i = 0; i < n; i++) {
+        if (ep->hooks[i].poll == poll_fn && ep->hooks[i].arg == arg) {
+            memmove(&ep->hooks[i], &ep->hooks[i + 1], sizeof ep->hooks[0] * (size_t)(n - i - 1));
+            atomic_store(&ep->nhooks, n - 1);
+            rc = VMMC_OK;
+            break;
+        }
+    }
+    if (own)
+        pthread_mutex_unlock(&ep->progress_lock);
+    return rc == VMMC_OK ? rc : vmmc_error(rc, "progress hook not registered");
+}
+
+int vmmc_signal(vmmc_ep_t *ep, int rank)
+{
+    if (!ep)
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_signal: NULL endpoint");
+    if (rank == ep->rank) {
+        vmmc_ep_wake(ep);
+        return VMMC_OK;
+    }
+    int rc;
+    vmmc_peer_t *p = vmmc_peer_get(ep, rank, &rc);
+    if (!p)
+        return rc;
+    if (VMMC_UNLIKELY(atomic_load_explicit(&p->state, memory_order_acquire) != PEER_UP)) {
+        rc = vmmc_peer_connect(ep, p, (int)(vmmc_core_cfg.connect_timeout_ns / 1000000));
+        if (rc != VMMC_OK)
+            return rc;
+    }
+    return p->tl->signal(ep, p);
+}
+
+/* ---- the service thread ---- */
+
+static void *service_main(void *arg)
+{
+    vmmc_ep_t *ep = arg;
+    while (atomic_load(&ep->service_run))
+        vmmc_wait_until(ep, NULL, NULL, 200);
+    return NULL;
+}
+
+int vmmc_service_start(vmmc_ep_t *ep)
+{
+    if (!ep)
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_service_start: NULL endpoint");
+    pthread_mutex_lock(&ep->lock);
+    int rc = VMMC_OK;
+    if (!ep->service_started) {
+        atomic_store(&ep->service_run, 1);
+        int e = pthread_create(&ep->service_thread, NULL, service_main, ep);
+        if (e) {
+            errno = e;
+            rc = vmmc_error_sys("pthread_create (service thread)");
+        } else {
+            ep->service_started = 1;
+        }
+    }
+    pthread_mutex_unlock(&ep->lock);
+    return rc;
+}
+
+void vmmc_service_stop_internal(vmmc_ep_t *ep)
+{
+    pthread_mutex_lock(&ep->lock);
+    int started = ep->service_started;
+    ep->service_started = 0;
+    atomic_store(&ep->service_run, 0);
+    pthread_mutex_unlock(&ep->lock);
+    if (!started)
+        return;
+    uint64_t one = 1;
+    ssize_t w = write(ep->evfd, &one, sizeof one);
+    (void)w;
+    pthread_join(ep->service_thread, NULL);
+}
+
+int vmmc_service_stop(vmmc_ep_t *ep)
+{
+    if (!ep)
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_service_stop: NULL endpoint");
+    if (tl_progress_ep == ep)
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_service_stop called from a handler");
+    vmmc_service_stop_internal(ep);
+    return VMMC_OK;
+}
+
+/* ---- requests ---- */
+
+static int req_done(void *arg)
+{
+    return vmmc_test(arg) != VMMC_INPROGRESS;
+}
+
+int vmmc_request_wait(vmmc_request_t *req, int timeout_ms)
+{
+    vmmc_req_int_t *r = (vmmc_req_int_t *)req;
+    if (!r || (r->type != REQ_SEND && r->type != REQ_REDIRECT))
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_request_wait: not an active request");
+    int rc = vmmc_test(req);
+    if (rc != VMMC_INPROGRESS)
+        return rc;
+    vmmc_ep_t *ep = r->type == REQ_SEND ? r->px->ep : ((vmmc_export_t *)r->px)->ep;
+    rc = vmmc_wait_until(ep, req_done, req, timeout_ms);
+    if (rc != VMMC_OK)
+        return rc;
+    return vmmc_test(req);
+}
+
+static int peer_idle(void *arg)
+{
+    return atomic_load_explicit(&((vmmc_peer_t *)arg)->async_inflight, memory_order_acquire) == 0;
+}
+
+int vmmc_send_wait_async(vmmc_peer_t *peer)
+{
+    if (peer_idle(peer))
+        return VMMC_OK;
+    /* The copy engine always finishes what it took (or fails it) and wakes
+     * the endpoint when it does, so this terminates without a timeout. */
+    return vmmc_wait_until(peer->ep, peer_idle, peer, -1);
+}

@@ -1,0 +1,131 @@
+/* Deliberate update: the send path.
+ *
+ * The short path is: check the proxy state, check the bounds, memcpy into the
+ * mapped region. No system call, no lock, no atomic read-modify-write, no
+ * allocation. Everything else (process_vm_writev, redirection, udp, the copy
+ * engine, notifications) is decided at import time through px->put, or is
+ * out of line. */
+#include <string.h>
+
+#include "core/core.h"
+#include "transport/shm/shm.h"
+
+static VMMC_COLD int send_check_failed(const vmmc_proxy_t *px, size_t off, const void *src,
+                                       size_t len, unsigned flags)
+{
+    if (!px)
+        return vmmc_error(VMMC_ERR_INVALID, "send: NULL proxy");
+    if (atomic_load(&px->state) != PX_ACTIVE)
+        return vmmc_proxy_state_error(px);
+    if (flags & ~(unsigned)(VMMC_SEND_NOTIFY | VMMC_SEND_NONBLOCK))
+        return vmmc_error(VMMC_ERR_INVALID, "send: unknown flags 0x%x", flags);
+    if (!src && len)
+        return vmmc_error(VMMC_ERR_INVALID, "send: NULL source for %zu bytes", len);
+    return vmmc_error(VMMC_ERR_BOUNDS,
+                      "send of %zu bytes at offset %zu is outside '%s' at rank %d (%zu bytes); "
+                      "nothing was written",
+                      len, off, px->name, px->rank, px->len);
+}
+
+static inline int send_checks(const vmmc_proxy_t *px, size_t off, const void *src, size_t len,
+                              unsigned flags)
+{
+    if (VMMC_UNLIKELY(!px || atomic_load_explicit(&px->state, memory_order_relaxed) != PX_ACTIVE ||
+                      off > px->len || len > px->len - off || (!src && len) ||
+                      (flags & ~(unsigned)(VMMC_SEND_NOTIFY | VMMC_SEND_NONBLOCK))))
+        return send_check_failed(px, off, src, len, flags);
+    return VMMC_OK;
+}
+
+static inline int send_now(vmmc_proxy_t *px, size_t off, const void *src, size_t len,
+                           unsigned flags, uint64_t imm)
+{
+    /* Keep order with asynchronous sends still in the copy engine. */
+    if (VMMC_UNLIKELY(atomic_load_explicit(&px->peer->async_inflight, memory_order_acquire))) {
+        int rc = vmmc_send_wait_async(px->peer);
+        if (rc != VMMC_OK)
+            return rc;
+    }
+    if (VMMC_LIKELY(px->base != NULL)) {
+        memcpy(px->base + off, src, len);
+        atomic_signal_fence(memory_order_release);
+        if (VMMC_LIKELY(!(flags & VMMC_SEND_NOTIFY)))
+            return VMMC_OK;
+        return vmmc_shm_notify(px, off, len, imm, flags & VMMC_SEND_NONBLOCK);
+    }
+    return px->put(px, off, src, len, (int)flags, imm);
+}
+
+int vmmc_send(vmmc_proxy_t *px, size_t off, const void *src, size_t len, unsigned flags)
+{
+    int rc = send_checks(px, off, src, len, flags);
+    if (VMMC_UNLIKELY(rc != VMMC_OK))
+        return rc;
+    return send_now(px, off, src, len, flags, 0);
+}
+
+int vmmc_send_imm(vmmc_proxy_t *px, size_t off, const void *src, size_t len, unsigned flags,
+                  uint64_t imm)
+{
+    int rc = send_checks(px, off, src, len, flags);
+    if (VMMC_UNLIKELY(rc != VMMC_OK))
+        return rc;
+    return send_now(px, off, src, len, flags, imm);
+}
+
+int vmmc_send_async(vmmc_proxy_t *px, size_t off, const void *src, size_t len, unsigned flags,
+                    vmmc_request_t *req)
+{
+    if (VMMC_UNLIKELY(!req))
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_send_async: NULL request");
+    vmmc_req_int_t *r = (vmmc_req_int_t *)req;
+    int rc = send_checks(px, off, src, len, flags);
+    if (VMMC_UNLIKELY(rc != VMMC_OK)) {
+        r->type = REQ_NONE;
+        return rc;
+    }
+    r->type = REQ_SEND;
+    if (len <= vmmc_core_cfg.async_inline_max) {
+        rc = send_now(px, off, src, len, flags, 0);
+        atomic_store_explicit(&r->status, rc, memory_order_relaxed);
+        return rc;
+    }
+    r->px = px;
+    r->off = off;
+    r->src = src;
+    r->len = len;
+    r->flags = flags;
+    r->imm = 0;
+    atomic_store_explicit(&r->status, VMMC_INPROGRESS, memory_order_relaxed);
+    atomic_fetch_add_explicit(&px->peer->async_inflight, 1, memory_order_acq_rel);
+    rc = vmmc_dma_submit(px->ep, r);
+    if (rc != VMMC_OK) {
+        atomic_fetch_sub(&px->peer->async_inflight, 1);
+        atomic_store(&r->status, rc);
+        return rc;
+    }
+    return VMMC_INPROGRESS;
+}
+
+int vmmc_fetch(vmmc_proxy_t *px, size_t off, void *dst, size_t len)
+{
+    int rc = send_checks(px, off, dst, len, 0);
+    if (rc != VMMC_OK)
+        return rc == VMMC_ERR_BOUNDS ? vmmc_error(VMMC_ERR_BOUNDS,
+                                                  "fetch of %zu bytes at offset %zu is outside '%s' "
+                                                  "(%zu bytes)",
+                                                  len, off, px->name, px->len)
+                                     : rc;
+    if (!(px->flags & VMMC_EXPORT_READ))
+        return vmmc_error(VMMC_ERR_PERMISSION,
+                          "rank %d's export '%s' does not allow reads (VMMC_EXPORT_READ)", px->rank,
+                          px->name);
+    if (atomic_load_explicit(&px->peer->async_inflight, memory_order_acquire)) {
+        rc = vmmc_send_wait_async(px->peer);
+        if (rc != VMMC_OK)
+            return rc;
+    }
+    if (!px->get)
+        return vmmc_error(VMMC_ERR_UNSUPPORTED, "the transport to rank %d cannot read", px->rank);
+    return px->get(px, off, dst, len);
+}

@@ -1,0 +1,761 @@
+/* shm transport: peers on the same host.
+ *
+ * Control channel: each endpoint listens on an abstract SOCK_SEQPACKET Unix
+ * socket "\0vmmc.<job>.<rank>" (nothing in the filesystem, gone when the
+ * process is). An importer connects, says HELLO, and the exporter checks with
+ * SO_PEERCRED that the caller really is the process the bootstrap registered
+ * for that rank before it answers with its inbox segment and event fd.
+ * Requests travel on the importer's connection; replies and revocations come
+ * back on it too (the exporter replies on the socket it accepted).
+ *
+ * Data: regions in library memory are memfd-backed and mapped by importers,
+ * so a put is a memcpy. Other regions are written with process_vm_writev.
+ *
+ * Notifications: the receiver's inbox segment (a sparse memfd) holds one
+ * single-producer ring of records per sender. The sender writes the record
+ * after the data, publishes it with a release store of head, and then, after a
+ * full fence, looks at the receiver's "sleeping" word: only if the receiver
+ * sleeps does it pay for a write() to the receiver's eventfd. */
+#include "transport/shm/shm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "core/ctl.h"
+
+#define INBOX_MAGIC 0x786f626eu
+#define INBOX_HDR 4096
+
+typedef struct shm_inbox_hdr {
+    uint32_t magic;
+    int32_t pid;
+    uint32_t nrec;
+    uint32_t nranks;
+    uint64_t ring_bytes;
+    _Alignas(64) _Atomic uint32_t sleeping;
+} shm_inbox_hdr_t;
+
+typedef struct shm_ring {
+    _Alignas(64) _Atomic uint64_t head; /* written by the sender */
+    _Alignas(64) _Atomic uint64_t tail; /* written by the receiver */
+    _Alignas(64) vmmc_nrec_t rec[];
+} shm_ring_t;
+
+typedef struct shm_ep {
+    int listen_fd;
+    int inbox_fd;
+    char *inbox;
+    size_t inbox_len;
+    uint32_t nrec;
+    size_t ring_bytes;
+    int *active;               /* ranks whose rings we poll */
+    _Atomic int nactive;
+} shm_ep_t;
+
+typedef struct shm_peer {
+    int out_fd;                /* our connection to the peer */
+    int in_fd;                 /* the peer's connection to us */
+    char *inbox;               /* the peer's inbox, mapped */
+    size_t inbox_len;
+    shm_ring_t *ring;          /* our ring in it */
+    uint32_t nrec;
+    _Atomic uint32_t *sleeping;
+    int evfd;
+    uint64_t head;             /* producer state, under lock */
+    uint64_t tail_cache;
+    atomic_flag prod_lock;
+} shm_peer_t;
+
+static size_t ring_bytes_for(uint32_t nrec)
+{
+    size_t b = sizeof(shm_ring_t) + (size_t)nrec * sizeof(vmmc_nrec_t);
+    return (b + 4095) & ~(size_t)4095;
+}
+
+static socklen_t sock_addr(const vmmc_ep_t *ep, int rank, struct sockaddr_un *sa)
+{
+    memset(sa, 0, sizeof *sa);
+    sa->sun_family = AF_UNIX;
+    int n = snprintf(sa->sun_path + 1, sizeof sa->sun_path - 1, "vmmc.%s.%d", ep->boot.job, rank);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+/* ---------------------------------------------------------------- messages */
+
+static int send_msg(int fd, const vmmc_ctl_msg_t *m, const int *fds, int nfds)
+{
+    struct iovec iov = {(void *)m, sizeof *m};
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * 2)];
+        struct cmsghdr align;
+    } u;
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (nfds > 0) {
+        memset(&u, 0, sizeof u);
+        mh.msg_control = u.buf;
+        mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
+    }
+    ssize_t r;
+    do
+        r = sendmsg(fd, &mh, MSG_NOSIGNAL);
+    while (r < 0 && errno == EINTR);
+    if (r < 0) {
+        if (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN)
+            return vmmc_error(VMMC_ERR_PEER_DEAD, "control connection to peer closed: %s",
+                              strerror(errno));
+        return vmmc_error_sys("sendmsg on control socket");
+    }
+    return VMMC_OK;
+}
+
+/* Receive one message; returns bytes (>0), 0 on EOF, or -1 (errno). */
+static ssize_t recv_msg(int fd, vmmc_ctl_msg_t *m, int *fds, int *nfds)
+{
+    struct iovec iov = {m, sizeof *m};
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * 4)];
+        struct cmsghdr align;
+    } u;
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                        .msg_controllen = sizeof u.buf};
+    ssize_t r;
+    do
+        r = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    while (r < 0 && errno == EINTR);
+    *nfds = 0;
+    if (r <= 0)
+        return r;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            int n = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+            int tmp[8];
+            if (n > 8)
+                n = 8;
+            memcpy(tmp, CMSG_DATA(c), sizeof(int) * (size_t)n);
+            for (int i = 0; i < n; i++) {
+                if (*nfds < 2)
+                    fds[(*nfds)++] = tmp[i];
+                else
+                    close(tmp[i]);
+            }
+        }
+    }
+    if (mh.msg_flags & MSG_TRUNC) {
+        for (int i = 0; i < *nfds; i++)
+            close(fds[i]);
+        *nfds = 0;
+        errno = EMSGSIZE;
+        return -1;
+    }
+    return r;
+}
+
+/* ----------------------------------------------------------- control thread */
+
+static void peer_fd_ready(vmmc_ep_t *ep, int fd, uint32_t events, void *arg);
+
+static shm_peer_t *shm_peer(vmmc_peer_t *p)
+{
+    return p->tl_priv;
+}
+
+static shm_peer_t *shm_peer_alloc(vmmc_peer_t *p)
+{
+    if (!p->tl_priv) {
+        shm_peer_t *sp = calloc(1, sizeof *sp);
+        if (!sp)
+            return NULL;
+        sp->out_fd = sp->in_fd = sp->evfd = -1;
+        atomic_flag_clear(&sp->prod_lock);
+        p->tl_priv = sp;
+    }
+    return p->tl_priv;
+}
+
+/* Accepted connection: the first message must be HELLO from a job member. */
+static void accepted_ready(vmmc_ep_t *ep, int fd, uint32_t events, void *arg)
+{
+    shm_ep_t *s = ep->shm;
+    vmmc_ctl_msg_t m;
+    int fds[2], nfds;
+    ssize_t r = recv_msg(fd, &m, fds, &nfds);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return;
+    for (int i = 0; i < nfds; i++)
+        close(fds[i]);
+    if (r != (ssize_t)sizeof m || m.magic != VMMC_CTL_MAGIC || m.type != CTL_HELLO ||
+        m.src_rank < 0 || m.src_rank >= ep->size) {
+        if (r != 0)
+            VMMC_COUNT(ep, CNT_CTL_BAD, 1);
+        vmmc_ctl_unwatch(ep, fd);
+        close(fd);
+        return;
+    }
+    struct ucred cr;
+    socklen_t cl = sizeof cr;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0 ||
+        (ep->boot.peers && cr.pid != ep->boot.peers[m.src_rank].pid)) {
+        vmmc_warn("refused control connection claiming rank %d from pid %d (rank %d is pid %d)",
+                  m.src_rank, (int)cr.pid, m.src_rank,
+                  ep->boot.peers ? (int)ep->boot.peers[m.src_rank].pid : -1);
+        VMMC_COUNT(ep, CNT_CTL_BAD, 1);
+        vmmc_ctl_unwatch(ep, fd);
+        close(fd);
+        return;
+    }
+    int st;
+    vmmc_peer_t *p = vmmc_peer_get(ep, m.src_rank, &st);
+    shm_peer_t *sp = p ? shm_peer_alloc(p) : NULL;
+    if (!sp) {
+        vmmc_ctl_unwatch(ep, fd);
+        close(fd);
+        return;
+    }
+    vmmc_ctl_unwatch(ep, fd);
+    pthread_mutex_lock(&p->lock);
+    if (sp->in_fd >= 0 && sp->in_fd != fd) {
+        /* A second HELLO from the same rank replaces the first connection. */
+        vmmc_ctl_unwatch(ep, sp->in_fd);
+        close(sp->in_fd);
+    }
+    sp->in_fd = fd;
+    if (!p->pid)
+        p->pid = cr.pid;
+    pthread_mutex_unlock(&p->lock);
+
+    /* Poll this sender's ring from now on. */
+    int known = 0, n = atomic_load(&s->nactive);
+    for (int i = 0; i < n; i++)
+        known |= s->active[i] == m.src_rank;
+    if (!known) {
+        s->active[n] = m.src_rank;
+        atomic_store_explicit(&s->nactive, n + 1, memory_order_release);
+    }
+    vmmc_ctl_msg_t ack;
+    vmmc_ctl_init(ep, &ack, CTL_HELLO_ACK);
+    ack.id = m.id;
+    int out[2] = {s->inbox_fd, ep->evfd};
+    ack.nfds = 2;
+    ack.length = s->inbox_len;
+    if (send_msg(fd, &ack, out, 2) == VMMC_OK)
+        vmmc_ctl_watch(ep, fd, peer_fd_ready, (void *)(intptr_t)m.src_rank);
+}
+
+static void listen_ready(vmmc_ep_t *ep, int fd, uint32_t events, void *arg)
+{
+    for (;;) {
+        int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (c < 0)
+            return;
+        if (vmmc_ctl_watch(ep, c, accepted_ready, NULL) != VMMC_OK)
+            close(c);
+    }
+}
+
+/* Messages from a connected peer (either direction). */
+static void peer_fd_ready(vmmc_ep_t *ep, int fd, uint32_t events, void *arg)
+{
+    int rank = (int)(intptr_t)arg;
+    for (;;) {
+        vmmc_ctl_msg_t m;
+        int fds[2], nfds;
+        ssize_t r = recv_msg(fd, &m, fds, &nfds);
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (r <= 0) {
+            vmmc_ctl_unwatch(ep, fd);
+            vmmc_peer_mark_dead(ep, rank, -1, r == 0 ? "its control connection closed"
+                                                     : "its control connection failed");
+            return;
+        }
+        vmmc_ctl_recv(ep, rank, &m, (size_t)r, fds, nfds);
+    }
+}
+
+/* ------------------------------------------------------------ transport ops */
+
+static int shm_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
+{
+    shm_ep_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return vmmc_error(VMMC_ERR_NOMEM, "out of memory for shm transport state");
+    s->listen_fd = s->inbox_fd = -1;
+    ep->shm = s;
+    s->nrec = (uint32_t)vmmc_core_cfg.notify_queue;
+    s->ring_bytes = ring_bytes_for(s->nrec);
+    (void)card;
+    (void)cap;
+    return VMMC_OK;
+}
+
+static int shm_ep_start(vmmc_ep_t *ep)
+{
+    shm_ep_t *s = ep->shm;
+    s->active = calloc((size_t)ep->size, sizeof(int));
+    if (!s->active)
+        return vmmc_error(VMMC_ERR_NOMEM, "out of memory for %d ranks", ep->size);
+    /* Inbox: header page + one ring per possible sender; sparse, so only the
+     * rings of senders that really send consume memory. */
+    s->inbox_len = INBOX_HDR + (size_t)ep->size * s->ring_bytes;
+    s->inbox_fd = memfd_create("vmmc-inbox", MFD_CLOEXEC);
+    if (s->inbox_fd < 0)
+        return vmmc_error_sys("memfd_create for the notification inbox");
+    if (ftruncate(s->inbox_fd, (off_t)s->inbox_len) != 0)
+        return vmmc_error_sys("ftruncate inbox to %zu bytes", s->inbox_len);
+    s->inbox = mmap(NULL, s->inbox_len, PROT_READ | PROT_WRITE, MAP_SHARED, s->inbox_fd, 0);
+    if (s->inbox == MAP_FAILED) {
+        s->inbox = NULL;
+        return vmmc_error_sys("mmap inbox of %zu bytes", s->inbox_len);
+    }
+    shm_inbox_hdr_t *h = (shm_inbox_hdr_t *)s->inbox;
+    h->magic = INBOX_MAGIC;
+    h->pid = (int32_t)ep->pid;
+    h->nrec = s->nrec;
+    h->nranks = (uint32_t)ep->size;
+    h->ring_bytes = s->ring_bytes;
+    ep->sleeping = &h->sleeping;
+
+    s->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s->listen_fd < 0)
+        return vmmc_error_sys("socket(AF_UNIX)");
+    struct sockaddr_un sa;
+    socklen_t sl = sock_addr(ep, ep->rank, &sa);
+    if (bind(s->listen_fd, (struct sockaddr *)&sa, sl) != 0)
+        return vmmc_error_sys("bind control socket @%s", sa.sun_path + 1);
+    if (listen(s->listen_fd, 128) != 0)
+        return vmmc_error_sys("listen on control socket");
+    return vmmc_ctl_watch(ep, s->listen_fd, listen_ready, NULL);
+}
+
+static void shm_ep_close(vmmc_ep_t *ep)
+{
+    shm_ep_t *s = ep->shm;
+    if (!s)
+        return;
+    for (int r = 0; r < ep->size && ep->peers; r++) {
+        vmmc_peer_t *p = ep->peers[r];
+        shm_peer_t *sp = p ? p->tl_priv : NULL;
+        if (!sp || p->tl != &vmmc_tl_shm)
+            continue;
+        if (sp->out_fd >= 0)
+            close(sp->out_fd);
+        if (sp->in_fd >= 0)
+            close(sp->in_fd);
+        if (sp->evfd >= 0)
+            close(sp->evfd);
+        if (sp->inbox)
+            munmap(sp->inbox, sp->inbox_len);
+        free(sp);
+        p->tl_priv = NULL;
+    }
+    if (s->listen_fd >= 0)
+        close(s->listen_fd);
+    if (s->inbox)
+        munmap(s->inbox, s->inbox_len);
+    if (s->inbox_fd >= 0)
+        close(s->inbox_fd);
+    free(s->active);
+    free(s);
+    ep->shm = NULL;
+}
+
+/* Wait (bounded) for one message on a blocking handshake. */
+static int wait_msg(int fd, vmmc_ctl_msg_t *m, int *fds, int *nfds, int timeout_ms)
+{
+    uint64_t deadline = vmmc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    for (;;) {
+        ssize_t r = recv_msg(fd, m, fds, nfds);
+        if (r == (ssize_t)sizeof *m)
+            return VMMC_OK;
+        if (r == 0)
+            return vmmc_error(VMMC_ERR_PEER_DEAD, "peer closed its control connection");
+        if (r > 0)
+            return vmmc_error(VMMC_ERR_PROTOCOL, "short control message (%zd bytes)", r);
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return vmmc_error_sys("recvmsg on control socket");
+        uint64_t now = vmmc_now_ns();
+        if (now >= deadline)
+            return vmmc_error(VMMC_ERR_TIMEOUT, "peer did not answer the handshake in %d ms",
+                              timeout_ms);
+        struct pollfd pf = {fd, POLLIN, 0};
+        poll(&pf, 1, (int)((deadline - now) / 1000000 + 1));
+    }
+}
+
+static int shm_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *p, int timeout_ms)
+{
+    shm_peer_t *sp = shm_peer_alloc(p);
+    if (!sp)
+        return vmmc_error(VMMC_ERR_NOMEM, "out of memory for peer state");
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return vmmc_error_sys("socket(AF_UNIX)");
+    struct sockaddr_un sa;
+    socklen_t sl = sock_addr(ep, p->rank, &sa);
+    int rc;
+    uint64_t deadline = vmmc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    while ((rc = connect(fd, (struct sockaddr *)&sa, sl)) != 0) {
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN && vmmc_now_ns() < deadline) {
+            usleep(200);
+            continue;
+        }
+        int e = errno;
+        close(fd);
+        errno = e;
+        if (e == ECONNREFUSED || e == ENOENT)
+            return vmmc_error(VMMC_ERR_PEER_DEAD, "rank %d is not listening (@%s): it has exited",
+                              p->rank, sa.sun_path + 1);
+        return vmmc_error_sys("connect to rank %d", p->rank);
+    }
+    vmmc_ctl_msg_t m;
+    vmmc_ctl_init(ep, &m, CTL_HELLO);
+    if ((rc = send_msg(fd, &m, NULL, 0)) != VMMC_OK) {
+        close(fd);
+        return rc;
+    }
+    int fds[2], nfds = 0;
+    rc = wait_msg(fd, &m, fds, &nfds, timeout_ms);
+    if (rc == VMMC_OK && (m.magic != VMMC_CTL_MAGIC || m.type != CTL_HELLO_ACK || nfds != 2))
+        rc = vmmc_error(VMMC_ERR_PROTOCOL, "bad handshake reply from rank %d", p->rank);
+    if (rc != VMMC_OK) {
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]);
+        close(fd);
+        return rc;
+    }
+    char *inbox = mmap(NULL, m.length, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+    close(fds[0]);
+    if (inbox == MAP_FAILED) {
+        close(fds[1]);
+        close(fd);
+        return vmmc_error_sys("mmap inbox of rank %d", p->rank);
+    }
+    shm_inbox_hdr_t *h = (shm_inbox_hdr_t *)inbox;
+    if (h->magic != INBOX_MAGIC || (int)h->nranks <= ep->rank) {
+        munmap(inbox, m.length);
+        close(fds[1]);
+        close(fd);
+        return vmmc_error(VMMC_ERR_PROTOCOL, "rank %d's inbox is malformed", p->rank);
+    }
+    sp->inbox = inbox;
+    sp->inbox_len = m.length;
+    sp->nrec = h->nrec;
+    sp->ring = (shm_ring_t *)(inbox + INBOX_HDR + (size_t)ep->rank * h->ring_bytes);
+    sp->sleeping = &h->sleeping;
+    sp->evfd = fds[1];
+    sp->head = atomic_load(&sp->ring->head);
+    sp->tail_cache = atomic_load(&sp->ring->tail);
+    sp->out_fd = fd;
+    p->pid = m.pid;
+    return vmmc_ctl_watch(ep, fd, peer_fd_ready, (void *)(intptr_t)p->rank);
+}
+
+static void shm_peer_dead(vmmc_ep_t *ep, vmmc_peer_t *p)
+{
+    (void)ep;
+    (void)p; /* descriptors are closed at endpoint close: other threads may use them */
+}
+
+static int shm_ctl_send(vmmc_ep_t *ep, vmmc_peer_t *p, const vmmc_ctl_msg_t *m, const int *fds,
+                        int nfds)
+{
+    shm_peer_t *sp = shm_peer(p);
+    if (!sp)
+        return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "no control connection to rank %d", p->rank);
+    /* Requests go on our connection, replies on the peer's. */
+    int fd = (m->type == CTL_IMPORT_REP || m->type == CTL_REVOKE) ? sp->in_fd : sp->out_fd;
+    if (fd < 0)
+        return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "no control connection to rank %d", p->rank);
+    return send_msg(fd, m, fds, nfds);
+}
+
+/* Wake a sleeping receiver. The caller has published its event before. */
+static inline int wake_peer(vmmc_ep_t *ep, shm_peer_t *sp)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    if (VMMC_LIKELY(atomic_load_explicit(sp->sleeping, memory_order_relaxed) == 0))
+        return VMMC_OK;
+    uint64_t one = 1;
+    ssize_t w = write(sp->evfd, &one, sizeof one);
+    (void)w;
+    VMMC_COUNT(ep, CNT_WAKEUPS_SENT, 1);
+    return VMMC_OK;
+}
+
+int vmmc_shm_notify(vmmc_proxy_t *px, size_t off, size_t len, uint64_t imm, int nonblock)
+{
+    vmmc_ep_t *ep = px->ep;
+    shm_peer_t *sp = px->peer->tl_priv;
+    while (atomic_flag_test_and_set_explicit(&sp->prod_lock, memory_order_acquire))
+        __builtin_ia32_pause();
+    if (VMMC_UNLIKELY(sp->head - sp->tail_cache >= sp->nrec)) {
+        sp->tail_cache = atomic_load_explicit(&sp->ring->tail, memory_order_acquire);
+        uint64_t t0 = 0;
+        while (sp->head - sp->tail_cache >= sp->nrec) {
+            atomic_flag_clear_explicit(&sp->prod_lock, memory_order_release);
+            if (nonblock)
+                return vmmc_error(VMMC_ERR_AGAIN, "notification queue to rank %d is full",
+                                  px->rank);
+            int st = vmmc_peer_error(px->peer);
+            if (st != VMMC_OK)
+                return st;
+            /* The receiver drains its queue in its progress: make sure it is
+             * awake, and keep our own endpoint progressing meanwhile. */
+            wake_peer(ep, sp);
+            if (!t0)
+                t0 = vmmc_now_ns();
+            if (vmmc_now_ns() - t0 > 50000)
+                usleep(50);
+            else
+                __builtin_ia32_pause();
+            vmmc_progress(ep);
+            while (atomic_flag_test_and_set_explicit(&sp->prod_lock, memory_order_acquire))
+                __builtin_ia32_pause();
+            sp->tail_cache = atomic_load_explicit(&sp->ring->tail, memory_order_acquire);
+        }
+    }
+    vmmc_nrec_t *r = &sp->ring->rec[sp->head % sp->nrec];
+    r->export_id = px->export_id;
+    r->gen = px->gen;
+    r->sender = ep->rank;
+    r->offset = off;
+    r->length = len;
+    r->imm = imm;
+    sp->head++;
+    atomic_store_explicit(&sp->ring->head, sp->head, memory_order_release);
+    atomic_flag_clear_explicit(&sp->prod_lock, memory_order_release);
+    VMMC_COUNT(ep, CNT_NOTIFY_SENT, 1);
+    return wake_peer(ep, sp);
+}
+
+int vmmc_shm_drain(vmmc_ep_t *ep, vmmc_shm_rec_fn fn)
+{
+    shm_ep_t *s = ep->shm;
+    if (!s || !s->inbox)
+        return 0;
+    int n = 0, na = atomic_load_explicit(&s->nactive, memory_order_acquire);
+    for (int i = 0; i < na; i++) {
+        shm_ring_t *ring = (shm_ring_t *)(s->inbox + INBOX_HDR + (size_t)s->active[i] * s->ring_bytes);
+        uint64_t tail = atomic_load_explicit(&ring->tail, memory_order_relaxed);
+        uint64_t head = atomic_load_explicit(&ring->head, memory_order_acquire);
+        if (head == tail)
+            continue;
+        if (head - tail > s->nrec) { /* a corrupt producer: skip what cannot be valid */
+            VMMC_COUNT(ep, CNT_CTL_BAD, 1);
+            atomic_store_explicit(&ring->tail, head, memory_order_release);
+            continue;
+        }
+        for (; tail != head; tail++) {
+            vmmc_nrec_t rec = ring->rec[tail % s->nrec];
+            rec.sender = s->active[i]; /* trust the ring's owner, not the record */
+            fn(ep, &rec);
+            n++;
+        }
+        atomic_store_explicit(&ring->tail, tail, memory_order_release);
+    }
+    return n;
+}
+
+static int shm_put_pvw(vmmc_proxy_t *px, size_t off, const void *src, size_t len, int notify,
+                       uint64_t imm)
+{
+    size_t done = 0;
+    while (done < len) {
+        struct iovec l = {(char *)src + done, len - done};
+        struct iovec r = {(void *)(px->raddr + off + done), len - done};
+        ssize_t w = process_vm_writev(px->pid, &l, 1, &r, 1, 0);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == ESRCH) {
+                vmmc_peer_mark_dead(px->ep, px->rank, -1, "process_vm_writev found no such process");
+                return vmmc_error(VMMC_ERR_PEER_DEAD, "rank %d (pid %d) is gone", px->rank,
+                                  (int)px->pid);
+            }
+            return vmmc_error_sys("process_vm_writev of %zu bytes to rank %d", len, px->rank);
+        }
+        if (w == 0)
+            return vmmc_error(VMMC_ERR_SYSTEM, "process_vm_writev to rank %d made no progress",
+                              px->rank);
+        done += (size_t)w;
+    }
+    return (notify & VMMC_SEND_NOTIFY)
+               ? vmmc_shm_notify(px, off, len, imm, notify & VMMC_SEND_NONBLOCK)
+               : VMMC_OK;
+}
+
+static int shm_put_mapped(vmmc_proxy_t *px, size_t off, const void *src, size_t len, int notify,
+                          uint64_t imm)
+{
+    memcpy((char *)px->map_base + (px->raddr & 4095) + off, src, len);
+    return (notify & VMMC_SEND_NOTIFY)
+               ? vmmc_shm_notify(px, off, len, imm, notify & VMMC_SEND_NONBLOCK)
+               : VMMC_OK;
+}
+
+/* Writes into a redirectable export go through its shared control block. */
+typedef struct redir_ctx {
+    vmmc_proxy_t *px;
+} redir_ctx_t;
+
+static int redir_copy(void *ctx, int to_user, uint64_t addr, const void *src, size_t len)
+{
+    vmmc_proxy_t *px = ((redir_ctx_t *)ctx)->px;
+    if (!to_user && px->map_base) {
+        memcpy((char *)px->map_base + (px->raddr & 4095) + addr, src, len);
+        return VMMC_OK;
+    }
+    uint64_t target = to_user ? addr : px->raddr + addr;
+    size_t done = 0;
+    while (done < len) {
+        struct iovec l = {(char *)src + done, len - done};
+        struct iovec r = {(void *)(uintptr_t)(target + done), len - done};
+        ssize_t w = process_vm_writev(px->pid, &l, 1, &r, 1, 0);
+        if (w <= 0) {
+            if (w < 0 && errno == EINTR)
+                continue;
+            return vmmc_error_sys("process_vm_writev into rank %d's %s buffer", px->rank,
+                                  to_user ? "redirected" : "default");
+        }
+        done += (size_t)w;
+    }
+    return VMMC_OK;
+}
+
+static int shm_signal(vmmc_ep_t *ep, vmmc_peer_t *p);
+
+static int shm_put_redirect(vmmc_proxy_t *px, size_t off, const void *src, size_t len, int notify,
+                            uint64_t imm)
+{
+    redir_ctx_t ctx = {px};
+    int rc = vmmc_redir_write(px->rctl, off, src, len, redir_copy, &ctx);
+    if (rc < 0)
+        return rc;
+    if (rc > 0) /* bytes went straight to a posted buffer: the receiver may wait for them */
+        shm_signal(px->ep, px->peer);
+    return (notify & VMMC_SEND_NOTIFY)
+               ? vmmc_shm_notify(px, off, len, imm, notify & VMMC_SEND_NONBLOCK)
+               : VMMC_OK;
+}
+
+static int shm_get(vmmc_proxy_t *px, size_t off, void *dst, size_t len)
+{
+    if (px->map_base) {
+        memcpy(dst, (char *)px->map_base + (px->raddr & 4095) + off, len);
+        return VMMC_OK;
+    }
+    size_t done = 0;
+    while (done < len) {
+        struct iovec l = {(char *)dst + done, len - done};
+        struct iovec r = {(void *)(px->raddr + off + done), len - done};
+        ssize_t w = process_vm_readv(px->pid, &l, 1, &r, 1, 0);
+        if (w <= 0) {
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0 && errno == ESRCH)
+                return vmmc_error(VMMC_ERR_PEER_DEAD, "rank %d is gone", px->rank);
+            return vmmc_error_sys("process_vm_readv of %zu bytes from rank %d", len, px->rank);
+        }
+        done += (size_t)w;
+    }
+    return VMMC_OK;
+}
+
+int vmmc_shm_proxy_setup(vmmc_proxy_t *px, const vmmc_ctl_msg_t *m, const int *fds, int nfds)
+{
+    int memfd = -1, rfd = -1, i = 0;
+    if (m->kind == PX_KIND_MAPPED && i < nfds)
+        memfd = fds[i++];
+    if ((m->flags & VMMC_EXPORT_REDIRECTABLE) && i < nfds)
+        rfd = fds[i++];
+    int rc = VMMC_OK;
+    px->raddr = m->addr;
+    px->pid = m->pid;
+    if (m->kind == PX_KIND_MAPPED) {
+        if (memfd < 0) {
+            rc = vmmc_error(VMMC_ERR_PROTOCOL, "import reply without memory descriptor");
+            goto out;
+        }
+        size_t pg_off = m->map_off & ~(uint64_t)4095;
+        size_t lead = m->map_off - pg_off;
+        px->map_len = (lead + m->length + 4095) & ~(size_t)4095;
+        void *b = mmap(NULL, px->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, (off_t)pg_off);
+        if (b == MAP_FAILED) {
+            rc = vmmc_error_sys("mmap imported region '%s' (%zu bytes)", m->name, (size_t)m->length);
+            goto out;
+        }
+        /* map_base + (raddr & 4095) is the region start: keep raddr's page
+         * offset equal to the memfd offset's. */
+        px->map_base = b;
+        px->raddr = (m->addr & ~(uint64_t)4095) | lead;
+        px->kind = PX_KIND_MAPPED;
+        px->put = shm_put_mapped;
+    } else {
+        px->kind = PX_KIND_PVW;
+        px->put = shm_put_pvw;
+    }
+    px->get = shm_get;
+    if (m->flags & VMMC_EXPORT_REDIRECTABLE) {
+        if (rfd < 0) {
+            rc = vmmc_error(VMMC_ERR_PROTOCOL, "redirectable import without control block");
+            goto out;
+        }
+        void *c = mmap(NULL, vmmc_redir_ctl_size(), PROT_READ | PROT_WRITE, MAP_SHARED, rfd, 0);
+        if (c == MAP_FAILED) {
+            rc = vmmc_error_sys("mmap redirect control block of '%s'", m->name);
+            goto out;
+        }
+        px->rctl = c;
+        px->put = shm_put_redirect;
+    } else if (px->kind == PX_KIND_MAPPED) {
+        px->base = (char *)px->map_base + (px->raddr & 4095);
+    }
+out:
+    if (memfd >= 0)
+        close(memfd);
+    if (rfd >= 0)
+        close(rfd);
+    return rc;
+}
+
+static int shm_signal(vmmc_ep_t *ep, vmmc_peer_t *p)
+{
+    shm_peer_t *sp = p->tl_priv;
+    if (!sp || !sp->sleeping)
+        return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "rank %d is not connected", p->rank);
+    return wake_peer(ep, sp);
+}
+
+const vmmc_tl_ops_t vmmc_tl_shm = {
+    .name = "shm",
+    .ep_open = shm_ep_open,
+    .ep_start = shm_ep_start,
+    .ep_close = shm_ep_close,
+    .peer_connect = shm_peer_connect,
+    .peer_dead = shm_peer_dead,
+    .ctl_send = shm_ctl_send,
+    .proxy_setup = vmmc_shm_proxy_setup,
+    .proxy_release = NULL,
+    .put = shm_put_pvw,
+    .get = shm_get,
+    .signal = shm_signal,
+    .progress = NULL,
+    .can_map = 1,
+};

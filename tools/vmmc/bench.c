@@ -10,7 +10,9 @@
  *  - nranks == 2: `vmmc run -n 2 --cpu-bind -- <self> bench --worker <suite>`,
  *    rank 0 prints its rows on stdout, which the launcher forwards to us.
  * Rows travel as tab-separated lines starting with ROW_TAG (see emit_*()). */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -232,6 +234,7 @@ typedef struct opts {
     size_t min_size, max_size;
     int sizes_set;
     const char *worker;
+    const char *crash; /* --crash-test: this suite kills itself (tests the failure path) */
     int timeout_s;
     const char *suites[16];
     int nsuites;
@@ -257,6 +260,8 @@ static void bench_usage(FILE *f)
             "  --sizes MIN:MAX       message sizes to cover, e.g. 8:1M (K/M/G suffixes)\n"
             "  --timeout S           give up on a suite after S seconds (default 600,\n"
             "                        quick 60)\n"
+            "  --crash-test SUITE    make SUITE die at start (checks that the others\n"
+            "                        still run and the failure is reported)\n"
             "  -h, --help            this text\n"
             "\n"
             "suites (all by default):\n");
@@ -416,6 +421,9 @@ static int parse_opts(int argc, char **argv, opts_t *o)
         } else if (!strcmp(a, "--worker")) {
             NEED_VAL();
             o->worker = val;
+        } else if (!strcmp(a, "--crash-test")) {
+            NEED_VAL();
+            o->crash = val;
         } else if (a[0] == '-') {
             fprintf(stderr, "vmmc bench: unknown option '%s' (see --help)\n", a);
             return -1;
@@ -565,6 +573,8 @@ static int run_local(const bench_suite_t *s, const opts_t *o)
         g_rows = fdopen(p[1], "w");
         if (!g_rows)
             _exit(1);
+        if (o->crash && !strcmp(o->crash, s->name))
+            kill(getpid(), SIGKILL);
         bench_ctx_t c;
         fill_ctx(&c, o);
         int rc = s->run(&c);
@@ -582,9 +592,24 @@ static int run_local(const bench_suite_t *s, const opts_t *o)
     return timed_out || !WIFEXITED(status) || WEXITSTATUS(status) ? -1 : 0;
 }
 
+/* Does this library select its transport with VMMC_TRANSPORT? */
+static int have_transport_setting(void)
+{
+    const char *name, *value, *deflt, *help;
+    for (int i = 0; vmmc_config_get(i, &name, &value, &deflt, &help) == VMMC_OK; i++)
+        if (!strcmp(name, "VMMC_TRANSPORT"))
+            return 1;
+    return 0;
+}
+
 /* Run a two-rank suite as a job of the launcher. */
 static int run_job(const bench_suite_t *s, const opts_t *o)
 {
+    if (strcmp(o->transport, "shm") && !have_transport_setting()) {
+        add_note(s->name, "this library has no VMMC_TRANSPORT setting: cannot force --transport %s",
+                 o->transport);
+        return -1;
+    }
     char self[PATH_MAX];
     if (self_path(self, sizeof self)) {
         add_note(s->name, "cannot find this program's path (/proc/self/exe): %s",
@@ -635,6 +660,8 @@ static int run_job(const bench_suite_t *s, const opts_t *o)
     if (pid == 0) {
         setpgid(0, 0);
         dup2(p[1], 1);
+        if (have_transport_setting())
+            setenv("VMMC_TRANSPORT", o->transport, 1);
         execv(self, (char *const *)argv);
         fprintf(stderr, "vmmc bench: cannot run %s: %s\n", self, strerror(errno));
         _exit(127);

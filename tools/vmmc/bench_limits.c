@@ -13,7 +13,9 @@
  *   wake_futex_cross      us    FUTEX_WAIT/FUTEX_WAKE on a shared word, cpu 0 <-> 1
  *   wake_futex_same       us    the same on cpu 0
  * Every figure: median over c->reps repetitions after a warm-up. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <linux/futex.h>
 #include <sched.h>

@@ -1,7 +1,9 @@
 /* Job bootstrap client (see boot.h): the `vmmc run` launcher over an abstract
  * Unix socket, the TCP rendezvous (rank 0 serves it from a thread), PMIx
  * (boot_pmix.c), or a singleton job. Wire format: boot_wire.h. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "core/boot.h"
 
 #include <arpa/inet.h>

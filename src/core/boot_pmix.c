@@ -4,7 +4,9 @@
  * process-death event PMIx reports) is written, in the bootstrap wire format,
  * into a socket pair whose reading end is b->fd, so the core sees the same
  * events as with the launcher. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

@@ -1,5 +1,7 @@
 /* The bootstrap rendezvous server (see boot_server.h). */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "core/boot_server.h"
 
 #include <errno.h>

@@ -1,6 +1,8 @@
 /* Bootstrap wire protocol helpers (see boot_wire.h). Compiled into the
  * library and into the `vmmc` tool, so it uses libc only. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "core/boot_wire.h"
 
 #include <errno.h>

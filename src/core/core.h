@@ -247,6 +247,8 @@ struct vmmc_ep {
 
 /* ---- internal API between core files ---- */
 uint64_t vmmc_now_ns(void);
+/* Value of @key in a business card "k1=v1;k2=v2;" (NULL if absent). */
+const char *vmmc_card_get(const char *card, const char *key, char *out, size_t cap);
 vmmc_peer_t *vmmc_peer_get(vmmc_ep_t *ep, int rank, int *status);
 int vmmc_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *peer, int timeout_ms);
 void vmmc_peer_mark_dead(vmmc_ep_t *ep, int rank, int wstatus, const char *why);

@@ -63,7 +63,7 @@ static void host_id(char *buf, size_t cap)
     snprintf(buf, cap, "%s-%lu", boot, ns);
 }
 
-static const char *card_get(const char *card, const char *key, char *out, size_t cap)
+const char *vmmc_card_get(const char *card, const char *key, char *out, size_t cap)
 {
     size_t kl = strlen(key);
     for (const char *p = card; p && *p;) {
@@ -107,7 +107,7 @@ vmmc_peer_t *vmmc_peer_get(vmmc_ep_t *ep, int rank, int *status)
         char other[96] = "";
         const char *card = ep->boot.peers ? ep->boot.peers[rank].card : NULL;
         p->same_host = rank == ep->rank ||
-                       (card && card_get(card, "host", other, sizeof other) && !strcmp(other, ep->host_id));
+                       (card && vmmc_card_get(card, "host", other, sizeof other) && !strcmp(other, ep->host_id));
         if (ep->boot.peers)
             p->pid = ep->boot.peers[rank].pid;
         int force_udp = !strcmp(vmmc_core_cfg.transport, "udp");

@@ -82,11 +82,12 @@ static size_t ring_bytes_for(uint32_t nrec)
     return (b + 4095) & ~(size_t)4095;
 }
 
-static socklen_t sock_addr(const vmmc_ep_t *ep, int rank, struct sockaddr_un *sa)
+/* Abstract socket address for @name (no leading '@'). */
+static socklen_t sock_addr(const char *name, struct sockaddr_un *sa)
 {
     memset(sa, 0, sizeof *sa);
     sa->sun_family = AF_UNIX;
-    int n = snprintf(sa->sun_path + 1, sizeof sa->sun_path - 1, "vmmc.%s.%d", ep->boot.job, rank);
+    int n = snprintf(sa->sun_path + 1, sizeof sa->sun_path - 1, "%s", name);
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
@@ -227,7 +228,9 @@ static void accepted_ready(vmmc_ep_t *ep, int fd, uint32_t events, void *arg)
         return;
     }
     vmmc_ctl_unwatch(ep, fd);
-    pthread_mutex_lock(&p->lock);
+    /* Not p->lock: our application thread may hold it while it connects to
+     * this same peer, whose control thread waits for us in turn. */
+    pthread_mutex_lock(&ep->lock);
     if (sp->in_fd >= 0 && sp->in_fd != fd) {
         /* A second HELLO from the same rank replaces the first connection. */
         vmmc_ctl_unwatch(ep, sp->in_fd);
@@ -236,7 +239,7 @@ static void accepted_ready(vmmc_ep_t *ep, int fd, uint32_t events, void *arg)
     sp->in_fd = fd;
     if (!p->pid)
         p->pid = cr.pid;
-    pthread_mutex_unlock(&p->lock);
+    pthread_mutex_unlock(&ep->lock);
 
     /* Poll this sender's ring from now on. */
     int known = 0, n = atomic_load(&s->nactive);
@@ -298,9 +301,24 @@ static int shm_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
     ep->shm = s;
     s->nrec = (uint32_t)vmmc_core_cfg.notify_queue;
     s->ring_bytes = ring_bytes_for(s->nrec);
-    (void)card;
-    (void)cap;
-    return VMMC_OK;
+    /* Listen before the bootstrap completes, so that no peer that learns our
+     * card can find us missing. The name is unique on this host. */
+    s->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s->listen_fd < 0)
+        return vmmc_error_sys("socket(AF_UNIX)");
+    uint64_t rnd = vmmc_now_ns() ^ ((uint64_t)(uintptr_t)s << 16);
+    char name[64];
+    snprintf(name, sizeof name, "vmmc.%d.%llx", (int)ep->pid, (unsigned long long)rnd);
+    struct sockaddr_un sa;
+    socklen_t sl = sock_addr(name, &sa);
+    if (bind(s->listen_fd, (struct sockaddr *)&sa, sl) != 0)
+        return vmmc_error_sys("bind control socket @%s", name);
+    if (listen(s->listen_fd, 128) != 0)
+        return vmmc_error_sys("listen on control socket");
+    int n = snprintf(card, cap, "shm=%s;", name);
+    if (n < 0 || (size_t)n >= cap)
+        return vmmc_error(VMMC_ERR_INVALID, "business card too small");
+    return vmmc_ctl_watch(ep, s->listen_fd, listen_ready, NULL);
 }
 
 static int shm_ep_start(vmmc_ep_t *ep)
@@ -329,17 +347,7 @@ static int shm_ep_start(vmmc_ep_t *ep)
     h->nranks = (uint32_t)ep->size;
     h->ring_bytes = s->ring_bytes;
     ep->sleeping = &h->sleeping;
-
-    s->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (s->listen_fd < 0)
-        return vmmc_error_sys("socket(AF_UNIX)");
-    struct sockaddr_un sa;
-    socklen_t sl = sock_addr(ep, ep->rank, &sa);
-    if (bind(s->listen_fd, (struct sockaddr *)&sa, sl) != 0)
-        return vmmc_error_sys("bind control socket @%s", sa.sun_path + 1);
-    if (listen(s->listen_fd, 128) != 0)
-        return vmmc_error_sys("listen on control socket");
-    return vmmc_ctl_watch(ep, s->listen_fd, listen_ready, NULL);
+    return VMMC_OK;
 }
 
 static void shm_ep_close(vmmc_ep_t *ep)
@@ -405,8 +413,14 @@ static int shm_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *p, int timeout_ms)
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return vmmc_error_sys("socket(AF_UNIX)");
+    char name[96];
+    const char *card = ep->boot.peers ? ep->boot.peers[p->rank].card : NULL;
+    if (!card || !vmmc_card_get(card, "shm", name, sizeof name)) {
+        close(fd);
+        return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "rank %d published no shm address", p->rank);
+    }
     struct sockaddr_un sa;
-    socklen_t sl = sock_addr(ep, p->rank, &sa);
+    socklen_t sl = sock_addr(name, &sa);
     int rc;
     uint64_t deadline = vmmc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     while ((rc = connect(fd, (struct sockaddr *)&sa, sl)) != 0) {

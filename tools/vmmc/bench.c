@@ -109,13 +109,17 @@ void bench_report(bench_ctx_t *c, const char *metric, size_t size, const char *u
 
 void bench_note(bench_ctx_t *c, const char *fmt, ...)
 {
-    if (!g_rows || c->rank != 0)
-        return;
     char buf[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    if (c->rank != 0) { /* other ranks' notes are diagnostics */
+        fprintf(stderr, "vmmc bench: rank %d: %s\n", c->rank, buf);
+        return;
+    }
+    if (!g_rows)
+        return;
     fputs(ROW_TAG "\tnote", g_rows);
     put_field(g_rows, buf);
     fputc('\n', g_rows);
@@ -713,9 +717,10 @@ static int run_worker(const opts_t *o)
     rc = s->run(&c);
     fflush(stdout);
     int frc = vmmc_finalize(ep);
-    if (rc)
-        return 1;
-    return frc ? 1 : 0;
+    if (frc)
+        fprintf(stderr, "vmmc bench: rank %d: vmmc_finalize failed: %s (%s)\n", c.rank,
+                vmmc_strerror(frc), vmmc_last_error());
+    return rc || frc ? 1 : 0;
 }
 
 /* ------------------------------------------------------------------------- */

@@ -833,6 +833,8 @@ static int suite_rank(const char *name)
     return 99;
 }
 
+static void machine_cpu(char *buf, size_t n);
+
 static void print_table(FILE *f, const opts_t *o, const char *const *ran, int nran)
 {
     static const char *hdr[] = {"suite", "transport", "size", "metric", "value",
@@ -842,6 +844,12 @@ static void print_table(FILE *f, const opts_t *o, const char *const *ran, int nr
     for (int k = 0; k < NC; k++)
         w[k] = (int)strlen(hdr[k]);
     char cell[NC][128];
+    char cpu[256];
+    machine_cpu(cpu, sizeof cpu);
+    struct utsname u;
+    uname(&u);
+    fprintf(f, "vmmc bench %s: %s, %ld cpus, Linux %s; transport %s\n", vmmc_version(), cpu,
+            sysconf(_SC_NPROCESSORS_ONLN), u.release, o->transport);
     for (int pass = 0; pass < 2; pass++) {
         for (int si = 0; si < nran; si++) {
             const char *suite = ran[si];

@@ -540,6 +540,9 @@ static void describe_status(const char *suite, int status, int timed_out, int ti
     else if (WIFSIGNALED(status))
         add_note(suite, "suite '%s' failed: killed by signal %d (%s)", suite, WTERMSIG(status),
                  strsignal(WTERMSIG(status)));
+    else if (WIFEXITED(status) && WEXITSTATUS(status) == 124)
+        add_note(suite, "suite '%s' did not finish within %d s and was stopped by the launcher "
+                        "(--timeout)", suite, timeout_s);
     else if (WIFEXITED(status) && WEXITSTATUS(status))
         add_note(suite, "suite '%s' failed: exit status %d", suite, WEXITSTATUS(status));
 }

@@ -520,8 +520,10 @@ int vmmc_boot_init(vmmc_boot_t *b, const char *card, int timeout_ms)
     if (!p)
         return vmmc_error(VMMC_ERR_NOMEM, "bootstrap: no memory");
     p->ev_wr = -1;
-    p->timeout_ms = (int)(boot_timeout_ns / 1000000u);
-    if (timeout_ms >= 0)
+    /* VMMC_BOOT_TIMEOUT, when the user set it, overrides the caller's. */
+    uint64_t cfg_ms = boot_timeout_ns / 1000000u;
+    p->timeout_ms = cfg_ms > 1000000000u ? 1000000000 : (int)cfg_ms;
+    if (timeout_ms >= 0 && !getenv("VMMC_BOOT_TIMEOUT"))
         p->timeout_ms = timeout_ms;
     int64_t deadline = vmmc_bw_now_ms() + p->timeout_ms;
 

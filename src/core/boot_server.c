@@ -51,7 +51,6 @@ struct vmmc_boot_server {
     int broken_rank; /* >=0: this rank is gone before the table: it can never complete */
     int64_t broken_status;
     uint64_t barrier_done;
-    int npolled; /* conns polled by the last pollfds (index 1..) */
 };
 
 static void srv_log(const vmmc_boot_server_t *s, const char *fmt, const char *a, int n)
@@ -232,6 +231,8 @@ static void settle(vmmc_boot_server_t *s)
         }
         j++;
     }
+    if (j < s->nconns)
+        memset(&s->conns[j], 0, (size_t)(s->nconns - j) * sizeof s->conns[0]);
     s->nconns = j;
 }
 
@@ -419,17 +420,23 @@ int vmmc_boot_server_pollfds(vmmc_boot_server_t *s, struct pollfd *fds)
     fds[0] = (struct pollfd){.fd = s->lfd, .events = POLLIN};
     for (int i = 0; i < s->nconns; i++)
         fds[1 + i] = (struct pollfd){.fd = s->conns[i].fd, .events = POLLIN};
-    s->npolled = s->nconns;
     return 1 + s->nconns;
 }
 
 void vmmc_boot_server_handle(vmmc_boot_server_t *s, const struct pollfd *fds, int n)
 {
-    int polled = s->npolled < n - 1 ? s->npolled : n - 1;
-    for (int i = 0; i < polled; i++)
-        if (s->conns[i].fd >= 0 && fds[1 + i].fd == s->conns[i].fd && fds[1 + i].revents)
-            on_readable(s, i);
-    s->npolled = 0;
+    /* Connections may have been closed and compacted since pollfds (the
+     * owner may report exits in between): find each ready fd again. */
+    for (int i = 1; i < n; i++) {
+        if (!fds[i].revents || fds[i].fd < 0)
+            continue;
+        int ci = i - 1;
+        if (ci >= s->nconns || s->conns[ci].fd != fds[i].fd)
+            for (ci = 0; ci < s->nconns && s->conns[ci].fd != fds[i].fd; ci++)
+                ;
+        if (ci < s->nconns)
+            on_readable(s, ci);
+    }
     settle(s);
     if (n > 0 && (fds[0].revents & POLLIN))
         on_accept(s);

@@ -7,7 +7,9 @@
  * the tool). When a rank fails (killed by a signal or non-zero exit) it says
  * so on stderr, sends DEAD to every other rank at once, and after
  * VMMC_RUN_GRACE sends SIGTERM, then SIGKILL. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -1,0 +1,136 @@
+/* Start a process with extra environment, capture its stdout and stderr,
+ * wait for it with a deadline (then SIGKILL and fail). For the tool tests. */
+#ifndef VMMC_TESTS_TOOLS_SPAWN_H
+#define VMMC_TESTS_TOOLS_SPAWN_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "vtest.h"
+
+typedef struct spawn_result {
+    int status;      /* wait status */
+    char out[65536]; /* stdout, NUL-terminated (truncated if longer) */
+    char err[65536]; /* stderr */
+    size_t nout, nerr;
+    pid_t pid;
+} spawn_result_t;
+
+/* Called after each chunk of stdout; may signal r->pid. */
+typedef void (*spawn_watch_fn)(spawn_result_t *r, void *arg);
+
+static inline pid_t spawn_start(char *const argv[], char *const env[], int *outfd, int *errfd)
+{
+    int o[2], e[2];
+    VT_CHECK(pipe(o) == 0 && pipe(e) == 0);
+    pid_t pid = fork();
+    VT_CHECK(pid >= 0);
+    if (pid == 0) {
+        dup2(o[1], 1);
+        dup2(e[1], 2);
+        close(o[0]);
+        close(o[1]);
+        close(e[0]);
+        close(e[1]);
+        for (int i = 0; env && env[i]; i++)
+            putenv(env[i]);
+        execvp(argv[0], argv);
+        fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+        _exit(126);
+    }
+    close(o[1]);
+    close(e[1]);
+    *outfd = o[0];
+    *errfd = e[0];
+    return pid;
+}
+
+static inline void spawn_collect(spawn_result_t *r, int outfd, int errfd, double timeout_s,
+                                 spawn_watch_fn watch, void *arg)
+{
+    double end = vt_now() + timeout_s;
+    int fds[2] = {outfd, errfd};
+    while (fds[0] >= 0 || fds[1] >= 0) {
+        if (vt_now() > end) {
+            kill(r->pid, SIGKILL);
+            waitpid(r->pid, NULL, 0);
+            VT_FAIL("process %d did not finish within %.0f s; stdout:\n%s\nstderr:\n%s", (int)r->pid,
+                    timeout_s, r->out, r->err);
+        }
+        struct pollfd pf[2] = {{.fd = fds[0], .events = POLLIN}, {.fd = fds[1], .events = POLLIN}};
+        if (poll(pf, 2, 100) <= 0)
+            continue;
+        for (int k = 0; k < 2; k++) {
+            if (fds[k] < 0 || !pf[k].revents)
+                continue;
+            char *buf = k ? r->err : r->out;
+            size_t *n = k ? &r->nerr : &r->nout;
+            char tmp[4096];
+            ssize_t got = read(fds[k], tmp, sizeof tmp);
+            if (got < 0 && errno == EINTR)
+                continue;
+            if (got <= 0) {
+                close(fds[k]);
+                fds[k] = -1;
+                continue;
+            }
+            size_t room = sizeof r->out - 1 - *n;
+            size_t take = (size_t)got < room ? (size_t)got : room;
+            memcpy(buf + *n, tmp, take);
+            *n += take;
+            buf[*n] = 0;
+            if (k == 0 && watch)
+                watch(r, arg);
+        }
+    }
+    for (;;) {
+        pid_t w = waitpid(r->pid, &r->status, WNOHANG);
+        if (w == r->pid)
+            break;
+        VT_CHECK(w == 0);
+        if (vt_now() > end) {
+            kill(r->pid, SIGKILL);
+            waitpid(r->pid, NULL, 0);
+            VT_FAIL("process %d closed its output but did not exit", (int)r->pid);
+        }
+        usleep(10000);
+    }
+}
+
+/* Run to completion; returns the result (static storage, one at a time). */
+static inline spawn_result_t *spawn_run(char *const argv[], char *const env[], double timeout_s,
+                                        spawn_watch_fn watch, void *arg)
+{
+    static spawn_result_t r;
+    memset(&r, 0, sizeof r);
+    int o, e;
+    r.pid = spawn_start(argv, env, &o, &e);
+    spawn_collect(&r, o, e, timeout_s, watch, arg);
+    return &r;
+}
+
+static inline int exit_code(int status)
+{
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return -1;
+}
+
+static inline int count_substr(const char *s, const char *sub)
+{
+    int n = 0;
+    for (const char *p = strstr(s, sub); p; p = strstr(p + 1, sub))
+        n++;
+    return n;
+}
+
+#endif

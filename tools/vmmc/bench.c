@@ -556,6 +556,30 @@ static int self_path(char *buf, size_t n)
     return 0;
 }
 
+/* The process group of the suite running now: an interrupt of the tool
+ * stops it too (suites run in their own groups so a timeout can stop them). */
+static volatile pid_t g_child_group;
+
+static void on_interrupt(int sig)
+{
+    pid_t g = g_child_group;
+    if (g > 0)
+        kill(-g, SIGTERM);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void watch_interrupts(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
 /* Run a suite in a forked child; returns 0 if it succeeded. */
 static int run_local(const bench_suite_t *s, const opts_t *o)
 {
@@ -580,6 +604,9 @@ static int run_local(const bench_suite_t *s, const opts_t *o)
         g_rows = fdopen(p[1], "w");
         if (!g_rows)
             _exit(1);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
         if (o->crash && !strcmp(o->crash, s->name))
             kill(getpid(), SIGKILL);
         bench_ctx_t c;
@@ -589,6 +616,7 @@ static int run_local(const bench_suite_t *s, const opts_t *o)
         _exit(rc ? 1 : 0);
     }
     setpgid(pid, pid);
+    g_child_group = pid;
     close(p[1]);
     int timed_out = collect(s->name, p[0], pid, bench_now_ns() + o->timeout_s * 1e9) < 0;
     close(p[0]);
@@ -674,6 +702,7 @@ static int run_job(const bench_suite_t *s, const opts_t *o)
         _exit(127);
     }
     setpgid(pid, pid);
+    g_child_group = pid;
     close(p[1]);
     /* A little beyond the launcher's own timeout, so it can report first. */
     int timed_out =
@@ -1236,6 +1265,7 @@ int vmmc_cmd_bench(int argc, char **argv)
 
     int failed = 0;
     double t_all = bench_now_ns();
+    watch_interrupts();
     for (int i = 0; i < nran; i++) {
         const bench_suite_t *s = find_suite(ran[i]);
         if (!s) {

@@ -72,6 +72,27 @@ static int in_path(const char *prog, char *full, size_t n)
     return 0;
 }
 
+/* Process groups of the peer programs running now, stopped if this suite is
+ * told to stop (SIGTERM from the tool on timeout or interrupt). */
+static volatile pid_t live[4];
+
+static void track(pid_t pid, int on)
+{
+    for (int i = 0; i < 4; i++)
+        if (on ? live[i] == 0 : live[i] == pid) {
+            live[i] = on ? pid : 0;
+            return;
+        }
+}
+
+static void on_stop(int sig)
+{
+    for (int i = 0; i < 4; i++)
+        if (live[i] > 0)
+            kill(-live[i], SIGKILL);
+    _exit(128 + sig);
+}
+
 /* Fork and exec @argv in a new process group, pinned to @cpu (-1: not),
  * with @env (NULL-terminated "NAME=value" list) added. stdout+stderr go to
  * @outfd (-1: /dev/null). Returns the pid or -1. */
@@ -83,6 +104,8 @@ static pid_t spawn(char *const argv[], char *const env[], int cpu, int outfd)
         return -1;
     if (pid == 0) {
         setpgid(0, 0);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
         if (cpu >= 0)
             bench_pin_cpu(cpu);
         int fd = outfd >= 0 ? outfd : open("/dev/null", O_WRONLY);
@@ -99,6 +122,7 @@ static pid_t spawn(char *const argv[], char *const env[], int cpu, int outfd)
         _exit(127);
     }
     setpgid(pid, pid);
+    track(pid, 1);
     return pid;
 }
 
@@ -106,6 +130,7 @@ static void stop_group(pid_t pid)
 {
     if (pid <= 0)
         return;
+    track(pid, 0);
     kill(-pid, SIGTERM);
     for (int i = 0; i < 40; i++) {
         if (waitpid(pid, NULL, WNOHANG) == pid) {
@@ -182,6 +207,7 @@ static int run_capture(char *const argv[], char *const env[], int cpu, double ti
         usleep(2000);
     }
     kill(-pid, SIGKILL); /* anything it left behind */
+    track(pid, 0);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
@@ -655,6 +681,8 @@ static void run_sockperf(bench_ctx_t *c)
 static int peers_run(bench_ctx_t *c)
 {
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGTERM, on_stop);
+    signal(SIGINT, on_stop);
     run_ucx(c);
     run_mpi(c);
     run_sockperf(c);

@@ -230,7 +230,7 @@ static int want(vb_t *v, size_t n)
 
 static long iters_for(vb_t *v, size_t n, long base)
 {
-    double budget = v->c->quick ? 32e6 : 256e6; /* bytes per repetition */
+    double budget = v->c->quick ? 64e6 : 256e6; /* bytes per repetition */
     long it = (long)(budget / (double)n);
     if (it > base)
         it = base;

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -100,6 +101,19 @@ static void *shared_page(size_t len)
     return p == MAP_FAILED ? NULL : p;
 }
 
+/* fork() for a helper process that must not outlive the suite (it spins). */
+static pid_t fork_helper(void)
+{
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(1);
+    }
+    return pid;
+}
+
 static void reap(pid_t pid)
 {
     int st;
@@ -122,7 +136,7 @@ static int cacheline(bench_ctx_t *c)
     *ping = 0;
     *pong = 0;
     const uint64_t stop = UINT64_MAX;
-    pid_t pid = fork();
+    pid_t pid = fork_helper();
     if (pid < 0) {
         bench_note(c, "cacheline_oneway: fork: %s", strerror(errno));
         munmap((void *)m, 4096);
@@ -313,9 +327,12 @@ static int pvw(bench_ctx_t *c)
         munmap((void *)ctl, 4096);
         return -1;
     }
-    pid_t pid = fork();
+    pid_t pid = fork_helper();
     if (pid < 0) {
         bench_note(c, "pvw: fork: %s", strerror(errno));
+        close(p[0]);
+        close(p[1]);
+        munmap((void *)ctl, 4096);
         return -1;
     }
     if (pid == 0) {
@@ -429,9 +446,14 @@ static int wake(bench_ctx_t *c, int use_futex, int cross)
     _Atomic uint32_t *a = w, *b = w + 16;
     atomic_store(a, 0);
     atomic_store(b, 0);
-    pid_t pid = fork();
-    if (pid < 0)
+    pid_t pid = fork_helper();
+    if (pid < 0) {
+        bench_note(c, "%s: fork: %s", metric, strerror(errno));
+        close(e1);
+        close(e2);
+        munmap((void *)w, 4096);
         return -1;
+    }
     if (pid == 0) {
         bench_pin_cpu(cross ? cpu_b : cpu_a);
         uint64_t v;

@@ -1104,9 +1104,11 @@ static int is_latency(const row_t *r)
             !strcmp(r->metric, "cacheline_oneway"));
 }
 
+/* Rows that restate another row against a second reference ("_vs_") are
+ * left out of the charts. */
 static int is_bandwidth(const row_t *r)
 {
-    return !strcmp(r->unit, "GB/s") && r->size > 0;
+    return !strcmp(r->unit, "GB/s") && r->size > 0 && !strstr(r->metric, "_vs_");
 }
 
 /* One chart: every (suite, transport, metric) series that @want selects. */

@@ -200,7 +200,10 @@ VMMC_API int vmmc_export(vmmc_ep_t *ep, const vmmc_export_params_t *params,
                          vmmc_export_t **ex);
 /**
  * @brief Withdraw an export. Importers get VMMC_ERR_STALE on later sends.
- * Sends in flight at the moment of the call may still land.
+ * Sends already executing at the moment of the call may still land (as
+ * with freeing memory a peer may be writing: quiesce senders first). The
+ * handle stays valid until vmmc_finalize(): later calls with it return
+ * VMMC_ERR_STALE.
  */
 VMMC_API int vmmc_unexport(vmmc_export_t *ex);
 /** @brief Base address and length of an export. */
@@ -233,7 +236,8 @@ VMMC_API int vmmc_import_start(vmmc_ep_t *ep, int rank, const char *name,
                                int timeout_ms, vmmc_proxy_t **px);
 VMMC_API int vmmc_import_test(vmmc_proxy_t *px);
 
-/** @brief Release an import; later use of @p px is undefined (free'd). */
+/** @brief Release an import (unmaps it). The handle stays valid until
+ *  vmmc_finalize(): later calls with it return VMMC_ERR_STALE. */
 VMMC_API int vmmc_unimport(vmmc_proxy_t *px);
 
 /** @brief Length of the imported region (0 while pending). */

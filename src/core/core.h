@@ -38,6 +38,7 @@ typedef struct vmmc_core_cfg {
     const char *transport;     /* VMMC_TRANSPORT: auto | shm | udp */
     int service_thread;        /* VMMC_SERVICE_THREAD */
     uint64_t connect_timeout_ns;
+    const char *dma_cpu;       /* VMMC_DMA_CPU: auto | inherit | <cpu> */
 } vmmc_core_cfg_t;
 extern vmmc_core_cfg_t vmmc_core_cfg;
 
@@ -97,6 +98,8 @@ struct vmmc_export {
     uint64_t token[2];         /* capability for transports without fd passing */
     struct vmmc_redir_ctl *rctl;/* redirect control block (shared), if REDIRECTABLE */
     int rctl_fd;
+    int dead;                  /* unexported: kept as a tombstone until finalize */
+    struct vmmc_export *next_dead;
     int *imported_by;          /* ranks that imported it (for revocation) */
     int n_imported_by, cap_imported_by;
 };
@@ -184,6 +187,8 @@ struct vmmc_ep {
     vmmc_proxy_t *proxies;
     uint64_t next_req_id;
     void *pending_imports;     /* imports waiting for a name to be exported */
+    vmmc_export_t *dead_exports;/* unexported handles, freed at finalize */
+    vmmc_proxy_t *dead_proxies; /* unimported handles, freed at finalize */
 
     vmmc_mem_t *mem;           /* library memory */
     pthread_mutex_t mem_lock;
@@ -192,8 +197,10 @@ struct vmmc_ep {
     uint64_t barrier_epoch, barrier_done;
     int launcher_closed;
 
-    /* deaths */
+    /* deaths: all detected, and those reported by the launcher (ordered with
+     * barrier completions on the launcher connection) */
     _Atomic uint64_t deaths;
+    _Atomic uint64_t boot_deaths;
 
     /* control thread */
     int epfd;

@@ -129,7 +129,11 @@ static void boot_event(void *arg, vmmc_boot_event_t ev, int64_t a, int64_t b)
         pthread_mutex_unlock(&ep->lock);
         break;
     case VMMC_BOOT_EV_DEAD:
+        atomic_fetch_add(&ep->boot_deaths, 1);
         vmmc_peer_mark_dead(ep, (int)a, (int)b, NULL);
+        pthread_mutex_lock(&ep->lock);
+        pthread_cond_broadcast(&ep->cond);
+        pthread_mutex_unlock(&ep->lock);
         break;
     case VMMC_BOOT_EV_CLOSED:
         pthread_mutex_lock(&ep->lock);

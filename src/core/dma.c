@@ -4,9 +4,46 @@
  * VMMC_DMA_SPIN after its queue empties (so back-to-back sends do not pay a
  * ~30 us wake-up), then sleeps on a condition variable. */
 #include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/core.h"
+
+/* Where the engine runs. Like a NIC's DMA engine it should not share the
+ * caller's CPU, or "asynchronous" only means "later": a launcher that binds
+ * each rank to one CPU would otherwise bind the engine there too. "auto"
+ * takes every online CPU but the one the first asynchronous send came from
+ * (all of them on a one-CPU machine); a number pins it; "inherit" keeps the
+ * caller's affinity. */
+static void place_engine(pthread_t t, int caller_cpu)
+{
+    const char *how = vmmc_core_cfg.dma_cpu;
+    if (!strcmp(how, "inherit"))
+        return;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (ncpu < 1 || ncpu > CPU_SETSIZE)
+        return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (strcmp(how, "auto") != 0) {
+        char *end;
+        long c = strtol(how, &end, 10);
+        if (*end || c < 0 || c >= ncpu) {
+            vmmc_warn("VMMC_DMA_CPU=%s is not auto, inherit or a CPU number below %ld", how, ncpu);
+            return;
+        }
+        CPU_SET((int)c, &set);
+    } else {
+        for (int c = 0; c < ncpu; c++)
+            if (c != caller_cpu || ncpu == 1)
+                CPU_SET(c, &set);
+    }
+    int e = pthread_setaffinity_np(t, sizeof set, &set);
+    if (e)
+        vmmc_debug("copy engine affinity not set: %s", strerror(e));
+}
 
 static vmmc_req_int_t *pop(vmmc_ep_t *ep)
 {
@@ -70,6 +107,7 @@ int vmmc_dma_submit(vmmc_ep_t *ep, vmmc_req_int_t *r)
             errno = e;
             return vmmc_error_sys("pthread_create (copy engine)");
         }
+        place_engine(ep->dma_thread, sched_getcpu());
         ep->dma_started = 1;
     }
     if (ep->dma_tail)

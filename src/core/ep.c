@@ -30,6 +30,8 @@ static const vmmc_cfg_entry_t core_entries[] = {
      VMMC_CFG_STRING, &vmmc_core_cfg.transport},
     {"SERVICE_THREAD", "no", "start the notification service thread at vmmc_init()",
      VMMC_CFG_BOOL, &vmmc_core_cfg.service_thread},
+    {"DMA_CPU", "auto", "where the copy engine runs: auto (any CPU but the caller's), inherit, or a CPU number",
+     VMMC_CFG_STRING, &vmmc_core_cfg.dma_cpu},
     {"CONNECT_TIMEOUT", "10s", "how long to wait for a peer's control handshake",
      VMMC_CFG_TIME, &vmmc_core_cfg.connect_timeout_ns},
 };
@@ -351,13 +353,18 @@ int vmmc_barrier(vmmc_ep_t *ep)
         return VMMC_OK;
     pthread_mutex_lock(&ep->lock);
     uint64_t epoch = ++ep->barrier_epoch;
-    uint64_t deaths = atomic_load(&ep->deaths);
+    /* Only the launcher's death notices fail a barrier: they are ordered
+     * with its barrier completions, whereas a rank that finished the barrier
+     * and then left may close its connections to us before we see the
+     * completion. */
+    uint64_t deaths = atomic_load(&ep->boot_deaths);
     pthread_mutex_unlock(&ep->lock);
     int rc = vmmc_boot_barrier_send(&ep->boot, epoch);
     if (rc != VMMC_OK)
         return rc;
     pthread_mutex_lock(&ep->lock);
-    while (ep->barrier_done < epoch && !ep->launcher_closed && atomic_load(&ep->deaths) == deaths)
+    while (ep->barrier_done < epoch && !ep->launcher_closed &&
+           atomic_load(&ep->boot_deaths) == deaths)
         pthread_cond_wait(&ep->cond, &ep->lock);
     int done = ep->barrier_done >= epoch;
     int closed = ep->launcher_closed;

@@ -258,18 +258,24 @@ int vmmc_export(vmmc_ep_t *ep, const vmmc_export_params_t *pa, vmmc_export_t **o
     return VMMC_OK;
 }
 
-static void export_free(vmmc_export_t *ex)
+/* Release what the export holds; the handle itself stays (dead) so that a
+ * later call with it reports VMMC_ERR_STALE instead of touching freed memory. */
+static void export_release(vmmc_export_t *ex)
 {
     vmmc_redir_destroy(ex);
     free(ex->imported_by);
     free(ex->importers);
-    free(ex);
+    ex->imported_by = ex->importers = NULL;
+    ex->n_imported_by = ex->num_importers = 0;
+    ex->dead = 1;
 }
 
 int vmmc_unexport(vmmc_export_t *ex)
 {
     if (!ex)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_unexport: NULL export");
+    if (ex->dead)
+        return vmmc_error(VMMC_ERR_STALE, "export '%s' was already unexported", ex->name);
     vmmc_ep_t *ep = ex->ep;
     /* Handlers must not see the export disappear under them. */
     int own = !vmmc_in_progress(ep);
@@ -295,10 +301,12 @@ int vmmc_unexport(vmmc_export_t *ex)
         snprintf(m.name, sizeof m.name, "%s", ex->name);
         p->tl->ctl_send(ep, p, &m, NULL, 0);
     }
+    export_release(ex);
+    ex->next_dead = ep->dead_exports;
+    ep->dead_exports = ex;
     pthread_mutex_unlock(&ep->lock);
     if (own)
         pthread_mutex_unlock(&ep->progress_lock);
-    export_free(ex);
     return VMMC_OK;
 }
 
@@ -306,10 +314,16 @@ void vmmc_export_all_destroy(vmmc_ep_t *ep)
 {
     for (uint32_t i = 0; i < ep->max_exports; i++) {
         if (ep->exports[i]) {
-            export_free(ep->exports[i]);
+            export_release(ep->exports[i]);
+            free(ep->exports[i]);
             ep->exports[i] = NULL;
         }
     }
+    for (vmmc_export_t *ex = ep->dead_exports, *n; ex; ex = n) {
+        n = ex->next_dead;
+        free(ex);
+    }
+    ep->dead_exports = NULL;
     for (pending_import_t *pi = *pending_of(ep), *n; pi; pi = n) {
         n = pi->next;
         free(pi);
@@ -319,10 +333,10 @@ void vmmc_export_all_destroy(vmmc_ep_t *ep)
 
 void *vmmc_export_addr(const vmmc_export_t *ex)
 {
-    return ex ? ex->addr : NULL;
+    return ex && !ex->dead ? ex->addr : NULL;
 }
 
 size_t vmmc_export_length(const vmmc_export_t *ex)
 {
-    return ex ? ex->len : 0;
+    return ex && !ex->dead ? ex->len : 0;
 }

@@ -224,11 +224,17 @@ int vmmc_unimport(vmmc_proxy_t *px)
         pp = &(*pp)->next;
     if (!*pp) {
         pthread_mutex_unlock(&ep->lock);
-        return vmmc_error(VMMC_ERR_STALE, "proxy is not imported (already unimported?)");
+        return vmmc_error(VMMC_ERR_STALE, "proxy for '%s' at rank %d was already unimported",
+                          px->name, px->rank);
     }
     *pp = px->next;
     int was_active = atomic_load(&px->state) == PX_ACTIVE || atomic_load(&px->state) == PX_STALE;
     atomic_store(&px->state, PX_STALE);
+    snprintf(px->errmsg, sizeof px->errmsg, "it was unimported");
+    /* The handle stays (stale) until finalize, so later use is an error, not
+     * a use of freed memory. */
+    px->next = ep->dead_proxies;
+    ep->dead_proxies = px;
     pthread_mutex_unlock(&ep->lock);
     if (was_active && px->peer && px->peer->tl && atomic_load(&px->peer->state) != PEER_DEAD) {
         vmmc_ctl_msg_t u;
@@ -238,7 +244,6 @@ int vmmc_unimport(vmmc_proxy_t *px)
         px->peer->tl->ctl_send(ep, px->peer, &u, NULL, 0);
     }
     proxy_release(px);
-    free(px);
     return VMMC_OK;
 }
 
@@ -250,6 +255,11 @@ void vmmc_import_all_destroy(vmmc_ep_t *ep)
         free(px);
     }
     ep->proxies = NULL;
+    for (vmmc_proxy_t *px = ep->dead_proxies, *n; px; px = n) {
+        n = px->next;
+        free(px);
+    }
+    ep->dead_proxies = NULL;
 }
 
 int vmmc_proxy_state_error(const vmmc_proxy_t *px)

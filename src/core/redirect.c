@@ -207,6 +207,8 @@ int vmmc_redirect(vmmc_export_t *ex, size_t off, void *buf, size_t len, vmmc_req
                           !ex ? "export" : !buf ? "buffer" : "request");
     vmmc_req_int_t *r = (vmmc_req_int_t *)req;
     r->type = REQ_NONE;
+    if (ex->dead)
+        return vmmc_error(VMMC_ERR_STALE, "export '%s' was unexported", ex->name);
     if (!(ex->flags & VMMC_EXPORT_REDIRECTABLE) || !ex->rctl)
         return vmmc_error(VMMC_ERR_INVALID, "export '%s' is not redirectable", ex->name);
     if (len == 0 || off > ex->len || len > ex->len - off)
@@ -290,6 +292,11 @@ static int vmmc_redirect_test_internal(vmmc_req_int_t *r)
     if (st != VMMC_INPROGRESS)
         return st;
     vmmc_export_t *ex = (vmmc_export_t *)r->px;
+    if (ex->dead) {
+        atomic_store(&r->status, VMMC_ERR_STALE);
+        return vmmc_error(VMMC_ERR_STALE, "export '%s' was unexported before the redirect completed",
+                          ex->name);
+    }
     redir_slot_t *sl = &ex->rctl->slot[r->slot];
     uint64_t d = atomic_load_explicit(&sl->delivered, memory_order_acquire);
     if (d < r->len)
@@ -310,6 +317,8 @@ int vmmc_redirect_cancel(vmmc_request_t *req)
     if (!r || r->type != REQ_REDIRECT)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_redirect_cancel: not a redirect request");
     vmmc_export_t *ex = (vmmc_export_t *)r->px;
+    if (ex->dead)
+        return vmmc_error(VMMC_ERR_STALE, "export '%s' was unexported", ex->name);
     redir_slot_t *sl = &ex->rctl->slot[r->slot];
     if (lock(ex->rctl) != 0)
         return vmmc_error(VMMC_ERR_SYSTEM, "cannot lock redirect control block");

@@ -207,6 +207,12 @@ int main(void)
         VT_OK(vmmc_unimport(ph));
         VT_OK(vmmc_unimport(pm));
         VT_STATUS(VMMC_ERR_INVALID, vmmc_unimport(NULL));
+        /* Use after unimport: an error, not a crash. */
+        VT_STATUS(VMMC_ERR_STALE, vmmc_send(pm, 0, src, 8, 0));
+        VT_STATUS(VMMC_ERR_STALE, vmmc_fetch(pm, 0, back, 8));
+        VT_STATUS(VMMC_ERR_STALE, vmmc_proxy_map(pm, &map));
+        VT_STATUS(VMMC_ERR_STALE, vmmc_unimport(pm));
+        VT_CHECK(vmmc_proxy_length(pm) == 0);
         free(src);
     } else {
         VT_OK(vmmc_barrier(ep));
@@ -226,6 +232,8 @@ int main(void)
             VT_CHECK(vmmc_wait(ep, 1000) >= 0);
         VT_CHECK(notes == 2);
         VT_OK(vmmc_unexport(heap_ex));
+        VT_STATUS(VMMC_ERR_STALE, vmmc_unexport(heap_ex)); /* use after unexport */
+        VT_CHECK(vmmc_export_addr(heap_ex) == NULL);
         VT_OK(vmmc_barrier(ep));
     }
     VT_OK(vmmc_barrier(ep));

@@ -12,10 +12,15 @@
  * so a put is a memcpy. Other regions are written with process_vm_writev.
  *
  * Notifications: the receiver's inbox segment (a sparse memfd) holds one
- * single-producer ring of records per sender. The sender writes the record
- * after the data, publishes it with a release store of head, and then, after a
- * full fence, looks at the receiver's "sleeping" word: only if the receiver
- * sleeps does it pay for a write() to the receiver's eventfd. */
+ * single-producer ring of records per sender. Each record is one cache line
+ * whose last word is its sequence number: the sender writes the record after
+ * the data and publishes it with a release store of that word, so the
+ * receiver polls the record slot itself and a notification costs the data's
+ * lines plus one. The receiver publishes how far it consumed in a separate
+ * line that the sender reads only when its cached view says the ring is full.
+ * After publishing, the sender (after a full fence) looks at the receiver's
+ * "sleeping" word: only a sleeping receiver costs it a write() to the
+ * receiver's eventfd. */
 #include "transport/shm/shm.h"
 
 #include <errno.h>
@@ -45,10 +50,17 @@ typedef struct shm_inbox_hdr {
     _Alignas(64) _Atomic uint32_t sleeping;
 } shm_inbox_hdr_t;
 
+typedef struct shm_rec {
+    vmmc_nrec_t r;
+    uint64_t pad;
+    _Atomic uint64_t seq; /* index + 1 once valid, written last */
+    uint64_t pad2;
+} shm_rec_t;
+_Static_assert(sizeof(shm_rec_t) == 64, "a notification record is one cache line");
+
 typedef struct shm_ring {
-    _Alignas(64) _Atomic uint64_t head; /* written by the sender */
     _Alignas(64) _Atomic uint64_t tail; /* written by the receiver */
-    _Alignas(64) vmmc_nrec_t rec[];
+    _Alignas(64) shm_rec_t rec[];
 } shm_ring_t;
 
 typedef struct shm_ep {
@@ -78,7 +90,7 @@ typedef struct shm_peer {
 
 static size_t ring_bytes_for(uint32_t nrec)
 {
-    size_t b = sizeof(shm_ring_t) + (size_t)nrec * sizeof(vmmc_nrec_t);
+    size_t b = sizeof(shm_ring_t) + (size_t)nrec * sizeof(shm_rec_t);
     return (b + 4095) & ~(size_t)4095;
 }
 
@@ -474,8 +486,7 @@ static int shm_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *p, int timeout_ms)
     sp->ring = (shm_ring_t *)(inbox + INBOX_HDR + (size_t)ep->rank * h->ring_bytes);
     sp->sleeping = &h->sleeping;
     sp->evfd = fds[1];
-    sp->head = atomic_load(&sp->ring->head);
-    sp->tail_cache = atomic_load(&sp->ring->tail);
+    sp->head = sp->tail_cache = atomic_load(&sp->ring->tail);
     sp->out_fd = fd;
     p->pid = m.pid;
     return vmmc_ctl_watch(ep, fd, peer_fd_ready, (void *)(intptr_t)p->rank);
@@ -545,15 +556,15 @@ int vmmc_shm_notify(vmmc_proxy_t *px, size_t off, size_t len, uint64_t imm, int 
             sp->tail_cache = atomic_load_explicit(&sp->ring->tail, memory_order_acquire);
         }
     }
-    vmmc_nrec_t *r = &sp->ring->rec[sp->head % sp->nrec];
-    r->export_id = px->export_id;
-    r->gen = px->gen;
-    r->sender = ep->rank;
-    r->offset = off;
-    r->length = len;
-    r->imm = imm;
+    shm_rec_t *slot = &sp->ring->rec[sp->head % sp->nrec];
+    slot->r.export_id = px->export_id;
+    slot->r.gen = px->gen;
+    slot->r.sender = ep->rank;
+    slot->r.offset = off;
+    slot->r.length = len;
+    slot->r.imm = imm;
     sp->head++;
-    atomic_store_explicit(&sp->ring->head, sp->head, memory_order_release);
+    atomic_store_explicit(&slot->seq, sp->head, memory_order_release);
     atomic_flag_clear_explicit(&sp->prod_lock, memory_order_release);
     VMMC_COUNT(ep, CNT_NOTIFY_SENT, 1);
     return wake_peer(ep, sp);
@@ -567,22 +578,19 @@ int vmmc_shm_drain(vmmc_ep_t *ep, vmmc_shm_rec_fn fn)
     int n = 0, na = atomic_load_explicit(&s->nactive, memory_order_acquire);
     for (int i = 0; i < na; i++) {
         shm_ring_t *ring = (shm_ring_t *)(s->inbox + INBOX_HDR + (size_t)s->active[i] * s->ring_bytes);
-        uint64_t tail = atomic_load_explicit(&ring->tail, memory_order_relaxed);
-        uint64_t head = atomic_load_explicit(&ring->head, memory_order_acquire);
-        if (head == tail)
-            continue;
-        if (head - tail > s->nrec) { /* a corrupt producer: skip what cannot be valid */
-            VMMC_COUNT(ep, CNT_CTL_BAD, 1);
-            atomic_store_explicit(&ring->tail, head, memory_order_release);
-            continue;
-        }
-        for (; tail != head; tail++) {
-            vmmc_nrec_t rec = ring->rec[tail % s->nrec];
+        uint64_t tail = atomic_load_explicit(&ring->tail, memory_order_relaxed), t0 = tail;
+        for (;;) {
+            shm_rec_t *slot = &ring->rec[tail % s->nrec];
+            if (atomic_load_explicit(&slot->seq, memory_order_acquire) != tail + 1)
+                break;
+            vmmc_nrec_t rec = slot->r;
             rec.sender = s->active[i]; /* trust the ring's owner, not the record */
             fn(ep, &rec);
+            tail++;
             n++;
         }
-        atomic_store_explicit(&ring->tail, tail, memory_order_release);
+        if (tail != t0)
+            atomic_store_explicit(&ring->tail, tail, memory_order_release);
     }
     return n;
 }

@@ -18,6 +18,8 @@
  *   memalloc_bidir_bw, malloc_bidir_bw  GB/s both ranks stream at once (total)
  *   memalloc_alt_lat                us   both ranks send to each other at once,
  *                                        time per exchange (alternating traffic)
+ *   memalloc_n_half, malloc_n_half  B    N1/2: size at which size / one-way
+ *                                        latency reaches half its peak (full runs)
  *   memalloc_send_overhead, malloc_send_overhead  ns  time per vmmc_send()
  *   memalloc_async_return           ns   time for vmmc_send_async() to return
  *   overlap                         x    1 MiB async send while computing for
@@ -34,6 +36,7 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <math.h>
 #include <semaphore.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -284,19 +287,57 @@ static const char *lat_ref(size_t n)
     return NULL;
 }
 
+/* N1/2: the message size at which the ping-pong bandwidth (size / one-way
+ * latency) reaches half of its largest value over the sizes measured, per
+ * repetition, interpolated on log scales. @lat[i][rep] in us for @sizes[i]. */
+static void report_n_half(vb_t *v, const char *metric, const size_t *sizes, int ns,
+                          double (*lat)[MAX_REPS])
+{
+    if (ns < 3)
+        return;
+    double nh[MAX_REPS];
+    for (int rep = 0; rep < v->c->reps; rep++) {
+        double peak = 0, bw[sizeof lat_sizes / sizeof *lat_sizes];
+        for (int i = 0; i < ns; i++) {
+            bw[i] = (double)sizes[i] / lat[i][rep];
+            if (bw[i] > peak)
+                peak = bw[i];
+        }
+        int i = 0;
+        while (bw[i] < peak / 2)
+            i++;
+        if (i == 0) {
+            nh[rep] = (double)sizes[0];
+        } else {
+            double t = (peak / 2 - bw[i - 1]) / (bw[i] - bw[i - 1]);
+            nh[rep] = exp(log((double)sizes[i - 1]) +
+                          t * (log((double)sizes[i]) - log((double)sizes[i - 1])));
+        }
+    }
+    bench_report(v->c, metric, 0, "B", bench_stats(nh, v->c->reps), NULL);
+}
+
 static int test_latency(vb_t *v)
 {
     double s[MAX_REPS];
+    static double lat[sizeof lat_sizes / sizeof *lat_sizes][MAX_REPS];
+    size_t sizes[sizeof lat_sizes / sizeof *lat_sizes];
     region_t *rs[2] = {&v->ma, &v->ml};
     const char *names[2] = {"memalloc_lat", "malloc_lat"};
+    const char *nhalf[2] = {"memalloc_n_half", "malloc_n_half"};
     for (int k = 0; k < 2; k++) {
+        int ns = 0;
         EACH(v, lat_sizes, q_lat, n)
         {
             long it = iters_for(v, n, v->c->quick ? 5000 : 20000);
             if (pingpong(v, rs[k], n, it, 0, s))
                 return -1;
+            memcpy(lat[ns], s, sizeof(double) * (size_t)v->c->reps);
+            sizes[ns++] = n;
             bench_report(v->c, names[k], n, "us", bench_stats(s, v->c->reps), lat_ref(n));
         }
+        if (!v->c->quick)
+            report_n_half(v, nhalf[k], sizes, ns, lat);
     }
     if (!v->c->quick) {
         EACH(v, lat_sizes, q_lat, n)

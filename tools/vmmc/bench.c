@@ -867,6 +867,22 @@ static int suite_rank(const char *name)
 
 static void machine_cpu(char *buf, size_t n);
 
+/* The 1-minute load average when the run started: other work on the
+ * machine shows up in spinning two-core benchmarks. */
+static double g_load_start = -1;
+
+static double loadavg1(void)
+{
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1)
+            l = -1;
+        fclose(f);
+    }
+    return l;
+}
+
 static void print_table(FILE *f, const opts_t *o, const char *const *ran, int nran)
 {
     static const char *hdr[] = {"suite", "transport", "size", "metric", "value",
@@ -880,8 +896,11 @@ static void print_table(FILE *f, const opts_t *o, const char *const *ran, int nr
     machine_cpu(cpu, sizeof cpu);
     struct utsname u;
     uname(&u);
-    fprintf(f, "vmmc bench %s: %s, %ld cpus, Linux %s; transport %s\n", vmmc_version(), cpu,
+    fprintf(f, "vmmc bench %s: %s, %ld cpus, Linux %s; transport %s", vmmc_version(), cpu,
             sysconf(_SC_NPROCESSORS_ONLN), u.release, o->transport);
+    if (g_load_start >= 0)
+        fprintf(f, "; load average %.2f at start", g_load_start);
+    fputc('\n', f);
     for (int pass = 0; pass < 2; pass++) {
         for (int si = 0; si < nran; si++) {
             const char *suite = ran[si];
@@ -1035,6 +1054,8 @@ static void print_json(FILE *f, const opts_t *o)
     json_str(f, u.release);
     fprintf(f, ", \"date\": ");
     json_str(f, date);
+    fprintf(f, ", \"load_at_start\": ");
+    json_num(f, g_load_start);
     fprintf(f, "},\n  \"quick\": %s, \"reps\": %d, \"transport\": ", o->quick ? "true" : "false",
             o->reps);
     json_str(f, o->transport);
@@ -1267,6 +1288,7 @@ int vmmc_cmd_bench(int argc, char **argv)
 
     int failed = 0;
     double t_all = bench_now_ns();
+    g_load_start = loadavg1();
     watch_interrupts();
     for (int i = 0; i < nran; i++) {
         const bench_suite_t *s = find_suite(ran[i]);

@@ -52,6 +52,25 @@ static inline double vt_now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* Is the peer reached through the udp transport (forced, or on another
+ * host)? Then regions cannot be mapped and sends are carried by datagrams. */
+static inline int vt_remote(void)
+{
+    const char *t = getenv("VMMC_TRANSPORT");
+    return (t && !strcmp(t, "udp")) || getenv("VMMC_BOOTSTRAP") != NULL;
+}
+
+/* Skip (exit 77) a remote run when this build has no udp transport. */
+static inline void vt_require_transport(void)
+{
+    if (!vt_remote())
+        return;
+    const char *k, *v;
+    for (int i = 0; vmmc_info_get(i, &k, &v) == VMMC_OK; i++)
+        if (!strcmp(k, "transport.udp") && strncmp(v, "yes", 3) != 0)
+            VT_SKIP("this run needs the udp transport, which is not built (%s)", v);
+}
+
 /* Deterministic per-test pseudo-random numbers (xorshift64*). */
 static inline unsigned long long vt_rand(unsigned long long *s)
 {

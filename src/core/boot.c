@@ -249,19 +249,45 @@ static void server_stop(boot_priv_t *p, char how)
 
 static int server_start(vmmc_boot_t *b, boot_priv_t *p, const char *port)
 {
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (lfd < 0)
-        return vmmc_error_sys("bootstrap server: socket");
-    int one = 1;
-    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(port)),
-                             .sin_addr.s_addr = htonl(INADDR_ANY)};
-    if (bind(lfd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(lfd, 1024) < 0) {
-        int rc = vmmc_error_sys("bootstrap server: cannot listen on port %s", port);
+    /* Every address, IPv6 and IPv4 (dual stack), else IPv4 only. */
+    int one = 1, zero = 0, rc;
+    uint16_t portn = htons((uint16_t)atoi(port));
+    int lfd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (lfd >= 0) {
+        struct sockaddr_in6 sa6 = {.sin6_family = AF_INET6, .sin6_port = portn,
+                                   .sin6_addr = IN6ADDR_ANY_INIT};
+        setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        setsockopt(lfd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+        rc = bind(lfd, (struct sockaddr *)&sa6, sizeof sa6);
+        if (rc < 0 && errno == EADDRINUSE) {
+            rc = vmmc_error_sys("bootstrap server: cannot listen on port %s", port);
+            close(lfd);
+            return rc;
+        }
+        if (rc < 0) {
+            close(lfd);
+            lfd = -1;
+        }
+    }
+    if (lfd < 0) {
+        lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (lfd < 0)
+            return vmmc_error_sys("bootstrap server: socket");
+        setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = portn,
+                                 .sin_addr.s_addr = htonl(INADDR_ANY)};
+        if (bind(lfd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+            rc = vmmc_error_sys("bootstrap server: cannot listen on port %s", port);
+            close(lfd);
+            return rc;
+        }
+    }
+    if (listen(lfd, 1024) < 0) {
+        rc = vmmc_error_sys("bootstrap server: cannot listen on port %s", port);
         close(lfd);
         return rc;
     }
-    int rc = vmmc_boot_server_create(&p->srv, lfd, b->size, b->job, VMMC_BSRV_DEAD_ON_DISCONNECT);
+    rc = vmmc_boot_server_create(&p->srv, lfd, b->size, b->job, VMMC_BSRV_DEAD_ON_DISCONNECT);
     if (rc < 0) {
         close(lfd);
         errno = -rc;
@@ -652,6 +678,8 @@ int vmmc_boot_dispatch(vmmc_boot_t *b, vmmc_boot_event_fn fn, void *arg)
         if (eof) {
             vmmc_bw_rx_free(&p->rx);
             conn_lost(b, fn, arg);
+            if (n == -EPROTO)
+                return vmmc_error(VMMC_ERR_PROTOCOL, "bootstrap: oversized message from the server");
             return VMMC_OK;
         }
         if (n == -EAGAIN)

@@ -404,11 +404,27 @@ static void on_accept(vmmc_boot_server_t *s)
                 continue;
             return; /* EAGAIN, or out of descriptors: retry on the next poll */
         }
-        if (s->nconns >= s->maxconns) {
-            close(fd);
-            continue;
+        sconn_t *c = NULL;
+        if (s->nconns < s->maxconns) {
+            c = &s->conns[s->nconns++];
+        } else {
+            /* Full: give the slot of the oldest connection that has said
+             * nothing at all (ranks speak at once) to the newcomer. */
+            for (int i = 0; i < s->nconns && !c; i++) {
+                sconn_t *o = &s->conns[i];
+                char b;
+                if (o->fd < 0 || o->rank >= 0 || o->lost || o->rx.len ||
+                    recv(o->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) != -1)
+                    continue;
+                c = o;
+                close(c->fd);
+                vmmc_bw_rx_free(&c->rx);
+            }
+            if (!c) {
+                close(fd);
+                continue;
+            }
         }
-        sconn_t *c = &s->conns[s->nconns++];
         memset(c, 0, sizeof *c);
         c->fd = fd;
         c->rank = -1;

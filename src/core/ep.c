@@ -351,6 +351,17 @@ int vmmc_barrier(vmmc_ep_t *ep)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_barrier: NULL endpoint");
     if (ep->boot.fd < 0 && ep->size == 1)
         return VMMC_OK;
+    /* A barrier of the job cannot succeed once a rank of it has died. */
+    if (atomic_load(&ep->boot_deaths)) {
+        for (int r = 0; r < ep->size; r++) {
+            int st;
+            vmmc_peer_t *p = vmmc_peer_get(ep, r, &st);
+            if (p && atomic_load(&p->state) == PEER_DEAD)
+                return vmmc_error(VMMC_ERR_PEER_DEAD, "barrier: rank %d is dead: %s", r,
+                                  p->dead_why);
+        }
+        return vmmc_error(VMMC_ERR_PEER_DEAD, "barrier: a rank of the job died");
+    }
     pthread_mutex_lock(&ep->lock);
     uint64_t epoch = ++ep->barrier_epoch;
     /* Only the launcher's death notices fail a barrier: they are ordered

@@ -21,6 +21,7 @@ static void on_flag(vmmc_ep_t *e, const vmmc_notification_t *n, void *arg)
 
 int main(void)
 {
+    vt_require_transport();
     VT_OK(vmmc_init(NULL, &ep));
     int me = vmmc_rank(ep);
     unsigned char *mem = NULL, *heap = NULL;

@@ -190,6 +190,7 @@ static void run(int use_mem)
 
 int main(void)
 {
+    vt_require_transport();
     VT_OK(vmmc_init(NULL, &ep));
     /* A non-redirectable export refuses vmmc_redirect. */
     static char plain[64];

@@ -68,6 +68,7 @@ static void on_data(vmmc_ep_t *e, const vmmc_notification_t *nt, void *arg)
 int main(int argc, char **argv)
 {
     double seconds = argc > 1 ? atof(argv[1]) : 10;
+    vt_require_transport();
     VT_OK(vmmc_init(NULL, &ep));
     me = vmmc_rank(ep);
     n = vmmc_size(ep);

@@ -41,6 +41,7 @@ static void send_ping(uint64_t v)
 
 int main(void)
 {
+    vt_require_transport();
     VT_OK(vmmc_init(NULL, &ep));
     int me = vmmc_rank(ep);
     vmmc_export_params_t p = {0};

@@ -73,6 +73,7 @@ static void on_ev(void *arg, vmmc_boot_event_t ev, int64_t a, int64_t b)
 /* Child: join, report the status as the exit code (negated). */
 static void child(const bcase_t *c)
 {
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test */
     vmmc_boot_t b;
     int rc = vmmc_boot_init(&b, "my-card", 2000);
     if (rc != VMMC_OK) {

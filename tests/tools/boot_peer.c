@@ -10,7 +10,8 @@
  *   tcpdead     like ranks 1, but rank 2 dies by SIGKILL after a barrier and
  *               the others must see DEAD(2) and leave cleanly
  *   garbage     rank 1 first sends malformed input to the launcher on raw
- *               connections (each must be closed), then everybody joins
+ *               connections (each must be closed) and opens 40 connections
+ *               that never speak, then everybody joins
  *
  * Every wait has a deadline; output lines are what the drivers check. */
 #include <errno.h>
@@ -216,8 +217,7 @@ static void block(void)
         pause();
 }
 
-/* Connect to the launcher, send @len bytes, expect the connection closed. */
-static void send_garbage(const void *buf, size_t len)
+static int connect_launcher_raw(void)
 {
     const char *name = getenv("VMMC_LAUNCHER");
     VT_CHECK(name != NULL);
@@ -228,6 +228,13 @@ static void send_garbage(const void *buf, size_t len)
     VT_CHECK(fd >= 0);
     VT_CHECK(connect(fd, (struct sockaddr *)&sa,
                      (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) == 0);
+    return fd;
+}
+
+/* Connect to the launcher, send @len bytes, expect the connection closed. */
+static void send_garbage(const void *buf, size_t len)
+{
+    int fd = connect_launcher_raw();
     VT_CHECK(send(fd, buf, len, MSG_NOSIGNAL) == (ssize_t)len);
     char tmp[512];
     double end = vt_now() + 10;
@@ -243,8 +250,35 @@ static void send_garbage(const void *buf, size_t len)
     close(fd);
 }
 
+/* A well-formed HELLO (see src/core/boot_wire.h) with chosen fields. */
+static size_t hello(unsigned char *out, uint32_t rank, uint32_t size, const char *job)
+{
+    uint32_t f[3] = {rank, size, 1};
+    size_t n = 8, jl = strlen(job);
+    for (int i = 0; i < 3; i++, n += 4)
+        for (int k = 0; k < 4; k++)
+            out[n + (size_t)k] = (unsigned char)(f[i] >> (8 * k));
+    for (int k = 0; k < 4; k++)
+        out[n + (size_t)k] = (unsigned char)(jl >> (8 * k));
+    memcpy(out + n + 4, job, jl);
+    n += 4 + jl;
+    memset(out + n, 0, 4); /* empty card */
+    n += 4;
+    uint32_t body = (uint32_t)(n - 8);
+    for (int k = 0; k < 4; k++)
+        out[k] = (unsigned char)(body >> (8 * k));
+    out[4] = 1; /* HELLO */
+    out[5] = 0;
+    out[6] = 1; /* version */
+    out[7] = 0;
+    return n;
+}
+
 static void garbage(void)
 {
+    int idle[40];
+    for (int i = 0; i < 40; i++)
+        idle[i] = -1;
     if (env_int("VMMC_RANK") == 1) {
         /* header: length, type, version (little endian) */
         static const unsigned char huge[8] = {0xff, 0xff, 0xff, 0x7f, 1, 0, 1, 0};
@@ -261,6 +295,10 @@ static void garbage(void)
         send_garbage(shorthello, sizeof shorthello);
         send_garbage(badcard, sizeof badcard);
         send_garbage(barrier_first, sizeof barrier_first);
+        unsigned char h[128];
+        send_garbage(h, hello(h, 0, 2, "not-this-job"));  /* another job's id */
+        send_garbage(h, hello(h, 0, 3, getenv("VMMC_JOB"))); /* another size */
+        send_garbage(h, hello(h, 2, 2, getenv("VMMC_JOB"))); /* rank out of range */
         unsigned long long seed = 12345;
         for (int i = 0; i < 20; i++) {
             unsigned char rnd[64];
@@ -270,8 +308,14 @@ static void garbage(void)
             send_garbage(rnd, sizeof rnd);
         }
         printf("garbage refused\n");
+        /* Connections that never speak must not keep the ranks out. */
+        for (int i = 0; i < 40; i++)
+            idle[i] = connect_launcher_raw();
     }
     ranks(3);
+    for (int i = 0; i < 40; i++)
+        if (idle[i] >= 0)
+            close(idle[i]);
 }
 
 int main(int argc, char **argv)

@@ -22,6 +22,14 @@ int main(int argc, char **argv)
         VT_FAIL("mpirun status %d\nstdout: %s\nstderr: %s", exit_code(r->status), r->out, r->err);
     VT_CHECK(strstr(r->out, "rank 0 of 2 ok (20 barriers)"));
     VT_CHECK(strstr(r->out, "rank 1 of 2 ok (20 barriers)"));
+    /* A job of one: barriers still complete through the event descriptor. */
+    r = spawn_run((char *[]){"mpirun", "--allow-run-as-root", "-np", "1", argv[1], "ranks", "5",
+                             NULL},
+                  (char *[]){lsan, NULL}, 90, NULL, NULL);
+    if (exit_code(r->status) != 0)
+        VT_FAIL("mpirun -np 1 status %d\nstdout: %s\nstderr: %s", exit_code(r->status), r->out,
+                r->err);
+    VT_CHECK(strstr(r->out, "rank 0 of 1 ok (5 barriers)"));
     printf("pmix ok\n");
     return 0;
 }

@@ -1,7 +1,8 @@
 /* TCP bootstrap (VMMC_BOOTSTRAP=host:port): three processes started here
  * with their own environment join one job, exchange cards and run barriers;
  * then a job where rank 2 dies and the others get DEAD(2); then bad
- * settings and an unreachable server. Argument: boot_peer. */
+ * settings and an unreachable server. An IPv6 server address too, when the
+ * machine has IPv6 loopback. Argument: boot_peer. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -21,10 +22,24 @@ static int free_port(void)
 }
 
 /* Start @n ranks of `peer mode arg` (rank 0 last, so the others retry). */
+/* Is IPv6 loopback usable here? */
+static int have_ipv6(void)
+{
+    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    if (fd < 0)
+        return 0;
+    struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    int ok = bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+    close(fd);
+    return ok;
+}
+
+static const char *host = "127.0.0.1";
+
 static void job(const char *peer, const char *mode, const char *arg, int n, spawn_result_t *res)
 {
     char boot[64], size[32];
-    snprintf(boot, sizeof boot, "VMMC_BOOTSTRAP=127.0.0.1:%d", free_port());
+    snprintf(boot, sizeof boot, "VMMC_BOOTSTRAP=%s:%d", host, free_port());
     snprintf(size, sizeof size, "VMMC_SIZE=%d", n);
     int fds[8][2];
     for (int r = n - 1; r >= 0; r--) {
@@ -55,6 +70,18 @@ int main(int argc, char **argv)
         if (exit_code(res[r].status) != 0 || !strstr(res[r].out, want))
             VT_FAIL("rank %d: status %d\nstdout: %s\nstderr: %s", r, exit_code(res[r].status),
                     res[r].out, res[r].err);
+    }
+
+    if (have_ipv6()) { /* an IPv6 address for the server */
+        host = "[::1]";
+        job(peer, "ranks", "5", 2, res);
+        for (int r = 0; r < 2; r++)
+            if (exit_code(res[r].status) != 0)
+                VT_FAIL("IPv6 rank %d: status %d\nstderr: %s", r, exit_code(res[r].status),
+                        res[r].err);
+        host = "127.0.0.1";
+    } else {
+        printf("no IPv6 loopback: the IPv6 case is not run\n");
     }
 
     job(peer, "tcpdead", "", 3, res);

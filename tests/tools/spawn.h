@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,13 +27,44 @@ typedef struct spawn_result {
 /* Called after each chunk of stdout; may signal r->pid. */
 typedef void (*spawn_watch_fn)(spawn_result_t *r, void *arg);
 
+/* Processes started and not yet reaped: killed if the test fails. */
+static pid_t spawn_live[64];
+
+static inline void spawn_kill_all(void)
+{
+    for (size_t i = 0; i < sizeof spawn_live / sizeof spawn_live[0]; i++)
+        if (spawn_live[i] > 0) {
+            kill(spawn_live[i], SIGKILL);
+            waitpid(spawn_live[i], NULL, 0);
+            spawn_live[i] = 0;
+        }
+}
+
+static inline void spawn_track(pid_t pid, pid_t clear)
+{
+    static int registered;
+    if (!registered) {
+        atexit(spawn_kill_all);
+        registered = 1;
+    }
+    for (size_t i = 0; i < sizeof spawn_live / sizeof spawn_live[0]; i++)
+        if (spawn_live[i] == clear) {
+            spawn_live[i] = pid;
+            return;
+        }
+}
+
 static inline pid_t spawn_start(char *const argv[], char *const env[], int *outfd, int *errfd)
 {
     int o[2], e[2];
     VT_CHECK(pipe(o) == 0 && pipe(e) == 0);
+    pid_t parent = getpid();
     pid_t pid = fork();
     VT_CHECK(pid >= 0);
     if (pid == 0) {
+        /* Die with the test, whatever happens to it. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+            _exit(126);
         dup2(o[1], 1);
         dup2(e[1], 2);
         close(o[0]);
@@ -45,6 +77,7 @@ static inline pid_t spawn_start(char *const argv[], char *const env[], int *outf
         fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
         _exit(126);
     }
+    spawn_track(pid, 0);
     close(o[1]);
     close(e[1]);
     *outfd = o[0];
@@ -61,6 +94,7 @@ static inline void spawn_collect(spawn_result_t *r, int outfd, int errfd, double
         if (vt_now() > end) {
             kill(r->pid, SIGKILL);
             waitpid(r->pid, NULL, 0);
+            spawn_track(0, r->pid);
             VT_FAIL("process %d did not finish within %.0f s; stdout:\n%s\nstderr:\n%s", (int)r->pid,
                     timeout_s, r->out, r->err);
         }
@@ -92,12 +126,15 @@ static inline void spawn_collect(spawn_result_t *r, int outfd, int errfd, double
     }
     for (;;) {
         pid_t w = waitpid(r->pid, &r->status, WNOHANG);
-        if (w == r->pid)
+        if (w == r->pid) {
+            spawn_track(0, r->pid);
             break;
+        }
         VT_CHECK(w == 0);
         if (vt_now() > end) {
             kill(r->pid, SIGKILL);
             waitpid(r->pid, NULL, 0);
+            spawn_track(0, r->pid);
             VT_FAIL("process %d closed its output but did not exit", (int)r->pid);
         }
         usleep(10000);

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -233,9 +234,40 @@ static void bind_cpu(int rank)
 }
 
 /* In the child, between fork and exec (the launcher is single-threaded). */
+static struct rlimit nofile_orig; /* the caller's limit, restored in the ranks */
+static int nofile_raised;
+
+/* One connection per rank, two pipes per rank with --tag-output: make sure
+ * the launcher may open that many descriptors. */
+static int raise_nofile(const job_t *j)
+{
+    rlim_t need = (rlim_t)j->n * (j->tag_output ? 3 : 1) + 32;
+    if (getrlimit(RLIMIT_NOFILE, &nofile_orig) < 0 || nofile_orig.rlim_cur >= need)
+        return 0;
+    if (nofile_orig.rlim_max < need) {
+        fprintf(stderr,
+                "vmmc run: %d ranks%s need %llu file descriptors in the launcher, but only %llu "
+                "are allowed (ulimit -n)\n",
+                j->n, j->tag_output ? " with --tag-output" : "", (unsigned long long)need,
+                (unsigned long long)nofile_orig.rlim_max);
+        return -1;
+    }
+    struct rlimit nl = nofile_orig;
+    nl.rlim_cur = need;
+    if (setrlimit(RLIMIT_NOFILE, &nl) < 0) {
+        fprintf(stderr, "vmmc run: cannot raise the file descriptor limit to %llu: %s\n",
+                (unsigned long long)need, strerror(errno));
+        return -1;
+    }
+    nofile_raised = 1;
+    return 0;
+}
+
 static void child(job_t *j, int r, const char *job, const char *sock, const sigset_t *oldmask,
                   int pipes[2][2], pid_t launcher)
 {
+    if (nofile_raised)
+        setrlimit(RLIMIT_NOFILE, &nofile_orig);
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) == 0 && getppid() != launcher)
         _exit(127); /* the launcher is already gone */
     signal(SIGPIPE, SIG_DFL);
@@ -386,7 +418,10 @@ static int event_loop(job_t *j, vmmc_boot_server_t *srv, int sfd)
 {
     int maxfds = 1 + 2 * j->n + vmmc_boot_server_maxfds(srv);
     struct pollfd *fds = calloc((size_t)maxfds, sizeof *fds);
-    if (!fds) {
+    int *outidx = calloc((size_t)(2 * j->n), sizeof *outidx); /* poll slot -> 2*rank+stream */
+    if (!fds || !outidx) {
+        free(fds);
+        free(outidx);
         fprintf(stderr, "vmmc run: out of memory\n");
         signal_all(j, SIGKILL);
         return 1;
@@ -424,22 +459,38 @@ static int event_loop(job_t *j, vmmc_boot_server_t *srv, int sfd)
                 next = cand[c];
         int wait = next < 0 ? -1 : (int)(next > t ? next - t : 0);
 
+        /* Only open descriptors: poll() refuses more entries than the
+         * descriptor limit, closed ones included. */
         int n = 0;
         fds[n++] = (struct pollfd){.fd = sfd, .events = POLLIN};
-        int nout = 0;
-        if (j->tag_output) {
+        if (j->tag_output)
             for (int r = 0; r < j->n; r++)
                 for (int k = 0; k < 2; k++)
-                    fds[n++] = (struct pollfd){.fd = j->ranks[r].out[k].fd, .events = POLLIN};
-            nout = 2 * j->n;
-        }
+                    if (j->ranks[r].out[k].fd >= 0) {
+                        outidx[n - 1] = 2 * r + k;
+                        fds[n++] = (struct pollfd){.fd = j->ranks[r].out[k].fd, .events = POLLIN};
+                    }
+        int nout = n - 1;
         int nsrv = vmmc_boot_server_pollfds(srv, fds + n);
         int rc = poll(fds, (nfds_t)(n + nsrv), wait);
         if (rc < 0 && errno != EINTR) {
-            fprintf(stderr, "vmmc run: poll: %s\n", strerror(errno));
-            signal_all(j, SIGKILL);
+            fprintf(stderr, "vmmc run: poll: %s; killing the job\n", strerror(errno));
             set_status(j, 1);
-            rc = 0;
+            signal_all(j, SIGKILL);
+            while (j->alive > 0) {
+                int ws;
+                pid_t pid = waitpid(-1, &ws, 0);
+                if (pid < 0 && errno == EINTR)
+                    continue;
+                if (pid < 0)
+                    break;
+                for (int r = 0; r < j->n; r++)
+                    if (j->ranks[r].running && j->ranks[r].pid == pid) {
+                        j->ranks[r].running = 0;
+                        j->alive--;
+                    }
+            }
+            break;
         }
         if (rc <= 0)
             continue;
@@ -466,8 +517,8 @@ static int event_loop(job_t *j, vmmc_boot_server_t *srv, int sfd)
             reap(j, srv);
         }
         for (int i = 0; i < nout; i++)
-            if (fds[1 + i].fd >= 0 && fds[1 + i].revents)
-                drain(j, i / 2, i % 2, 0);
+            if (fds[1 + i].revents)
+                drain(j, outidx[i] / 2, outidx[i] % 2, 0);
         vmmc_boot_server_handle(srv, fds + n, nsrv);
     }
     if (j->tag_output)
@@ -478,6 +529,7 @@ static int event_loop(job_t *j, vmmc_boot_server_t *srv, int sfd)
                     close(j->ranks[r].out[k].fd);
             }
     free(fds);
+    free(outidx);
     return j->status;
 }
 
@@ -490,6 +542,8 @@ int vmmc_cmd_run(int argc, char **argv)
         return 2;
     }
     j.grace_ms = grace_ms();
+    if (raise_nofile(&j) < 0)
+        return 1;
     j.ranks = calloc((size_t)j.n, sizeof *j.ranks);
     if (!j.ranks) {
         fprintf(stderr, "vmmc run: out of memory\n");

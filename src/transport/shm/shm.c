@@ -32,6 +32,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -394,6 +395,14 @@ static void shm_ep_close(vmmc_ep_t *ep)
     ep->shm = NULL;
 }
 
+/* Mapping past the end of a memfd would fault on access: check the size a
+ * peer's descriptor really has against what the peer claims. */
+static int fd_covers(int fd, uint64_t off, uint64_t len)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && off + len >= off && (uint64_t)st.st_size >= off + len;
+}
+
 /* Wait (bounded) for one message on a blocking handshake. */
 static int wait_msg(int fd, vmmc_ctl_msg_t *m, int *fds, int *nfds, int timeout_ms)
 {
@@ -466,6 +475,13 @@ static int shm_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *p, int timeout_ms)
         close(fd);
         return rc;
     }
+    if (m.length < INBOX_HDR || !fd_covers(fds[0], 0, m.length)) {
+        close(fds[0]);
+        close(fds[1]);
+        close(fd);
+        return vmmc_error(VMMC_ERR_PROTOCOL, "rank %d's inbox descriptor does not match its size",
+                          p->rank);
+    }
     char *inbox = mmap(NULL, m.length, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
     close(fds[0]);
     if (inbox == MAP_FAILED) {
@@ -474,7 +490,9 @@ static int shm_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *p, int timeout_ms)
         return vmmc_error_sys("mmap inbox of rank %d", p->rank);
     }
     shm_inbox_hdr_t *h = (shm_inbox_hdr_t *)inbox;
-    if (h->magic != INBOX_MAGIC || (int)h->nranks <= ep->rank) {
+    if (h->magic != INBOX_MAGIC || (int)h->nranks <= ep->rank || h->nrec < 2 ||
+        h->ring_bytes < sizeof(shm_ring_t) + (uint64_t)h->nrec * sizeof(shm_rec_t) ||
+        INBOX_HDR + (uint64_t)h->nranks * h->ring_bytes > m.length) {
         munmap(inbox, m.length);
         close(fds[1]);
         close(fd);
@@ -718,6 +736,11 @@ int vmmc_shm_proxy_setup(vmmc_proxy_t *px, const vmmc_ctl_msg_t *m, const int *f
         size_t pg_off = m->map_off & ~(uint64_t)4095;
         size_t lead = m->map_off - pg_off;
         px->map_len = (lead + m->length + 4095) & ~(size_t)4095;
+        if (!fd_covers(memfd, m->map_off, m->length)) {
+            rc = vmmc_error(VMMC_ERR_PROTOCOL, "rank %d's descriptor for '%s' is smaller than %zu bytes",
+                            px->rank, m->name, (size_t)m->length);
+            goto out;
+        }
         void *b = mmap(NULL, px->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, (off_t)pg_off);
         if (b == MAP_FAILED) {
             rc = vmmc_error_sys("mmap imported region '%s' (%zu bytes)", m->name, (size_t)m->length);
@@ -737,6 +760,10 @@ int vmmc_shm_proxy_setup(vmmc_proxy_t *px, const vmmc_ctl_msg_t *m, const int *f
     if (m->flags & VMMC_EXPORT_REDIRECTABLE) {
         if (rfd < 0) {
             rc = vmmc_error(VMMC_ERR_PROTOCOL, "redirectable import without control block");
+            goto out;
+        }
+        if (!fd_covers(rfd, 0, vmmc_redir_ctl_size())) {
+            rc = vmmc_error(VMMC_ERR_PROTOCOL, "redirect control block of '%s' is too small", m->name);
             goto out;
         }
         void *c = mmap(NULL, vmmc_redir_ctl_size(), PROT_READ | PROT_WRITE, MAP_SHARED, rfd, 0);

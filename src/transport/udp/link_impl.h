@@ -67,7 +67,7 @@ typedef struct peer {
     rxslot_t *rx;
     int ack_pending;
     uint64_t ack_owed_ns;               /* acks published but not sent since (under lock) */
-    uint32_t ack_owed_cnt;              /* receive passes since the last ACK sent */
+    uint32_t ack_sent;                  /* cumulative ack of the last ACK sent (under lock) */
     _Atomic uint64_t busy_until;        /* receiver refused: retry delivery then */
     unsigned busy_streak;               /* refusals in a row (retry backoff) */
     _Atomic uint64_t last_rx_ns;

@@ -382,7 +382,7 @@ extern uint64_t vmmc_udp_cfg_ack_delay;
 static void ack_now(vmmc_udp_link_t *l, uint32_t i, peer_t *p)
 {
     p->ack_owed_ns = 0;
-    p->ack_owed_cnt = 0;
+    p->ack_sent = p->ack_pub;
     if (p->state == PEER_ALIVE)
         vmmc_udp__send_ctl(l, i, p, VMMC_UDP_T_ACK);
 }
@@ -390,7 +390,7 @@ static void ack_now(vmmc_udp_link_t *l, uint32_t i, peer_t *p)
 /* Publish acks for every peer we received from. Data going back carries the
  * published acks in its header, so a standalone ACK is delayed (delayed ACK,
  * as in TCP): it goes out at once only when @force, after a quarter window of
- * receive passes, or when the receiver's busy state changed; otherwise the
+ * datagrams, or when the receiver's busy state changed; otherwise the
  * timers send it UDP_ACK_DELAY later. Delivery reports (for senders waiting
  * for remote completion) travel in the ACK too. */
 static void send_acks(vmmc_udp_link_t *l, int force)
@@ -411,8 +411,9 @@ static void send_acks(vmmc_udp_link_t *l, int force)
         p->busy_pub = busy;
         if (!p->ack_owed_ns)
             p->ack_owed_ns = now;
-        p->ack_owed_cnt++;
-        if (force || busy_changed || !vmmc_udp_cfg_ack_delay || p->ack_owed_cnt * 4 >= l->window ||
+        /* A quarter window unacknowledged: the sender may be about to stall. */
+        if (force || busy_changed || !vmmc_udp_cfg_ack_delay ||
+            (uint32_t)(p->ack_pub - p->ack_sent) * 4 >= l->window ||
             now - p->ack_owed_ns >= vmmc_udp_cfg_ack_delay)
             ack_now(l, i, p);
         pthread_mutex_unlock(&p->lock);

@@ -901,6 +901,10 @@ static void print_table(FILE *f, const opts_t *o, const char *const *ran, int nr
     if (g_load_start >= 0)
         fprintf(f, "; load average %.2f at start", g_load_start);
     fputc('\n', f);
+    if (g_load_start >= 1.0)
+        fprintf(f, "warning: the machine was busy when the run started (load average %.2f): "
+                   "two-core figures are noisy; compare min, and rerun when it is idle\n",
+                g_load_start);
     for (int pass = 0; pass < 2; pass++) {
         for (int si = 0; si < nran; si++) {
             const char *suite = ran[si];

@@ -119,7 +119,8 @@ VMMC_API int vmmc_finalize(vmmc_ep_t *ep);
 VMMC_API int vmmc_rank(const vmmc_ep_t *ep); /**< this process's rank */
 VMMC_API int vmmc_size(const vmmc_ep_t *ep); /**< number of ranks in the job */
 
-/** @brief Block until every rank of the job has entered the barrier.
+/** @brief Block until every rank of the job has entered the barrier,
+ *  serving handlers and progress hooks meanwhile (spin, then sleep).
  *  Fails with VMMC_ERR_PEER_DEAD if a rank died. Control-plane speed. */
 VMMC_API int vmmc_barrier(vmmc_ep_t *ep);
 

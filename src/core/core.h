@@ -225,6 +225,7 @@ struct vmmc_ep {
     _Atomic size_t remote_count;
     vmmc_hook_t hooks[VMMC_MAX_HOOKS];
     _Atomic int nhooks;
+    pthread_mutex_t hooks_lock; /* arm calls vs. hook add/remove (poll calls hold progress_lock) */
     uint64_t spin_ns;
 
     /* service thread */

@@ -127,6 +127,7 @@ static void boot_event(void *arg, vmmc_boot_event_t ev, int64_t a, int64_t b)
             ep->barrier_done = (uint64_t)a;
         pthread_cond_broadcast(&ep->cond);
         pthread_mutex_unlock(&ep->lock);
+        vmmc_ep_wake(ep);
         break;
     case VMMC_BOOT_EV_DEAD:
         atomic_fetch_add(&ep->boot_deaths, 1);
@@ -134,6 +135,7 @@ static void boot_event(void *arg, vmmc_boot_event_t ev, int64_t a, int64_t b)
         pthread_mutex_lock(&ep->lock);
         pthread_cond_broadcast(&ep->cond);
         pthread_mutex_unlock(&ep->lock);
+        vmmc_ep_wake(ep);
         break;
     case VMMC_BOOT_EV_CLOSED:
         pthread_mutex_lock(&ep->lock);

@@ -217,6 +217,7 @@ int vmmc_init(const vmmc_ep_params_t *params, vmmc_ep_t **out)
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&ep->mem_lock, NULL);
     pthread_mutex_init(&ep->progress_lock, NULL);
+    pthread_mutex_init(&ep->hooks_lock, NULL);
     pthread_mutex_init(&ep->remote_lock, NULL);
     pthread_mutex_init(&ep->dma_lock, NULL);
     pthread_cond_init(&ep->dma_cond, NULL);
@@ -345,6 +346,22 @@ int vmmc_peer_alive(vmmc_ep_t *ep, int rank)
     return atomic_load(&p->state) != PEER_DEAD;
 }
 
+typedef struct barrier_wait {
+    vmmc_ep_t *ep;
+    uint64_t epoch, deaths;
+} barrier_wait_t;
+
+static int barrier_over(void *arg)
+{
+    barrier_wait_t *bw = arg;
+    vmmc_ep_t *ep = bw->ep;
+    pthread_mutex_lock(&ep->lock);
+    int over = ep->barrier_done >= bw->epoch || ep->launcher_closed ||
+               atomic_load(&ep->boot_deaths) != bw->deaths;
+    pthread_mutex_unlock(&ep->lock);
+    return over;
+}
+
 int vmmc_barrier(vmmc_ep_t *ep)
 {
     if (!ep)
@@ -373,10 +390,11 @@ int vmmc_barrier(vmmc_ep_t *ep)
     int rc = vmmc_boot_barrier_send(&ep->boot, epoch);
     if (rc != VMMC_OK)
         return rc;
+    /* Keep serving handlers and progress hooks while waiting (a peer may
+     * need our credits or answers to reach the barrier at all). */
+    barrier_wait_t bw = {ep, epoch, deaths};
+    vmmc_wait_until(ep, barrier_over, &bw, -1);
     pthread_mutex_lock(&ep->lock);
-    while (ep->barrier_done < epoch && !ep->launcher_closed &&
-           atomic_load(&ep->boot_deaths) == deaths)
-        pthread_cond_wait(&ep->cond, &ep->lock);
     int done = ep->barrier_done >= epoch;
     int closed = ep->launcher_closed;
     pthread_mutex_unlock(&ep->lock);

@@ -143,11 +143,15 @@ int vmmc_progress(vmmc_ep_t *ep)
 /* Is work pending that progress would handle? (before sleeping) */
 static int armed_pending(vmmc_ep_t *ep)
 {
+    if (!atomic_load_explicit(&ep->nhooks, memory_order_acquire))
+        return 0;
+    int pending = 0;
+    pthread_mutex_lock(&ep->hooks_lock);
     int nh = atomic_load_explicit(&ep->nhooks, memory_order_acquire);
-    for (int i = 0; i < nh; i++)
-        if (ep->hooks[i].arm && ep->hooks[i].arm(ep->hooks[i].arg))
-            return 1;
-    return 0;
+    for (int i = 0; i < nh && !pending; i++)
+        pending = ep->hooks[i].arm && ep->hooks[i].arm(ep->hooks[i].arg);
+    pthread_mutex_unlock(&ep->hooks_lock);
+    return pending;
 }
 
 int vmmc_wait_until(vmmc_ep_t *ep, int (*done)(void *), void *arg, int timeout_ms)
@@ -258,6 +262,7 @@ int vmmc_progress_hook_add(vmmc_ep_t *ep, vmmc_progress_fn_t poll_fn, vmmc_progr
     int own = tl_progress_ep != ep;
     if (own)
         pthread_mutex_lock(&ep->progress_lock);
+    pthread_mutex_lock(&ep->hooks_lock);
     int n = atomic_load(&ep->nhooks), rc = VMMC_OK;
     if (n == VMMC_MAX_HOOKS) {
         rc = vmmc_error(VMMC_ERR_AGAIN, "too many progress hooks (%d)", VMMC_MAX_HOOKS);
@@ -265,6 +270,7 @@ int vmmc_progress_hook_add(vmmc_ep_t *ep, vmmc_progress_fn_t poll_fn, vmmc_progr
         ep->hooks[n] = (vmmc_hook_t){poll_fn, arm, arg};
         atomic_store_explicit(&ep->nhooks, n + 1, memory_order_release);
     }
+    pthread_mutex_unlock(&ep->hooks_lock);
     if (own)
         pthread_mutex_unlock(&ep->progress_lock);
     return rc;
@@ -274,9 +280,12 @@ int vmmc_progress_hook_remove(vmmc_ep_t *ep, vmmc_progress_fn_t poll_fn, void *a
 {
     if (!ep)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_progress_hook_remove: NULL endpoint");
+    /* Under both locks: once this returns, no thread is inside the hook's
+     * poll (progress_lock) or arm (hooks_lock) function. */
     int own = tl_progress_ep != ep;
     if (own)
         pthread_mutex_lock(&ep->progress_lock);
+    pthread_mutex_lock(&ep->hooks_lock);
     int n = atomic_load(&ep->nhooks), rc = VMMC_ERR_NOT_FOUND;
     for (int i = 0; i < n; i++) {
         if (ep->hooks[i].poll == poll_fn && ep->hooks[i].arg == arg) {
@@ -286,6 +295,7 @@ int vmmc_progress_hook_remove(vmmc_ep_t *ep, vmmc_progress_fn_t poll_fn, void *a
             break;
         }
     }
+    pthread_mutex_unlock(&ep->hooks_lock);
     if (own)
         pthread_mutex_unlock(&ep->progress_lock);
     return rc == VMMC_OK ? rc : vmmc_error(rc, "progress hook not registered");

@@ -1,0 +1,483 @@
+/* Fast Messages, receiving side: extract, handlers, fm_receive, credits,
+ * the core progress hook, dead senders.
+ *
+ * Per sender the ring is read in order from `tail`; the sender is IDLE
+ * (next packet starts a message), ACTIVE (a handler is suspended in
+ * fm_receive() waiting for the next packet) or DRAIN (the handler returned
+ * before the message ended; the rest is discarded). Extract serves the
+ * senders round robin, one packet each per round, until its byte budget is
+ * spent. A message that is one packet runs its handler directly on the
+ * caller's stack; a longer one gets a pooled context (fm_ctx.c) and gives
+ * control back at every packet boundary, which is what lets other senders'
+ * messages interleave with a long one and keeps extract's budget exact. */
+#include <time.h>
+
+#include "fm/fm_int.h"
+
+void fm_rlock(fm_t *fm)
+{
+    while (atomic_exchange_explicit(&fm->rlock, 1, memory_order_acquire))
+        while (atomic_load_explicit(&fm->rlock, memory_order_relaxed))
+            __builtin_ia32_pause();
+}
+
+void fm_runlock(fm_t *fm) { atomic_store_explicit(&fm->rlock, 0, memory_order_release); }
+
+static inline int rtrylock(fm_t *fm)
+{
+    return !atomic_exchange_explicit(&fm->rlock, 1, memory_order_acquire);
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Is there a packet at @pos with sequence @seq? */
+static inline int peek_at(const fm_peer_t *p, uint64_t pos, uint32_t seq, uint64_t *w0,
+                          uint32_t *len)
+{
+    const char *h = p->ring + (pos & (p->rR - 1));
+    uint64_t w1 = atomic_load_explicit((_Atomic uint64_t *)(h + 8), memory_order_acquire);
+    if ((uint32_t)w1 != seq)
+        return 0;
+    *len = (uint32_t)(w1 >> 32);
+    *w0 = *(const uint64_t *)h;
+    return 1;
+}
+
+/* Bytes the packet at @pos occupies, or 0 if its header is malformed. */
+static inline uint64_t slot_of(const fm_peer_t *p, uint64_t pos, uint64_t w0, uint32_t len)
+{
+    uint64_t room = p->rR - (pos & (p->rR - 1));
+    if ((w0 >> 16) & FM_F_SKIP)
+        return room;
+    uint64_t slot = fm_align64(FM_HDR + (uint64_t)len);
+    return slot <= room ? slot : 0;
+}
+
+static void credit_return(fm_t *fm, fm_peer_t *p)
+{
+    p->returned = p->tail;
+    p->req_pending = 0;
+    fm->cnt[FM_C_CREDIT_RET]++;
+    fm_send_credit(fm, p, p->tail);
+}
+
+static inline void req_check(fm_peer_t *p)
+{
+    uint64_t r = atomic_load_explicit((_Atomic uint64_t *)(p->ctrl + FM_REQ_OFF),
+                                      memory_order_acquire);
+    if (VMMC_UNLIKELY(r != p->req_seen)) {
+        p->req_seen = r;
+        p->req_pending = 1;
+    }
+}
+
+/* Release the packet at tail: zero the header word of every line it covered
+ * (so stale payload never looks like a header), advance, maybe give credits. */
+static inline void consume(fm_t *fm, fm_peer_t *p, uint64_t slot, int skip)
+{
+    char *base = p->ring + (p->tail & (p->rR - 1));
+    uint64_t zl = skip ? FM_LINE : slot;
+    for (uint64_t x = 0; x < zl; x += FM_LINE)
+        atomic_store_explicit((_Atomic uint64_t *)(base + x + 8), 0, memory_order_relaxed);
+    p->tail += slot;
+    p->rseq = fm_seq_next(p->rseq);
+    if (p->seen < p->tail) {
+        p->seen = p->tail;
+        p->seen_seq = p->rseq;
+    }
+    if (VMMC_UNLIKELY(p->tail - p->returned >= fm->credit_batch || p->req_pending))
+        credit_return(fm, p);
+}
+
+/* Consume the packet the receive stream holds (payload pointer set). */
+static void consume_current(fm_t *fm, fm_peer_t *p)
+{
+    fm_stream_t *s = &p->rs;
+    fm->cnt[FM_C_DRAINED] += s->rlen - s->rpos;
+    consume(fm, p, fm_align64(FM_HDR + s->rlen), 0);
+    s->rp = NULL;
+    s->rlen = s->rpos = 0;
+}
+
+ssize_t fm_receive(void *buf, fm_stream_t *s, size_t n)
+{
+    if (VMMC_UNLIKELY(!s || s->kind != FM_RECV || s->fm->cur_rs != s))
+        return vmmc_error(VMMC_ERR_INVALID, "fm_receive: not the stream of the running handler");
+    if (VMMC_UNLIKELY(n && !buf))
+        return vmmc_error(VMMC_ERR_INVALID, "fm_receive: NULL buffer");
+    char *b = buf;
+    size_t got = 0;
+    for (;;) {
+        size_t avail = s->rlen - s->rpos;
+        if (VMMC_LIKELY(avail && got < n)) {
+            size_t c = n - got < avail ? n - got : avail;
+            memcpy(b + got, s->rp + s->rpos, c);
+            s->rpos += c;
+            got += c;
+        }
+        if (VMMC_LIKELY(got == n))
+            break;
+        if (VMMC_UNLIKELY(s->err))
+            return s->err;
+        if (s->rlast || s->inline_run)
+            break; /* the message ended: short count */
+        /* This packet is used up and more is wanted: release it and wait for
+         * the next one; extract resumes us with it (or with an error). */
+        fm_t *fm = s->fm;
+        if (s->rp)
+            consume_current(fm, s->peer);
+        fm->cnt[FM_C_SUSPEND]++;
+        fm_ctx_yield(fm);
+    }
+    return (ssize_t)got;
+}
+
+/* Run (or resume) the context of @p's message; clean up if it finished. */
+static void run_ctx(fm_t *fm, fm_peer_t *p)
+{
+    fm->in_handler = 1;
+    fm->cur_rs = &p->rs;
+    int fin = fm_ctx_resume(fm, p->ctx);
+    fm->cur_rs = NULL;
+    fm->in_handler = 0;
+    if (!fin)
+        return;
+    fm_ctx_put(fm, p->ctx);
+    p->ctx = NULL;
+    if (p->rs.rp) {
+        int last = p->rs.rlast;
+        consume_current(fm, p);
+        p->rstate = last ? FM_R_IDLE : FM_R_DRAIN;
+    } else {
+        p->rstate = FM_R_IDLE;
+    }
+}
+
+static VMMC_COLD void protocol_error(fm_t *fm, fm_peer_t *p, const char *what)
+{
+    fm->cnt[FM_C_PROTOCOL]++;
+    vmmc_warn("fm: malformed packet from rank %d at ring position %llu (%s); ignoring that rank",
+              p->rank, (unsigned long long)p->tail, what);
+    p->broken = 1;
+    if (p->ctx) {
+        p->rs.err = VMMC_ERR_PROTOCOL;
+        run_ctx(fm, p);
+    }
+}
+
+static VMMC_COLD void unknown_handler(fm_t *fm, fm_peer_t *p, unsigned id)
+{
+    fm->cnt[FM_C_UNKNOWN]++;
+    int warn = 1;
+    if (id < (unsigned)fm->max_handlers) {
+        warn = !fm->handlers[id].warned;
+        fm->handlers[id].warned = 1;
+    }
+    if (warn)
+        vmmc_warn("fm: message from rank %d for handler id %u, which is not registered here; "
+                  "discarding it", p->rank, id);
+}
+
+/* Handle the valid, non-skip packet at @p's tail. */
+static inline int step(fm_t *fm, fm_peer_t *p, uint64_t w0, uint32_t len, unsigned flags)
+{
+    fm_stream_t *s = &p->rs;
+    const char *payload = p->ring + (p->tail & (p->rR - 1)) + FM_HDR;
+    switch (p->rstate) {
+    case FM_R_IDLE: {
+        if (VMMC_UNLIKELY(!(flags & FM_F_FIRST))) {
+            protocol_error(fm, p, "continuation packet without a message");
+            return 0;
+        }
+        fm->cnt[FM_C_MSG_RECV]++;
+        unsigned id = (unsigned)(w0 & 0xffff);
+        fm_hentry_t *h = id < (unsigned)fm->max_handlers ? &fm->handlers[id] : NULL;
+        if (VMMC_UNLIKELY(!h || !h->fn)) {
+            unknown_handler(fm, p, id);
+            fm->cnt[FM_C_DRAINED] += len;
+            consume(fm, p, fm_align64(FM_HDR + len), 0);
+            p->rstate = (flags & FM_F_LAST) ? FM_R_IDLE : FM_R_DRAIN;
+            return 0;
+        }
+        s->rp = payload;
+        s->rlen = len;
+        s->rpos = 0;
+        s->rlast = (flags & FM_F_LAST) != 0;
+        s->err = 0;
+        if (VMMC_LIKELY(s->rlast)) {
+            /* Whole message here: run on the caller's stack. */
+            s->inline_run = 1;
+            fm->in_handler = 1;
+            fm->cur_rs = s;
+            h->fn(s, p->rank, h->arg);
+            fm->cur_rs = NULL;
+            fm->in_handler = 0;
+            s->inline_run = 0;
+            fm->cnt[FM_C_INLINE]++;
+            consume_current(fm, p);
+            return 0;
+        }
+        fm_ctx_t *c;
+        int st = fm_ctx_get(fm, &c);
+        if (st != VMMC_OK) {
+            s->rp = NULL;
+            fm->cnt[FM_C_MSG_RECV]--;
+            return st; /* packet stays; a later extract retries */
+        }
+        fm_ctx_assign(c, p, h->fn, h->arg);
+        p->ctx = c;
+        p->rstate = FM_R_ACTIVE;
+        run_ctx(fm, p);
+        return 0;
+    }
+    case FM_R_ACTIVE:
+        if (VMMC_UNLIKELY(flags & FM_F_FIRST)) {
+            protocol_error(fm, p, "new message inside a message");
+            return 0;
+        }
+        s->rp = payload;
+        s->rlen = len;
+        s->rpos = 0;
+        s->rlast = (flags & FM_F_LAST) != 0;
+        run_ctx(fm, p);
+        return 0;
+    default: /* FM_R_DRAIN */
+        if (VMMC_UNLIKELY(flags & FM_F_FIRST)) {
+            protocol_error(fm, p, "new message inside a message");
+            return 0;
+        }
+        fm->cnt[FM_C_DRAINED] += len;
+        consume(fm, p, fm_align64(FM_HDR + len), 0);
+        if (flags & FM_F_LAST)
+            p->rstate = FM_R_IDLE;
+        return 0;
+    }
+}
+
+int fm_extract_locked(fm_t *fm, size_t max_bytes)
+{
+    int64_t budget = max_bytes > (size_t)INT64_MAX ? INT64_MAX : (int64_t)max_bytes;
+    if (budget == 0)
+        budget = 1;
+    int n = fm->size, npk = 0, progress;
+    unsigned start = fm->rr;
+    do {
+        progress = 0;
+        for (int i = 0; i < n; i++) {
+            unsigned idx = start + (unsigned)i;
+            if (idx >= (unsigned)n)
+                idx -= (unsigned)n;
+            fm_peer_t *p = &fm->peers[idx];
+            uint64_t w0;
+            uint32_t len;
+            if (VMMC_UNLIKELY(p->broken || p->rdead))
+                continue;
+            if (!peek_at(p, p->tail, p->rseq, &w0, &len))
+                continue;
+            uint64_t slot = slot_of(p, p->tail, w0, len);
+            if (VMMC_UNLIKELY(slot == 0)) {
+                protocol_error(fm, p, "packet runs past the ring's end");
+                continue;
+            }
+            unsigned flags = (unsigned)(w0 >> 16) & 0xff;
+            if (VMMC_UNLIKELY(flags & FM_F_SKIP)) {
+                consume(fm, p, slot, 1);
+                progress = 1;
+                if (!peek_at(p, p->tail, p->rseq, &w0, &len))
+                    continue;
+                if (!slot_of(p, p->tail, w0, len) || ((w0 >> 16) & FM_F_SKIP)) {
+                    protocol_error(fm, p, "bad packet after a skip");
+                    continue;
+                }
+                flags = (unsigned)(w0 >> 16) & 0xff;
+            }
+            int st = step(fm, p, w0, len, flags);
+            if (VMMC_UNLIKELY(st < 0))
+                return npk ? npk : st;
+            npk++;
+            fm->cnt[FM_C_PKT_RECV]++;
+            fm->cnt[FM_C_BYTES_RECV] += len;
+            budget -= len ? (int64_t)len : 1;
+            progress = 1;
+            if (budget <= 0) {
+                fm->rr = idx + 1 >= (unsigned)n ? 0 : idx + 1;
+                goto credits;
+            }
+        }
+    } while (progress);
+    fm->rr = start + 1 >= (unsigned)n ? 0 : start + 1;
+credits:
+    /* Senders that asked for credits get them now. */
+    for (int i = 0; i < n; i++) {
+        fm_peer_t *p = &fm->peers[i];
+        req_check(p);
+        if (VMMC_UNLIKELY(p->req_pending) && p->tail > p->returned)
+            credit_return(fm, p);
+    }
+    return npk;
+}
+
+/* Look for ranks that died. A dead sender whose ring is empty is retired; a
+ * handler suspended in its message is resumed with VMMC_ERR_PEER_DEAD.
+ * Returns VMMC_ERR_PEER_DEAD if any rank is known dead. */
+int fm_dead_check(fm_t *fm)
+{
+    fm->last_dead_check = now_s();
+    for (int r = 0; r < fm->size; r++) {
+        fm_peer_t *p = &fm->peers[r];
+        if (r == fm->rank || p->rdead)
+            continue;
+        if (!p->sdead) {
+            if (vmmc_peer_alive(fm->ep, r) != 0)
+                continue;
+            p->sdead = 1;
+        }
+        uint64_t w0;
+        uint32_t len;
+        if (!p->broken && peek_at(p, p->tail, p->rseq, &w0, &len))
+            continue; /* it left packets: take them first */
+        p->rdead = 1;
+        fm->ndead++;
+        if (p->ctx) {
+            p->rs.err = VMMC_ERR_PEER_DEAD;
+            run_ctx(fm, p);
+        }
+    }
+    for (int r = 0; r < fm->size; r++)
+        if (fm->peers[r].rdead)
+            return vmmc_error(VMMC_ERR_PEER_DEAD, "fm: rank %d died", r);
+    return VMMC_OK;
+}
+
+int fm_extract(fm_t *fm, size_t max_bytes)
+{
+    if (VMMC_UNLIKELY(!fm))
+        return vmmc_error(VMMC_ERR_INVALID, "fm_extract: NULL fm");
+    if (VMMC_UNLIKELY(fm->in_handler || fm->in_extract))
+        return vmmc_error(VMMC_ERR_INVALID, "fm_extract called from a handler");
+    fm_rlock(fm);
+    fm->in_extract = 1;
+    int r = fm_extract_locked(fm, max_bytes);
+    if (VMMC_UNLIKELY(r == 0) && ++fm->empty_polls >= 4096) {
+        fm->empty_polls = 0;
+        if (now_s() - fm->last_dead_check > 0.01)
+            r = fm_dead_check(fm);
+    }
+    fm->in_extract = 0;
+    fm_runlock(fm);
+    return r;
+}
+
+int fm_extract_wait(fm_t *fm, size_t max_bytes, int timeout_ms)
+{
+    if (VMMC_UNLIKELY(!fm))
+        return vmmc_error(VMMC_ERR_INVALID, "fm_extract_wait: NULL fm");
+    if (fm->in_handler || fm->in_extract)
+        return vmmc_error(VMMC_ERR_INVALID, "fm_extract_wait called from a handler");
+    double end = timeout_ms >= 0 ? now_s() + timeout_ms * 1e-3 : 0;
+    for (;;) {
+        int r = fm_extract(fm, max_bytes);
+        if (r != 0)
+            return r;
+        if (fm->ndead)
+            return vmmc_error(VMMC_ERR_PEER_DEAD, "fm: a rank of the job died and nothing is "
+                              "left to extract");
+        int slice = 20;
+        double t = now_s();
+        if (timeout_ms >= 0) {
+            double rem = (end - t) * 1e3;
+            if (rem <= 0)
+                return 0;
+            if (rem < slice)
+                slice = rem < 1 ? 1 : (int)rem;
+        }
+        int w = vmmc_wait(fm->ep, slice); /* the arm hook returns held credits */
+        if (w < 0 && w != VMMC_ERR_PEER_DEAD)
+            return w;
+        if (w <= 0 || now_s() - fm->last_dead_check > 0.02) {
+            fm_rlock(fm);
+            fm->in_extract = 1;
+            int d = fm_dead_check(fm);
+            fm->in_extract = 0;
+            fm_runlock(fm);
+            if (d < 0) {
+                r = fm_extract(fm, max_bytes);
+                return r != 0 ? r : d;
+            }
+        }
+    }
+}
+
+/* Core progress hook: look ahead in the rings (report each packet once, so
+ * vmmc_wait() wakes for it but does not spin on packets the application is
+ * deliberately leaving there), answer credit requests, and report credits
+ * for which a sender waits. Never runs handlers. The arm function also gives
+ * back batched credits before the endpoint sleeps. */
+int fm_hook_poll(void *arg)
+{
+    fm_t *fm = arg;
+    if (!rtrylock(fm))
+        return 0;
+    int ev = 0;
+    for (int r = 0; r < fm->size; r++) {
+        fm_peer_t *p = &fm->peers[r];
+        if (p->broken || p->rdead)
+            continue;
+        uint64_t w0;
+        uint32_t len;
+        for (int k = 0; k < 16 && peek_at(p, p->seen, p->seen_seq, &w0, &len); k++) {
+            uint64_t slot = slot_of(p, p->seen, w0, len);
+            if (!slot)
+                break;
+            p->seen += slot;
+            p->seen_seq = fm_seq_next(p->seen_seq);
+            ev++;
+        }
+        req_check(p);
+        if (p->req_pending && p->tail > p->returned) {
+            credit_return(fm, p);
+            ev++;
+        }
+    }
+    int w = atomic_load_explicit(&fm->swait, memory_order_relaxed);
+    if (w >= 0 && atomic_load_explicit(fm->peers[w].credit_word, memory_order_acquire) !=
+                      atomic_load_explicit(&fm->swait_credit, memory_order_relaxed))
+        ev++;
+    fm_runlock(fm);
+    return ev;
+}
+
+int fm_hook_arm(void *arg)
+{
+    fm_t *fm = arg;
+    if (!rtrylock(fm))
+        return 1;
+    int pending = 0;
+    for (int r = 0; r < fm->size && !pending; r++) {
+        fm_peer_t *p = &fm->peers[r];
+        if (p->broken || p->rdead)
+            continue;
+        /* The endpoint is about to sleep: give back credits held in a batch,
+         * so that an idle receiver never holds its senders up. */
+        if (p->tail > p->returned)
+            credit_return(fm, p);
+        uint64_t w0;
+        uint32_t len;
+        if (peek_at(p, p->seen, p->seen_seq, &w0, &len))
+            pending = 1;
+        req_check(p);
+        if (p->req_pending && p->tail > p->returned)
+            pending = 1;
+    }
+    int w = atomic_load_explicit(&fm->swait, memory_order_relaxed);
+    if (w >= 0 && atomic_load_explicit(fm->peers[w].credit_word, memory_order_acquire) !=
+                      atomic_load_explicit(&fm->swait_credit, memory_order_relaxed))
+        pending = 1;
+    fm_runlock(fm);
+    return pending;
+}

@@ -1,0 +1,412 @@
+/* Fast Messages, sending side: streams, packets, credits.
+ *
+ * A message is cut into packets of at most paymax payload bytes; pieces are
+ * copied straight into the packet being filled, which lives in the mapped
+ * ring of the receiver (one copy) or, without a mapping, in a staging packet
+ * that goes out with vmmc_send(). Messages of at most FM_STAGE_MAX bytes are
+ * staged locally even with a mapping and copied in one go, so that the
+ * receiver, which polls the packet's first line, does not take that line
+ * away between pieces. A full packet goes out at once, unless the
+ * message's bound says nothing can follow it; the last packet goes out at
+ * end_message. So a message shorter than a packet always travels as one
+ * packet (FIRST|LAST) and its handler never needs a context of its own.
+ *
+ * Credits: the sender may have at most R bytes (its ring at the receiver) in
+ * flight: head - credit <= R, where credit is the receiver's consumed count
+ * that the receiver writes into our memory. The packet layout of a message
+ * depends only on its bound and the current head, so a non-blocking begin can
+ * reserve exactly the space the whole message will take. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fm/fm_int.h"
+
+static inline int has_space(fm_peer_t *p, uint64_t need)
+{
+    if (VMMC_LIKELY(p->head + need - p->credit <= p->R))
+        return 1;
+    p->credit = atomic_load_explicit(p->credit_word, memory_order_acquire);
+    return p->head + need - p->credit <= p->R;
+}
+
+/* Ring bytes the next packet takes: its slot, plus the skip to the ring's
+ * start if it does not fit before the end. */
+static inline uint64_t next_need(const fm_peer_t *p, size_t cap, uint64_t *skip)
+{
+    uint64_t slot = fm_align64(FM_HDR + cap);
+    uint64_t off = p->head & (p->R - 1);
+    *skip = (p->R - off < slot) ? p->R - off : 0;
+    return *skip + slot;
+}
+
+/* Ring bytes a whole message of @bound bytes takes from the current head, or
+ * UINT64_MAX if more than the ring. */
+static uint64_t layout_bytes(const fm_peer_t *p, size_t bound)
+{
+    uint64_t pos = p->head & (p->R - 1), bytes = 0;
+    size_t left = bound;
+    do {
+        size_t c = left < p->paymax ? left : p->paymax;
+        uint64_t slot = fm_align64(FM_HDR + c);
+        if (p->R - pos < slot) {
+            bytes += p->R - pos;
+            pos = 0;
+        }
+        bytes += slot;
+        pos = (pos + slot) & (p->R - 1);
+        left -= c;
+        if (bytes > p->R)
+            return UINT64_MAX;
+    } while (left);
+    return bytes;
+}
+
+static VMMC_COLD int peer_dead(fm_t *fm, fm_peer_t *p)
+{
+    p->sdead = 1;
+    return vmmc_error(VMMC_ERR_PEER_DEAD, "fm: rank %d died; cannot send to it", p->rank);
+}
+
+/* Write a remote control word (credit or credit request) into @p's region. */
+static int ctrl_write(fm_t *fm, fm_peer_t *p, size_t off, uint64_t v)
+{
+    if (p->map) {
+        atomic_store_explicit((_Atomic uint64_t *)(p->map + off), v, memory_order_release);
+        return VMMC_OK;
+    }
+    int st = vmmc_send(p->px, off, &v, sizeof v, 0);
+    if (st == VMMC_ERR_PEER_DEAD)
+        p->sdead = 1;
+    return st;
+}
+
+int fm_send_request_credit(fm_t *fm, fm_peer_t *p)
+{
+    if (p->req && p->req_credit == p->credit)
+        return VMMC_OK; /* already asked at this credit level */
+    p->req++;
+    p->req_credit = p->credit;
+    fm->cnt[FM_C_CREDIT_REQ]++;
+    int st = ctrl_write(fm, p, FM_REQ_OFF, p->req);
+    if (st == VMMC_OK && p->px)
+        vmmc_signal(fm->ep, p->rank);
+    return st;
+}
+
+/* Used by the receive side to give credits back (fm_recv.c). */
+int fm_send_credit(fm_t *fm, fm_peer_t *p, uint64_t consumed)
+{
+    int st = ctrl_write(fm, p, FM_CREDIT_OFF, consumed);
+    if (st == VMMC_OK && p->px)
+        vmmc_signal(fm->ep, p->rank);
+    return st;
+}
+
+/* Wait until @need bytes of credit are there: extract our own receive side
+ * meanwhile (so two ranks sending to each other cannot deadlock), then sleep
+ * in vmmc_wait(); the receiver's credit write and signal wake us. */
+static VMMC_COLD int wait_space(fm_t *fm, fm_peer_t *p, uint64_t *need_io, size_t cap,
+                                uint64_t *skip)
+{
+    int st = VMMC_OK;
+    unsigned iter = 0;
+    fm->cnt[FM_C_CREDIT_WAIT]++;
+    atomic_store_explicit(&fm->swait, p->rank, memory_order_relaxed);
+    for (;;) {
+        *need_io = next_need(p, cap, skip);
+        if (has_space(p, *need_io))
+            break;
+        atomic_store_explicit(&fm->swait_credit, p->credit, memory_order_release);
+        if ((st = fm_send_request_credit(fm, p)) != VMMC_OK)
+            break;
+        fm_rlock(fm);
+        fm->in_extract = 1;
+        int n = fm_extract_locked(fm, p->paymax);
+        fm->in_extract = 0;
+        fm_runlock(fm);
+        if (n < 0) {
+            st = n;
+            break;
+        }
+        /* Now and then, even while other senders keep us busy: is it alive? */
+        if (p->px && (++iter & 63) == 0 && vmmc_peer_alive(fm->ep, p->rank) == 0) {
+            st = peer_dead(fm, p);
+            break;
+        }
+        if (n > 0)
+            continue;
+        *need_io = next_need(p, cap, skip);
+        if (has_space(p, *need_io))
+            break;
+        int w = vmmc_wait(fm->ep, 20);
+        if (w < 0 && w != VMMC_ERR_PEER_DEAD) {
+            st = w;
+            break;
+        }
+        /* (PEER_DEAD from vmmc_wait may be about another rank: check ours.) */
+        if (p->px && w <= 0 && vmmc_peer_alive(fm->ep, p->rank) == 0) {
+            st = peer_dead(fm, p);
+            break;
+        }
+    }
+    atomic_store_explicit(&fm->swait, -1, memory_order_relaxed);
+    return st;
+}
+
+static VMMC_COLD int send_again(fm_t *fm, fm_peer_t *p)
+{
+    fm->cnt[FM_C_AGAIN]++;
+    fm_send_request_credit(fm, p);
+    if (p->px && (fm->cnt[FM_C_AGAIN] & 63) == 0 && vmmc_peer_alive(fm->ep, p->rank) == 0)
+        return peer_dead(fm, p);
+    return VMMC_ERR_AGAIN;
+}
+
+/* Publish the packet being filled (len payload bytes at p->pk_pos). */
+static inline int publish(fm_t *fm, fm_peer_t *p, fm_stream_t *s, unsigned flags)
+{
+    size_t len = s->pk_len;
+    uint64_t off = p->pk_pos & (p->R - 1);
+    uint64_t w0 = (uint64_t)s->handler | ((uint64_t)flags << 16);
+    uint64_t w1 = (uint64_t)p->seq | ((uint64_t)len << 32);
+    if (VMMC_LIKELY(p->map != NULL)) {
+        char *h = p->map + FM_CTRL + off;
+        if (s->staged) {
+            uint64_t *st = (uint64_t *)p->staging;
+            st[0] = w0;
+            st[1] = 0;
+            memcpy(h, st, FM_HDR + len);
+        } else {
+            *(uint64_t *)h = w0;
+        }
+        atomic_store_explicit((_Atomic uint64_t *)(h + 8), w1, memory_order_release);
+    } else {
+        uint64_t *h = (uint64_t *)p->staging;
+        h[0] = w0;
+        h[1] = 0; /* the ring's word is zero already; the real one goes last */
+        int st = vmmc_send(p->px, FM_CTRL + off, p->staging, FM_HDR + len, 0);
+        if (st == VMMC_OK)
+            st = vmmc_send(p->px, FM_CTRL + off + 8, &w1, sizeof w1, 0);
+        if (st != VMMC_OK) {
+            if (st == VMMC_ERR_PEER_DEAD)
+                p->sdead = 1;
+            return st;
+        }
+    }
+    p->head = p->pk_pos + fm_align64(FM_HDR + len);
+    p->seq = fm_seq_next(p->seq);
+    fm->cnt[FM_C_PKT_SENT]++;
+    fm->cnt[FM_C_BYTES_SENT] += len;
+    if (p->px)
+        vmmc_signal(fm->ep, p->rank);
+    return VMMC_OK;
+}
+
+static int write_skip(fm_t *fm, fm_peer_t *p, uint64_t skip)
+{
+    uint64_t off = p->head & (p->R - 1);
+    uint64_t w0 = (uint64_t)FM_F_SKIP << 16;
+    uint64_t w1 = (uint64_t)p->seq;
+    if (p->map) {
+        char *h = p->map + FM_CTRL + off;
+        *(uint64_t *)h = w0;
+        atomic_store_explicit((_Atomic uint64_t *)(h + 8), w1, memory_order_release);
+    } else {
+        int st = vmmc_send(p->px, FM_CTRL + off, &w0, sizeof w0, 0);
+        if (st == VMMC_OK)
+            st = vmmc_send(p->px, FM_CTRL + off + 8, &w1, sizeof w1, 0);
+        if (st != VMMC_OK) {
+            if (st == VMMC_ERR_PEER_DEAD)
+                p->sdead = 1;
+            return st;
+        }
+    }
+    p->head += skip;
+    p->seq = fm_seq_next(p->seq);
+    return VMMC_OK;
+}
+
+/* Start the next packet of @s: get its ring space (waiting if allowed). */
+static inline int pkt_start(fm_t *fm, fm_peer_t *p, fm_stream_t *s, int nb)
+{
+    size_t left = s->bound - s->sent;
+    size_t cap = left < p->paymax ? left : p->paymax;
+    uint64_t skip;
+    uint64_t need = next_need(p, cap, &skip);
+    if (VMMC_UNLIKELY(!has_space(p, need))) {
+        if (nb || fm->in_handler || fm->in_extract)
+            return send_again(fm, p); /* handlers never wait */
+        int st = wait_space(fm, p, &need, cap, &skip);
+        if (st != VMMC_OK)
+            return st;
+    }
+    if (VMMC_UNLIKELY(skip)) {
+        int st = write_skip(fm, p, skip);
+        if (st != VMMC_OK)
+            return st;
+    }
+    p->pk_pos = p->head;
+    s->staged = p->map && s->bound <= FM_STAGE_MAX && s->bound <= p->paymax;
+    s->pk = (p->map && !s->staged ? p->map + FM_CTRL + (p->head & (p->R - 1)) : p->staging) +
+            FM_HDR;
+    s->pk_len = 0;
+    s->pk_cap = cap;
+    s->pk_open = 1;
+    return VMMC_OK;
+}
+
+int fm_begin_message(fm_t *fm, int dest, size_t max_length, int handler, fm_stream_t **sp)
+{
+    if (VMMC_UNLIKELY(!fm || !sp))
+        return vmmc_error(VMMC_ERR_INVALID, "fm_begin_message: NULL %s", fm ? "stream pointer" : "fm");
+    if (VMMC_UNLIKELY(dest < 0 || dest >= fm->size))
+        return vmmc_error(VMMC_ERR_INVALID, "fm_begin_message: rank %d outside 0..%d", dest,
+                          fm->size - 1);
+    if (VMMC_UNLIKELY(handler < 0 || handler > 0xffff))
+        return vmmc_error(VMMC_ERR_INVALID, "fm_begin_message: handler id %d outside 0..65535",
+                          handler);
+    fm_peer_t *p = &fm->peers[dest];
+    fm_stream_t *s = &p->ss;
+    if (VMMC_UNLIKELY(p->sdead))
+        return vmmc_error(VMMC_ERR_PEER_DEAD, "fm_begin_message: rank %d died", dest);
+    if (VMMC_UNLIKELY(s->open)) {
+        if (fm->in_handler) {
+            fm->cnt[FM_C_AGAIN]++;
+            return VMMC_ERR_AGAIN;
+        }
+        return vmmc_error(VMMC_ERR_BUSY, "fm_begin_message: a message to rank %d is already open",
+                          dest);
+    }
+    int nb = fm->in_handler || (fm->flags & FM_NONBLOCK);
+    if (nb) {
+        uint64_t need;
+        if (max_length <= p->paymax) {
+            uint64_t skip;
+            need = next_need(p, max_length, &skip);
+        } else {
+            need = layout_bytes(p, max_length);
+            if (need == UINT64_MAX)
+                return vmmc_error(VMMC_ERR_INVALID, "fm_begin_message: a %zu-byte message does not "
+                                  "fit rank %d's ring of %llu bytes, so it cannot be sent without "
+                                  "blocking", max_length, dest, (unsigned long long)p->R);
+        }
+        if (!has_space(p, need))
+            return send_again(fm, p);
+    }
+    s->open = 1;
+    s->err = 0;
+    s->handler = (uint16_t)handler;
+    s->first = 1;
+    s->bound = max_length;
+    s->sent = 0;
+    s->nb = nb;
+    int st = pkt_start(fm, p, s, nb);
+    if (VMMC_UNLIKELY(st != VMMC_OK)) {
+        s->open = 0;
+        return st;
+    }
+    *sp = s;
+    return VMMC_OK;
+}
+
+int fm_send_piece(fm_stream_t *s, const void *buf, size_t n)
+{
+    if (VMMC_UNLIKELY(!s || s->kind != FM_SEND || !s->open))
+        return vmmc_error(VMMC_ERR_INVALID, "fm_send_piece: not an open send stream");
+    if (VMMC_UNLIKELY(s->err))
+        return s->err;
+    if (VMMC_UNLIKELY(n > s->bound - s->sent))
+        return vmmc_error(VMMC_ERR_OVERFLOW, "fm_send_piece: %zu more bytes would exceed the "
+                          "message's bound of %zu (%zu sent)", n, s->bound, s->sent);
+    if (VMMC_UNLIKELY(n && !buf))
+        return vmmc_error(VMMC_ERR_INVALID, "fm_send_piece: NULL buffer");
+    fm_t *fm = s->fm;
+    fm_peer_t *p = s->peer;
+    const char *b = buf;
+    while (n) {
+        if (VMMC_UNLIKELY(!s->pk_open)) {
+            int st = pkt_start(fm, p, s, s->nb);
+            if (st != VMMC_OK) {
+                s->err = st;
+                return st;
+            }
+        }
+        size_t c = s->pk_cap - s->pk_len;
+        if (c > n)
+            c = n;
+        memcpy(s->pk + s->pk_len, b, c);
+        s->pk_len += c;
+        s->sent += c;
+        b += c;
+        n -= c;
+        /* A full packet goes out at once unless the bound says the message
+         * ends here (then end_message sends it as FIRST|LAST). */
+        if (VMMC_UNLIKELY(s->pk_len == s->pk_cap) && s->sent < s->bound) {
+            int st = publish(fm, p, s, s->first ? FM_F_FIRST : 0);
+            if (st != VMMC_OK) {
+                s->err = st;
+                return st;
+            }
+            s->first = 0;
+            s->pk_open = 0;
+        }
+    }
+    return VMMC_OK;
+}
+
+int fm_end_message(fm_stream_t *s)
+{
+    if (VMMC_UNLIKELY(!s || s->kind != FM_SEND || !s->open))
+        return vmmc_error(VMMC_ERR_INVALID, "fm_end_message: not an open send stream");
+    fm_t *fm = s->fm;
+    int st = s->err;
+    if (VMMC_UNLIKELY(st == VMMC_OK && !s->pk_open))
+        st = pkt_start(fm, s->peer, s, s->nb); /* an empty packet carries LAST */
+    if (VMMC_LIKELY(st == VMMC_OK))
+        st = publish(fm, s->peer, s, (s->first ? FM_F_FIRST : 0) | FM_F_LAST);
+    s->open = 0;
+    if (VMMC_LIKELY(st == VMMC_OK))
+        fm->cnt[FM_C_MSG_SENT]++;
+    return st;
+}
+
+int fm_send_4(fm_t *fm, int dest, int handler, uint32_t i0, uint32_t i1, uint32_t i2, uint32_t i3)
+{
+    uint32_t w[4] = {i0, i1, i2, i3};
+    return fm_send(fm, dest, handler, w, sizeof w);
+}
+
+int fm_send(fm_t *fm, int dest, int handler, const void *buf, size_t n)
+{
+    /* Fast path: one packet into a mapped ring with room before its end. */
+    if (VMMC_LIKELY(fm && dest >= 0 && dest < fm->size && handler >= 0 && handler <= 0xffff &&
+                    (buf || !n))) {
+        fm_peer_t *p = &fm->peers[dest];
+        uint64_t slot = fm_align64(FM_HDR + n);
+        uint64_t off = p->head & (p->R - 1);
+        if (VMMC_LIKELY(p->map && n <= p->paymax && !p->ss.open && !p->sdead &&
+                        p->R - off >= slot && has_space(p, slot))) {
+            char *h = p->map + FM_CTRL + off;
+            if (n)
+                memcpy(h + FM_HDR, buf, n);
+            *(uint64_t *)h = (uint64_t)handler | ((uint64_t)(FM_F_FIRST | FM_F_LAST) << 16);
+            atomic_store_explicit((_Atomic uint64_t *)(h + 8), (uint64_t)p->seq | ((uint64_t)n << 32),
+                                  memory_order_release);
+            p->head += slot;
+            p->seq = fm_seq_next(p->seq);
+            fm->cnt[FM_C_MSG_SENT]++;
+            fm->cnt[FM_C_PKT_SENT]++;
+            fm->cnt[FM_C_BYTES_SENT] += n;
+            if (p->px)
+                vmmc_signal(fm->ep, p->rank);
+            return VMMC_OK;
+        }
+    }
+    fm_stream_t *s;
+    int st = fm_begin_message(fm, dest, n, handler, &s);
+    if (st != VMMC_OK)
+        return st;
+    st = fm_send_piece(s, buf, n);
+    int st2 = fm_end_message(s);
+    return st != VMMC_OK ? st : st2;
+}

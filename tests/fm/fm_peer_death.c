@@ -1,0 +1,135 @@
+/* A rank killed with SIGKILL: the survivors get VMMC_ERR_PEER_DEAD, never a
+ * hang. Rank 2 opens a 1 MiB message to rank 0, sends part of it, then kills
+ * itself. Rank 0 is waiting in fm_extract_wait(): its handler, suspended in
+ * that message, must see fm_receive() fail with VMMC_ERR_PEER_DEAD, and the
+ * wait must return it. Rank 1 keeps sending to rank 2 (blocking) until its
+ * send fails with VMMC_ERR_PEER_DEAD.
+ *
+ * `vmmc run` fails a job whose rank died, so this program is its own driver:
+ * started plainly, it runs `vmmc run -n 3 -- <itself> --child <dir>` and
+ * checks what the survivors wrote into <dir>. */
+#include <signal.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fm_test.h"
+
+static const char *dir;
+static int me;
+static int big_rc = 1;
+static size_t big_got;
+
+static void report(const char *what)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%d", dir, me);
+    FILE *f = fopen(path, "w");
+    VT_CHECK(f);
+    fprintf(f, "%s\n", what);
+    fclose(f);
+    printf("rank %d: %s\n", me, what);
+    fflush(stdout);
+}
+
+static void h_big(fm_stream_t *s, int sender, void *arg)
+{
+    uint8_t buf[4096];
+    for (;;) {
+        ssize_t n = fm_receive(buf, s, sizeof buf);
+        if (n < 0) {
+            big_rc = (int)n;
+            return;
+        }
+        VT_CHECK(ft_check(buf, (size_t)n, sender, 1, big_got) == (size_t)-1);
+        big_got += (size_t)n;
+        if (n < (ssize_t)sizeof buf) {
+            big_rc = 0;
+            return;
+        }
+    }
+}
+
+static void h_sink(fm_stream_t *s, int sender, void *arg) {}
+
+static int child(void)
+{
+    vmmc_ep_t *ep;
+    fm_t *fm;
+    ft_open(&ep, &fm, NULL);
+    me = fm_nodeid(fm);
+    VT_CHECK(fm_numnodes(fm) == 3);
+    VT_CHECK(fm_register_handler(fm, 1, h_big, NULL) == 1);
+    VT_CHECK(fm_register_handler(fm, 2, h_sink, NULL) == 2);
+    VT_OK(vmmc_barrier(ep));
+    if (me == 2) {
+        static uint8_t part[300 * 1024];
+        ft_fill(part, sizeof part, 2, 1);
+        fm_stream_t *s;
+        VT_OK(fm_begin_message(fm, 0, 1 << 20, 1, &s));
+        VT_OK(fm_send_piece(s, part, sizeof part));
+        /* Let rank 0 start the handler on what arrived, then die. */
+        while (fm_counter(fm, "pkt_sent") < 10)
+            ;
+        usleep(50000);
+        raise(SIGKILL);
+    } else if (me == 0) {
+        int rc;
+        while ((rc = fm_extract_wait(fm, FM_EXTRACT_ALL, -1)) >= 0)
+            ;
+        if (rc != VMMC_ERR_PEER_DEAD)
+            VT_FAIL("fm_extract_wait returned %d (%s)", rc, vmmc_strerror(rc));
+        if (big_rc != VMMC_ERR_PEER_DEAD)
+            VT_FAIL("the suspended handler saw %d after %zu bytes", big_rc, big_got);
+        VT_STATUS(VMMC_ERR_PEER_DEAD, fm_send_4(fm, 2, 2, 1, 2, 3, 4));
+        report("PEER_DEAD in wait and in the suspended handler");
+    } else {
+        static uint8_t buf[8192];
+        int rc;
+        uint64_t n = 0;
+        while ((rc = fm_send(fm, 2, 2, buf, sizeof buf)) == VMMC_OK)
+            n++;
+        if (rc != VMMC_ERR_PEER_DEAD)
+            VT_FAIL("fm_send returned %d (%s)", rc, vmmc_strerror(rc));
+        report("PEER_DEAD in a blocked send");
+        pause(); /* stay up until the launcher ends the job: rank 0 is still checking */
+    }
+    _exit(0); /* the job is broken: no finalize barrier */
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 3 && !strcmp(argv[1], "--child")) {
+        dir = argv[2];
+        return child();
+    }
+    if (argc < 2)
+        VT_SKIP("usage: fm_peer_death <path of the vmmc tool>");
+    char tmpl[] = "/tmp/fm_peer_death.XXXXXX";
+    VT_CHECK(mkdtemp(tmpl) != NULL);
+    char self[4096];
+    ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
+    VT_CHECK(l > 0);
+    self[l] = 0;
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "'%s' run -n 3 -- '%s' --child '%s'", argv[1], self, tmpl);
+    int st = system(cmd);
+    printf("job exit status %d (a rank was killed, so non-zero is expected)\n", st);
+    int ok = 1;
+    for (int r = 0; r < 2; r++) {
+        char path[512], line[256] = "";
+        snprintf(path, sizeof path, "%s/%d", tmpl, r);
+        FILE *f = fopen(path, "r");
+        if (!f || !fgets(line, sizeof line, f) || !strstr(line, "PEER_DEAD")) {
+            fprintf(stderr, "FAIL: rank %d did not report VMMC_ERR_PEER_DEAD\n", r);
+            ok = 0;
+        }
+        if (f)
+            fclose(f);
+        unlink(path);
+    }
+    rmdir(tmpl);
+    VT_CHECK(ok);
+    printf("fm_peer_death: ok\n");
+    return 0;
+}

@@ -1,0 +1,349 @@
+/* Suite "fm": Fast Messages 2.x (vmmc/fm.h) between two ranks on distinct
+ * cores. Rank 0 drives and reports; rank 1 serves the commands it sends over
+ * FM itself. Every handler reads the whole message into a user buffer with
+ * fm_receive(), as an upper layer would.
+ *
+ * Metrics (size in bytes):
+ *   fm_lat          us      one-way latency = ping-pong / 2, both sides polling
+ *                           fm_extract(); reference vmmc/memalloc_lat
+ *   fm_stream_lat   us      the same with begin_message + one piece +
+ *                           end_message instead of fm_send(); reference fm/fm_lat
+ *   fm_gather_lat   us      the same with each message sent as a 24-byte header
+ *                           piece plus a payload piece and read back the same
+ *                           way; reference fm/fm_stream_lat (1.00 = free gather)
+ *   fm_block_lat    us      8 B ping-pong with both sides in fm_extract_wait()
+ *                           (spin, then sleep); reference fm/fm_lat
+ *   fm_n_half       B       N1/2 from the fm_lat curve; reference
+ *                           vmmc/memalloc_n_half (full runs)
+ *   fm_msg_rate     Mmsg/s  rank 0 streams messages, rank 1 extracts them
+ *   fm_send_overhead ns     time per fm_send() while streaming (rank 0's view)
+ *   fm_bw           GB/s    streaming bandwidth, message size = size;
+ *                           reference vmmc/memalloc_bw */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "vmmc/fm.h"
+
+#define MAX_REPS 1000
+#define MAX_SIZE ((size_t)16 << 20)
+
+enum { H_CTL = 1, H_DATA = 2, H_GDATA = 3, H_ACK = 4 };
+enum { OP_PINGPONG = 1, OP_GPINGPONG, OP_SPINGPONG, OP_BLOCKPP, OP_STREAM, OP_QUIT };
+
+typedef struct ctl {
+    uint64_t op, n, count, seq;
+} ctl_t;
+
+typedef struct fb {
+    bench_ctx_t *c;
+    fm_t *fm;
+    int me, peer;
+    char *ubuf; /* receive buffer (user memory) */
+    char *src;
+    volatile uint64_t got;     /* data messages handled */
+    volatile uint64_t acks;
+    ctl_t cmd;
+    uint64_t cmd_base; /* data messages handled before the command arrived */
+    volatile int have_cmd;
+    int err;
+} fb_t;
+
+static fb_t g;
+
+static void h_ctl(fm_stream_t *s, int sender, void *arg)
+{
+    if (fm_receive(&g.cmd, s, sizeof g.cmd) == (ssize_t)sizeof g.cmd) {
+        g.cmd_base = g.got; /* data sent after the command may be handled in the same extract */
+        g.have_cmd = 1;
+    }
+}
+
+static void h_data(fm_stream_t *s, int sender, void *arg)
+{
+    if (fm_receive(g.ubuf, s, MAX_SIZE) < 0)
+        g.err = 1;
+    g.got++;
+}
+
+static void h_gdata(fm_stream_t *s, int sender, void *arg)
+{
+    char hdr[24];
+    if (fm_receive(hdr, s, sizeof hdr) < 0 || fm_receive(g.ubuf, s, MAX_SIZE) < 0)
+        g.err = 1;
+    g.got++;
+}
+
+static void h_ack(fm_stream_t *s, int sender, void *arg) { g.acks++; }
+
+/* gather: 0 = fm_send(), 1 = header piece + payload piece, 2 = one piece */
+static int send_data(size_t n, int gather)
+{
+    if (!gather)
+        return fm_send(g.fm, g.peer, H_DATA, g.src, n);
+    fm_stream_t *s;
+    int rc = fm_begin_message(g.fm, g.peer, n, gather == 1 ? H_GDATA : H_DATA, &s);
+    if (rc)
+        return rc;
+    size_t h = gather == 2 ? n : n < 24 ? n : 24;
+    if ((rc = fm_send_piece(s, g.src, h)) == 0 && h < n)
+        rc = fm_send_piece(s, g.src + h, n - h);
+    int rc2 = fm_end_message(s);
+    return rc ? rc : rc2;
+}
+
+/* Poll (or wait) until *ctr reaches @target. */
+static int wait_for(volatile uint64_t *ctr, uint64_t target, int block)
+{
+    while (*ctr < target) {
+        int rc = block ? fm_extract_wait(g.fm, FM_EXTRACT_ALL, 20000) : fm_extract(g.fm, FM_EXTRACT_ALL);
+        if (rc < 0 || (block && rc == 0)) {
+            bench_note(g.c, "fm: waiting failed: %s (%s)", vmmc_strerror(rc ? rc : VMMC_ERR_TIMEOUT),
+                       vmmc_last_error());
+            return -1;
+        }
+        if (g.err)
+            return -1;
+    }
+    return 0;
+}
+
+/* Rank 1: serve commands until OP_QUIT. */
+static int serve(void)
+{
+    for (;;) {
+        while (!g.have_cmd)
+            if (fm_extract_wait(g.fm, FM_EXTRACT_ALL, -1) < 0)
+                return -1;
+        g.have_cmd = 0;
+        ctl_t c = g.cmd;
+        int gather = c.op == OP_GPINGPONG ? 1 : c.op == OP_SPINGPONG ? 2 : 0;
+        int block = c.op == OP_BLOCKPP;
+        switch (c.op) {
+        case OP_PINGPONG:
+        case OP_GPINGPONG:
+        case OP_SPINGPONG:
+        case OP_BLOCKPP:
+            for (uint64_t i = 0; i < c.count; i++) {
+                if (wait_for(&g.got, g.cmd_base + i + 1, block) || send_data(c.n, gather))
+                    return -1;
+            }
+            break;
+        case OP_STREAM:
+            if (wait_for(&g.got, g.cmd_base + c.count, 0) || fm_send_4(g.fm, g.peer, H_ACK, 0, 0, 0, 0))
+                return -1;
+            break;
+        case OP_QUIT:
+            return 0;
+        default:
+            return -1;
+        }
+    }
+}
+
+static int command(uint64_t op, size_t n, long count)
+{
+    ctl_t c = {op, n, (uint64_t)count, 0};
+    int rc = fm_send(g.fm, g.peer, H_CTL, &c, sizeof c);
+    if (rc)
+        bench_note(g.c, "fm: control message failed: %s", vmmc_last_error());
+    return rc;
+}
+
+/* One-way latency in us over @it round trips, per repetition. */
+static int pingpong(uint64_t op, size_t n, long it, double *out)
+{
+    int gather = op == OP_GPINGPONG ? 1 : op == OP_SPINGPONG ? 2 : 0;
+    int block = op == OP_BLOCKPP;
+    for (int rep = -1; rep < g.c->reps; rep++) {
+        if (command(op, n, it))
+            return -1;
+        double t0 = bench_now_ns();
+        for (long i = 0; i < it; i++) {
+            uint64_t want = g.got + 1;
+            if (send_data(n, gather) || wait_for(&g.got, want, block))
+                return -1;
+        }
+        double t = bench_now_ns() - t0;
+        if (rep >= 0)
+            out[rep] = t / (double)it / 2 / 1e3;
+    }
+    return 0;
+}
+
+/* Streaming: @count messages of @n bytes then an ack. rate[] in Mmsg/s,
+ * bw[] in GB/s, ovh[] in ns per fm_send. */
+static int stream(size_t n, long count, double *rate, double *bw, double *ovh)
+{
+    for (int rep = -1; rep < g.c->reps; rep++) {
+        if (command(OP_STREAM, n, count))
+            return -1;
+        uint64_t want = g.acks + 1;
+        double t0 = bench_now_ns();
+        for (long i = 0; i < count; i++)
+            if (send_data(n, 0))
+                return -1;
+        double ts = bench_now_ns() - t0;
+        if (wait_for(&g.acks, want, 0))
+            return -1;
+        double t = bench_now_ns() - t0;
+        if (rep >= 0) {
+            rate[rep] = (double)count / t * 1e3;
+            bw[rep] = (double)n * (double)count / t;
+            ovh[rep] = ts / (double)count;
+        }
+    }
+    return 0;
+}
+
+static long iters_for(size_t n, long base)
+{
+    double budget = g.c->quick ? 32e6 : 128e6;
+    long it = (long)(budget / (double)(n ? n : 1));
+    if (it > base)
+        it = base;
+    return it < 8 ? 8 : it;
+}
+
+static int want(size_t n) { return n >= g.c->min_size && n <= g.c->max_size; }
+
+static void report_n_half(const size_t *sizes, int ns, double lat[][MAX_REPS])
+{
+    double nh[MAX_REPS];
+    for (int rep = 0; rep < g.c->reps; rep++) {
+        double peak = 0, bw[32];
+        for (int i = 0; i < ns; i++) {
+            bw[i] = (double)sizes[i] / lat[i][rep];
+            if (bw[i] > peak)
+                peak = bw[i];
+        }
+        int i = 0;
+        while (bw[i] < peak / 2)
+            i++;
+        if (i == 0) {
+            nh[rep] = (double)sizes[0];
+        } else {
+            double t = (peak / 2 - bw[i - 1]) / (bw[i] - bw[i - 1]);
+            nh[rep] = exp(log((double)sizes[i - 1]) +
+                          t * (log((double)sizes[i]) - log((double)sizes[i - 1])));
+        }
+    }
+    bench_report(g.c, "fm_n_half", 0, "B", bench_stats(nh, g.c->reps), "vmmc/memalloc_n_half");
+}
+
+static int drive(void)
+{
+    static const size_t lat_full[] = {8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096,
+                                      8192, 16384, 32768, 65536, 262144, 1 << 20};
+    static const size_t lat_quick[] = {8, 64, 1024, 8192, 65536};
+    static const size_t rate_sizes[] = {8, 16, 32, 64};
+    static const size_t bw_full[] = {64, 256, 1024, 4096, 16384, 65536, 262144, 1 << 20, 4 << 20,
+                                     16 << 20};
+    static const size_t bw_quick[] = {64, 4096, 65536, 1 << 20};
+    static double s[MAX_REPS], s2[MAX_REPS], s3[MAX_REPS];
+    static double lat[32][MAX_REPS];
+    size_t sizes[32];
+    int ns = 0;
+    const size_t *L = g.c->quick ? lat_quick : lat_full;
+    size_t nl = g.c->quick ? sizeof lat_quick / sizeof *L : sizeof lat_full / sizeof *L;
+    for (size_t i = 0; i < nl; i++) {
+        size_t n = L[i];
+        if (!want(n))
+            continue;
+        long it = iters_for(n, g.c->quick ? 5000 : 20000);
+        if (pingpong(OP_PINGPONG, n, it, s))
+            return -1;
+        memcpy(lat[ns], s, sizeof(double) * (size_t)g.c->reps);
+        sizes[ns++] = n;
+        bench_report(g.c, "fm_lat", n, "us", bench_stats(s, g.c->reps), "vmmc/memalloc_lat");
+        if (n >= 32) {
+            if (pingpong(OP_SPINGPONG, n, it, s))
+                return -1;
+            bench_report(g.c, "fm_stream_lat", n, "us", bench_stats(s, g.c->reps), "fm/fm_lat");
+            if (pingpong(OP_GPINGPONG, n, it, s))
+                return -1;
+            bench_report(g.c, "fm_gather_lat", n, "us", bench_stats(s, g.c->reps),
+                         "fm/fm_stream_lat");
+        }
+    }
+    if (!g.c->quick && ns > 2)
+        report_n_half(sizes, ns, lat);
+    if (want(8)) {
+        if (pingpong(OP_BLOCKPP, 8, g.c->quick ? 500 : 2000, s))
+            return -1;
+        bench_report(g.c, "fm_block_lat", 8, "us", bench_stats(s, g.c->reps), "fm/fm_lat");
+    }
+    for (size_t i = 0; i < sizeof rate_sizes / sizeof *rate_sizes; i++) {
+        size_t n = rate_sizes[i];
+        if (!want(n))
+            continue;
+        if (stream(n, g.c->quick ? 100000 : 1000000, s, s2, s3))
+            return -1;
+        bench_report(g.c, "fm_msg_rate", n, "Mmsg/s", bench_stats(s, g.c->reps), NULL);
+        bench_report(g.c, "fm_send_overhead", n, "ns", bench_stats(s3, g.c->reps), NULL);
+    }
+    const size_t *B = g.c->quick ? bw_quick : bw_full;
+    size_t nb = g.c->quick ? sizeof bw_quick / sizeof *B : sizeof bw_full / sizeof *B;
+    for (size_t i = 0; i < nb; i++) {
+        size_t n = B[i];
+        if (!want(n))
+            continue;
+        if (stream(n, iters_for(n, 100000), s, s2, s3))
+            return -1;
+        bench_report(g.c, "fm_bw", n, "GB/s", bench_stats(s2, g.c->reps), "vmmc/memalloc_bw");
+    }
+    return 0;
+}
+
+static int run_fm(bench_ctx_t *c)
+{
+    memset((void *)&g, 0, sizeof g);
+    g.c = c;
+    g.me = c->rank;
+    g.peer = 1 - c->rank;
+    if (c->reps > MAX_REPS)
+        c->reps = MAX_REPS;
+    int rc = fm_init(c->ep, NULL, &g.fm);
+    if (rc) {
+        bench_note(c, "fm: fm_init failed: %s", vmmc_last_error());
+        return -1;
+    }
+    g.ubuf = malloc(MAX_SIZE);
+    g.src = malloc(MAX_SIZE);
+    int ok = g.ubuf && g.src;
+    if (ok) {
+        memset(g.src, 0x5a, MAX_SIZE);
+        memset(g.ubuf, 0, MAX_SIZE);
+        ok = fm_register_handler(g.fm, H_CTL, h_ctl, NULL) == H_CTL &&
+             fm_register_handler(g.fm, H_DATA, h_data, NULL) == H_DATA &&
+             fm_register_handler(g.fm, H_GDATA, h_gdata, NULL) == H_GDATA &&
+             fm_register_handler(g.fm, H_ACK, h_ack, NULL) == H_ACK;
+    }
+    if (ok && vmmc_barrier(c->ep) != VMMC_OK)
+        ok = 0;
+    if (ok) {
+        if (g.me == 0) {
+            ok = drive() == 0;
+            if (command(OP_QUIT, 0, 0))
+                ok = 0;
+        } else {
+            ok = serve() == 0;
+        }
+    }
+    if (ok)
+        vmmc_barrier(c->ep);
+    if (ok)
+        fm_finalize(g.fm);
+    free(g.ubuf);
+    free(g.src);
+    return ok ? 0 : -1;
+}
+
+BENCH_SUITE(fm_suite, "fm", "Fast Messages: latency, gather, message rate, bandwidth, N1/2", 2,
+            run_fm);

@@ -188,17 +188,24 @@ static shm_peer_t *shm_peer(vmmc_peer_t *p)
     return p->tl_priv;
 }
 
+/* Called by the application thread (connecting) and the control thread
+ * (accepting) alike: publish with a compare-and-swap so that both end up
+ * with the same state. */
 static shm_peer_t *shm_peer_alloc(vmmc_peer_t *p)
 {
-    if (!p->tl_priv) {
-        shm_peer_t *sp = calloc(1, sizeof *sp);
-        if (!sp)
-            return NULL;
-        sp->out_fd = sp->in_fd = sp->evfd = -1;
-        atomic_flag_clear(&sp->prod_lock);
-        p->tl_priv = sp;
-    }
-    return p->tl_priv;
+    shm_peer_t *cur = __atomic_load_n((shm_peer_t **)&p->tl_priv, __ATOMIC_ACQUIRE);
+    if (cur)
+        return cur;
+    shm_peer_t *sp = calloc(1, sizeof *sp);
+    if (!sp)
+        return NULL;
+    sp->out_fd = sp->in_fd = sp->evfd = -1;
+    atomic_flag_clear(&sp->prod_lock);
+    if (__atomic_compare_exchange_n((shm_peer_t **)&p->tl_priv, &cur, sp, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE))
+        return sp;
+    free(sp);
+    return cur;
 }
 
 /* Accepted connection: the first message must be HELLO from a job member. */

@@ -115,7 +115,7 @@ vmmc_peer_t *vmmc_peer_get(vmmc_ep_t *ep, int rank, int *status)
         int force_udp = !strcmp(vmmc_core_cfg.transport, "udp");
         if (p->same_host && !force_udp)
             p->tl = &vmmc_tl_shm;
-        else if (&vmmc_tl_udp && ep->udp)
+        else if (ep->udp)
             p->tl = &vmmc_tl_udp;
         else
             p->tl = NULL; /* unreachable: reported at connect */
@@ -261,7 +261,7 @@ int vmmc_init(const vmmc_ep_params_t *params, vmmc_ep_t **out)
     snprintf(card, sizeof card, "host=%s;", ep->host_id);
     if ((rc = vmmc_tl_shm.ep_open(ep, card + strlen(card), sizeof card - strlen(card))) != VMMC_OK)
         goto fail;
-    if (&vmmc_tl_udp && vmmc_tl_udp.ep_open &&
+    if (vmmc_tl_udp.ep_open &&
         (rc = vmmc_tl_udp.ep_open(ep, card + strlen(card), sizeof card - strlen(card))) != VMMC_OK)
         goto fail;
     if ((rc = vmmc_boot_init(&ep->boot, card, (int)(vmmc_core_cfg.connect_timeout_ns / 1000000) * 3)) !=
@@ -276,7 +276,7 @@ int vmmc_init(const vmmc_ep_params_t *params, vmmc_ep_t **out)
     }
     if ((rc = vmmc_tl_shm.ep_start(ep)) != VMMC_OK)
         goto fail;
-    if (&vmmc_tl_udp && ep->udp && vmmc_tl_udp.ep_start && (rc = vmmc_tl_udp.ep_start(ep)) != VMMC_OK)
+    if (ep->udp && vmmc_tl_udp.ep_start && (rc = vmmc_tl_udp.ep_start(ep)) != VMMC_OK)
         goto fail;
     if ((rc = vmmc_ctl_run(ep)) != VMMC_OK)
         goto fail;
@@ -297,7 +297,7 @@ int vmmc_finalize(vmmc_ep_t *ep)
     vmmc_service_stop_internal(ep);
     vmmc_dma_stop(ep);
     vmmc_ctl_stop(ep);
-    if (&vmmc_tl_udp && ep->udp && vmmc_tl_udp.ep_close)
+    if (ep->udp && vmmc_tl_udp.ep_close)
         vmmc_tl_udp.ep_close(ep);
     vmmc_import_all_destroy(ep);
     vmmc_export_all_destroy(ep);
@@ -422,7 +422,7 @@ int vmmc_info_get(int i, const char **key, const char **value)
     snprintf(limits[1], sizeof limits[1], "%lld", (long long)vmmc_core_cfg.max_exports);
     snprintf(limits[2], sizeof limits[2], "%ld", sysconf(_SC_PAGESIZE));
     snprintf(limits[3], sizeof limits[3], "%lld", (long long)vmmc_core_cfg.notify_queue);
-    const char *udp = &vmmc_tl_udp ? "yes" : "no (not built)";
+    const char *udp = "yes (reliable link over UDP datagrams)";
     struct { const char *k, *v; } facts[] = {
         {"version", VMMC_VERSION_STRING},
         {"transport.shm", "yes (memfd mappings, process_vm_writev)"},

@@ -95,6 +95,10 @@ static void answer(vmmc_ep_t *ep, int rank, uint64_t id, vmmc_export_t *ex)
 
 void vmmc_export_serve_import(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m)
 {
+    /* The reply needs the peer; creating it takes ep->lock, so do it first. */
+    int st;
+    if (!vmmc_peer_get(ep, rank, &st))
+        return;
     pthread_mutex_lock(&ep->lock);
     vmmc_export_t *ex = NULL;
     for (uint32_t i = 0; i < ep->max_exports && !ex; i++)

@@ -133,7 +133,7 @@ int vmmc_progress(vmmc_ep_t *ep)
     for (int i = 0; i < nh; i++)
         if (ep->hooks[i].poll)
             n += ep->hooks[i].poll(ep->hooks[i].arg);
-    if (&vmmc_tl_udp && ep->udp && vmmc_tl_udp.progress)
+    if (ep->udp && vmmc_tl_udp.progress)
         n += vmmc_tl_udp.progress(ep);
     tl_progress_ep = NULL;
     pthread_mutex_unlock(&ep->progress_lock);

@@ -74,6 +74,6 @@ typedef struct vmmc_tl_ops {
 } vmmc_tl_ops_t;
 
 extern const vmmc_tl_ops_t vmmc_tl_shm;
-extern const vmmc_tl_ops_t vmmc_tl_udp __attribute__((weak));
+extern const vmmc_tl_ops_t vmmc_tl_udp;
 
 #endif

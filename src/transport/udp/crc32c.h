@@ -1,0 +1,22 @@
+/* CRC32C (Castagnoli, iSCSI polynomial 0x1EDC6F41, reflected 0x82F63B78).
+ *
+ * Used by the UDP link to check every datagram. The hardware path uses the
+ * SSE4.2 crc32 instruction when the CPU has it (checked once at run time);
+ * otherwise a slicing-by-8 table computes the same value. */
+#ifndef VMMC_UDP_CRC32C_H
+#define VMMC_UDP_CRC32C_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Continue a CRC: start with crc = 0 for a fresh buffer; feeding a buffer in
+ * pieces gives the same result as feeding it whole. */
+uint32_t vmmc_crc32c(uint32_t crc, const void *buf, size_t len);
+
+/* The portable implementation (always available; exposed for tests). */
+uint32_t vmmc_crc32c_sw(uint32_t crc, const void *buf, size_t len);
+/* The SSE4.2 implementation; only call it if vmmc_crc32c_hw_available(). */
+uint32_t vmmc_crc32c_hw(uint32_t crc, const void *buf, size_t len);
+int vmmc_crc32c_hw_available(void);
+
+#endif

@@ -1,0 +1,699 @@
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sendmmsg, recvmmsg, ppoll */
+#endif
+/* UDP link: set-up, peers, and the send side. The receive side and the
+ * progress thread are in link_rx.c. */
+#include "transport/udp/link_impl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "transport/udp/crc32c.h"
+#include "util/config.h"
+#include "util/log.h"
+#include "vmmc/vmmc.h"
+
+/* ---- settings ----------------------------------------------------------- */
+
+static uint64_t cfg_dgram, cfg_sockbuf, cfg_rto_min, cfg_rto_max, cfg_rto_init;
+static uint64_t cfg_keepalive, cfg_peer_timeout, cfg_busy_retry;
+static int64_t cfg_window;
+static const char *cfg_fault;
+static const vmmc_cfg_entry_t udp_entries[] = {
+    {"UDP_DGRAM_SIZE", "63K", "largest UDP datagram the link sends (header included; "
+     "256 .. 65507; use 1472 on paths with a 1500-byte MTU)", VMMC_CFG_SIZE, &cfg_dgram},
+    {"UDP_WINDOW", "64", "datagrams in flight per peer and direction (2 .. 1024); also the "
+     "receive reorder buffer", VMMC_CFG_INT, &cfg_window},
+    {"UDP_SOCKBUF", "8M", "socket send/receive buffer size requested", VMMC_CFG_SIZE,
+     &cfg_sockbuf},
+    {"UDP_RTO_MIN", "1ms", "floor of the retransmission timeout", VMMC_CFG_TIME, &cfg_rto_min},
+    {"UDP_RTO_MAX", "100ms", "ceiling of the retransmission timeout (after backoff)",
+     VMMC_CFG_TIME, &cfg_rto_max},
+    {"UDP_RTO_INIT", "20ms", "retransmission timeout before the first RTT sample",
+     VMMC_CFG_TIME, &cfg_rto_init},
+    {"UDP_KEEPALIVE", "250ms", "send a keep-alive to a peer after this long without sending",
+     VMMC_CFG_TIME, &cfg_keepalive},
+    {"UDP_PEER_TIMEOUT", "3s", "declare a peer dead after this long without a datagram from "
+     "it, or with a datagram unacknowledged", VMMC_CFG_TIME, &cfg_peer_timeout},
+    {"UDP_BUSY_RETRY", "200us", "when the receiver cannot take data (e.g. a redirectable "
+     "export's arrival log is full), offer it again after this long", VMMC_CFG_TIME,
+     &cfg_busy_retry},
+    {"UDP_FAULT", "", "TEST FACILITY: inject faults on received datagrams, e.g. "
+     "drop=0.05,dup=0.01,reorder=0.02,delay=200us,seed=7", VMMC_CFG_STRING, &cfg_fault},
+};
+VMMC_CONFIG_TABLE(udp_cfg, "udp", udp_entries);
+
+static vmmc_udp_settings_t settings;
+static pthread_once_t settings_once = PTHREAD_ONCE_INIT;
+
+static uint64_t clampu(uint64_t v, uint64_t lo, uint64_t hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+static void settings_load(void)
+{
+    vmmc_config_load();
+    settings.dgram_size = clampu(cfg_dgram, 256, VMMC_UDP_MAX_DGRAM);
+    settings.window = (uint64_t)(cfg_window < 2 ? 2 : cfg_window > 1024 ? 1024 : cfg_window);
+    settings.sockbuf = clampu(cfg_sockbuf, 64 * 1024, 1ull << 30);
+    settings.rto_min_ns = clampu(cfg_rto_min, 10000, 10000000000ull);
+    settings.rto_max_ns = clampu(cfg_rto_max, settings.rto_min_ns, 60000000000ull);
+    settings.rto_init_ns = clampu(cfg_rto_init, settings.rto_min_ns, settings.rto_max_ns);
+    settings.keepalive_ns = clampu(cfg_keepalive, 1000000, 60000000000ull);
+    settings.peer_timeout_ns = clampu(cfg_peer_timeout, 2 * settings.keepalive_ns,
+                                      3600000000000ull);
+    settings.busy_retry_ns = clampu(cfg_busy_retry, 1000, 1000000000ull);
+    settings.fault = cfg_fault ? cfg_fault : "";
+}
+
+const vmmc_udp_settings_t *vmmc_udp_settings(void)
+{
+    pthread_once(&settings_once, settings_load);
+    return &settings;
+}
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static peer_t *peer_get(vmmc_udp_link_t *l, uint32_t id)
+{
+    return id < l->p.max_peers ? &l->peers[id] : NULL;
+}
+
+static void abs_deadline(struct timespec *ts, uint64_t ns_from_now)
+{
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    uint64_t ns = (uint64_t)ts->tv_nsec + ns_from_now;
+    ts->tv_sec += (time_t)(ns / 1000000000ull);
+    ts->tv_nsec = (long)(ns % 1000000000ull);
+}
+
+static void sockbuf(int fd, int opt_force, int opt, uint64_t size)
+{
+    int v = (int)size;
+    if (setsockopt(fd, SOL_SOCKET, opt_force, &v, sizeof v) != 0)
+        (void)setsockopt(fd, SOL_SOCKET, opt, &v, sizeof v);
+}
+
+/* ---- open / close ------------------------------------------------------- */
+
+int vmmc_udp_link_open(const vmmc_udp_link_params_t *p, vmmc_udp_link_t **out)
+{
+    const vmmc_udp_settings_t *s = vmmc_udp_settings();
+    if (!p || !out || !p->deliver || (!p->bind_addr && !p->adopt_fd) || p->max_peers == 0 ||
+        p->self >= p->max_peers || p->max_peers > (1u << 20))
+        return vmmc_error(VMMC_ERR_INVALID, "udp link: bad parameters");
+    struct sockaddr_storage bound;
+    socklen_t blen = sizeof bound;
+    if (p->adopt_fd && getsockname(p->fd, (struct sockaddr *)&bound, &blen) != 0)
+        return vmmc_error_sys("udp link: socket %d to adopt", p->fd);
+    int fam = p->adopt_fd ? bound.ss_family : p->bind_addr->sa_family;
+    if (fam != AF_INET && fam != AF_INET6)
+        return vmmc_error(VMMC_ERR_INVALID, "udp link: address family %d is not IPv4/IPv6", fam);
+
+    vmmc_udp_link_t *l = calloc(1, sizeof *l);
+    if (!l)
+        return vmmc_error(VMMC_ERR_NOMEM, "udp link: out of memory");
+    int st;
+    l->p = *p;
+    l->fd = l->evfd = -1;
+    l->window = (uint32_t)s->window;
+    l->ring = l->window + 1;
+    l->dgram = (uint32_t)s->dgram_size;
+    if (fam == AF_INET6 && l->dgram > 65527)
+        l->dgram = 65527;
+    l->payload = l->dgram - VMMC_UDP_HDR_SIZE;
+
+    if (p->bindings) {
+        l->b = *p->bindings;
+    } else if (s->fault[0]) {
+        vmmc_udp_fault_spec_t spec;
+        if ((st = vmmc_udp_fault_parse(s->fault, &spec)) != VMMC_OK)
+            goto fail;
+        if ((st = vmmc_udp_bindings_fault(&l->b, &spec, l->dgram)) != VMMC_OK)
+            goto fail;
+        vmmc_warn("udp link: fault injection on (VMMC_UDP_FAULT=%s): a test facility", s->fault);
+    } else {
+        vmmc_udp_bindings_plain(&l->b);
+    }
+
+    pthread_mutex_init(&l->rx_lock, NULL);
+    l->peers = calloc(p->max_peers, sizeof *l->peers);
+    l->rxbuf = malloc((size_t)(RX_BATCH + RX_BATCH_NESTED) * l->dgram);
+    if (!l->peers || !l->rxbuf) {
+        st = vmmc_error(VMMC_ERR_NOMEM, "udp link: out of memory for %u peers", p->max_peers);
+        goto fail;
+    }
+    for (uint32_t i = 0; i < p->max_peers; i++) {
+        pthread_mutex_init(&l->peers[i].lock, NULL);
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&l->peers[i].cond, &ca);
+        pthread_condattr_destroy(&ca);
+    }
+
+    if (p->adopt_fd) {
+        l->fd = p->fd;
+        int fl = fcntl(l->fd, F_GETFL);
+        if (fl < 0 || fcntl(l->fd, F_SETFL, fl | O_NONBLOCK) != 0) {
+            st = vmmc_error_sys("udp link: fcntl");
+            goto fail;
+        }
+    } else {
+        l->fd = socket(fam, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (l->fd < 0) {
+            st = vmmc_error_sys("udp link: socket");
+            goto fail;
+        }
+        if (fam == AF_INET6) {
+            int on = 1;
+            (void)setsockopt(l->fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on);
+        }
+    }
+    sockbuf(l->fd, SO_RCVBUFFORCE, SO_RCVBUF, s->sockbuf);
+    sockbuf(l->fd, SO_SNDBUFFORCE, SO_SNDBUF, s->sockbuf);
+    if (!p->adopt_fd && bind(l->fd, p->bind_addr, p->bind_len) != 0) {
+        st = vmmc_error_sys("udp link: bind");
+        goto fail;
+    }
+    l->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (l->evfd < 0) {
+        st = vmmc_error_sys("udp link: eventfd");
+        goto fail;
+    }
+    if ((errno = pthread_create(&l->thread, NULL, vmmc_udp__progress_main, l)) != 0) {
+        st = vmmc_error_sys("udp link: cannot start the progress thread");
+        goto fail;
+    }
+    l->thread_started = 1;
+    *out = l;
+    return VMMC_OK;
+
+fail:
+    if (l->evfd >= 0)
+        close(l->evfd);
+    if (l->fd >= 0 && !p->adopt_fd)
+        close(l->fd); /* an adopted socket stays the caller's on failure */
+    if (l->b.destroy)
+        l->b.destroy(l->b.ctx);
+    free(l->rxbuf);
+    free(l->peers);
+    free(l);
+    return st;
+}
+
+static void wake_thread(vmmc_udp_link_t *l)
+{
+    uint64_t one = 1;
+    ssize_t w = write(l->evfd, &one, sizeof one);
+    (void)w;
+}
+
+void vmmc_udp_link_wake(vmmc_udp_link_t *l)
+{
+    wake_thread(l);
+}
+
+void vmmc_udp_link_close(vmmc_udp_link_t *l, int timeout_ms)
+{
+    if (!l)
+        return;
+    /* Let what was sent arrive, then say goodbye so peers do not wait for
+     * the timeout to learn we left. */
+    uint64_t deadline = vmmc_udp_now() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000ull;
+    for (uint32_t i = 0; i < l->p.max_peers; i++) {
+        uint64_t now = vmmc_udp_now();
+        int left = now >= deadline ? 0 : (int)((deadline - now) / 1000000ull);
+        if (l->peers[i].state == PEER_ALIVE)
+            (void)vmmc_udp_link_flush(l, i, left);
+    }
+    atomic_store(&l->closing, 1);
+    for (uint32_t i = 0; i < l->p.max_peers; i++) {
+        peer_t *p = &l->peers[i];
+        pthread_mutex_lock(&p->lock);
+        pthread_cond_broadcast(&p->cond);
+        pthread_mutex_unlock(&p->lock);
+    }
+    /* The progress thread says goodbye as it stops: it owns the receive
+     * state, so its goodbye carries the final acknowledgements. */
+    atomic_store(&l->stop, 1);
+    wake_thread(l);
+    if (l->thread_started && !pthread_equal(pthread_self(), l->thread))
+        pthread_join(l->thread, NULL);
+    close(l->fd);
+    close(l->evfd);
+    for (uint32_t i = 0; i < l->p.max_peers; i++) {
+        peer_t *p = &l->peers[i];
+        if (p->tx)
+            for (uint32_t k = 0; k < l->window; k++)
+                free(p->tx[k].buf);
+        if (p->rx)
+            for (uint32_t k = 0; k < l->ring; k++)
+                free(p->rx[k].buf);
+        free(p->tx);
+        free(p->rx);
+        pthread_mutex_destroy(&p->lock);
+        pthread_cond_destroy(&p->cond);
+    }
+    l->b.destroy(l->b.ctx);
+    pthread_mutex_destroy(&l->rx_lock);
+    free(l->rxbuf);
+    free(l->peers);
+    free(l);
+}
+
+int vmmc_udp_link_local_addr(vmmc_udp_link_t *l, struct sockaddr_storage *ss, socklen_t *len)
+{
+    *len = sizeof *ss;
+    if (getsockname(l->fd, (struct sockaddr *)ss, len) != 0)
+        return vmmc_error_sys("udp link: getsockname");
+    return VMMC_OK;
+}
+
+size_t vmmc_udp_link_payload_max(const vmmc_udp_link_t *l)
+{
+    return l->payload;
+}
+
+const vmmc_udp_bindings_t *vmmc_udp_link_bindings(const vmmc_udp_link_t *l)
+{
+    return &l->b;
+}
+
+/* ---- peers -------------------------------------------------------------- */
+
+int vmmc_udp_link_add_peer(vmmc_udp_link_t *l, uint32_t id, const struct sockaddr *addr,
+                           socklen_t alen, const uint8_t token[VMMC_UDP_TOKEN_SIZE])
+{
+    peer_t *p = peer_get(l, id);
+    if (!p)
+        return vmmc_error(VMMC_ERR_NOT_FOUND, "udp link: peer %u out of range (max %u)", id,
+                          l->p.max_peers);
+    if (!addr || alen > sizeof p->addr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
+        return vmmc_error(VMMC_ERR_INVALID, "udp link: bad address for peer %u", id);
+    const vmmc_udp_settings_t *s = vmmc_udp_settings();
+    pthread_mutex_lock(&p->lock);
+    if (p->state != PEER_NONE) {
+        int same = p->alen == alen && !memcmp(&p->addr, addr, alen);
+        pthread_mutex_unlock(&p->lock);
+        if (same)
+            return VMMC_OK;
+        return vmmc_error(VMMC_ERR_EXISTS, "udp link: peer %u already registered", id);
+    }
+    txslot_t *tx = calloc(l->window, sizeof *tx);
+    rxslot_t *rx = calloc(l->ring, sizeof *rx);
+    if (!tx || !rx) {
+        pthread_mutex_unlock(&p->lock);
+        free(tx);
+        free(rx);
+        return vmmc_error(VMMC_ERR_NOMEM, "udp link: out of memory for peer %u", id);
+    }
+    memcpy(&p->addr, addr, alen);
+    p->alen = alen;
+    memcpy(p->token, token, VMMC_UDP_TOKEN_SIZE);
+    p->tx = tx;
+    p->rx = rx;
+    p->snd_una = p->snd_nxt = 1;
+    p->high_sack = 0;
+    p->peer_wnd = l->window;
+    p->rto = s->rto_init_ns;
+    p->rcv_nxt = p->dlv_nxt = 1;
+    uint64_t now = vmmc_udp_now();
+    p->last_tx_ns = now;
+    atomic_store(&p->last_rx_ns, now);
+    /* Publish last: the progress thread reads state without the lock. */
+    __atomic_store_n(&p->state, PEER_ALIVE, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&p->lock);
+    wake_thread(l); /* recompute timers */
+    return VMMC_OK;
+}
+
+int vmmc_udp_link_peer_alive(vmmc_udp_link_t *l, uint32_t id)
+{
+    peer_t *p = peer_get(l, id);
+    int s = p ? __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) : PEER_NONE;
+    if (s == PEER_NONE)
+        return vmmc_error(VMMC_ERR_NOT_FOUND, "udp link: no peer %u", id);
+    return s == PEER_ALIVE;
+}
+
+/* Mark a peer dead or gone (called without p->lock). The owner is told
+ * first, so that by the time blocked senders wake up with
+ * VMMC_ERR_PEER_DEAD the layer above already knows (its own checks then
+ * agree). The owner may call vmmc_udp_link_peer_kill() from the callback. */
+void vmmc_udp__peer_down(vmmc_udp_link_t *l, uint32_t id, int state, int why)
+{
+    peer_t *p = &l->peers[id];
+    pthread_mutex_lock(&p->lock);
+    int proceed = p->state == PEER_ALIVE && !p->going_down;
+    if (proceed)
+        p->going_down = 1;
+    pthread_mutex_unlock(&p->lock);
+    if (!proceed)
+        return;
+    vmmc_debug("udp link: peer %u %s", id, state == PEER_GONE ? "left" : "declared dead");
+    if (l->p.dead)
+        l->p.dead(l->p.arg, id, state == PEER_GONE);
+    pthread_mutex_lock(&p->lock);
+    p->down_why = why;
+    __atomic_store_n(&p->state, state, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    CNT(l, peers_dead, 1);
+}
+
+void vmmc_udp_link_peer_kill(vmmc_udp_link_t *l, uint32_t id)
+{
+    if (peer_get(l, id))
+        vmmc_udp__peer_down(l, id, PEER_DEAD, DOWN_KILLED);
+}
+
+/* ---- send side ---------------------------------------------------------- */
+
+/* Stamp the current acks into the slots' headers and hand them to the socket.
+ * Caller holds p->lock. */
+int vmmc_udp__xmit(vmmc_udp_link_t *l, peer_t *p, txslot_t **slots, unsigned n, uint64_t now)
+{
+    struct mmsghdr msg[TX_BATCH];
+    struct iovec iov[TX_BATCH];
+    memset(msg, 0, sizeof(msg[0]) * n);
+    for (unsigned i = 0; i < n; i++) {
+        txslot_t *t = slots[i];
+        t->hdr.ack = p->ack_pub;
+        t->hdr.sack = p->sack_pub;
+        t->hdr.wnd = p->busy_pub ? 0 : (uint16_t)l->window;
+        vmmc_udp_encode(t->buf, &t->hdr, t->pcrc);
+        t->sent_ns = now;
+        iov[i].iov_base = t->buf;
+        iov[i].iov_len = t->len;
+        msg[i].msg_hdr.msg_iov = &iov[i];
+        msg[i].msg_hdr.msg_iovlen = 1;
+        msg[i].msg_hdr.msg_name = &p->addr;
+        msg[i].msg_hdr.msg_namelen = p->alen;
+    }
+    unsigned done = 0;
+    int tries = 0;
+    while (done < n) {
+        int r = l->b.sendmmsg(l->b.ctx, l->fd, msg + done, n - done);
+        if (r > 0) {
+            for (unsigned i = done; i < done + (unsigned)r; i++) {
+                CNT(l, tx_dgrams, 1);
+                CNT(l, tx_bytes, slots[i]->len);
+            }
+            done += (unsigned)r;
+            continue;
+        }
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && (errno == EAGAIN || errno == ENOBUFS) && tries++ < 100) {
+            /* Socket buffer full: wait briefly for room. A datagram that
+             * still cannot go is simply retransmitted later. */
+            struct pollfd pf = {.fd = l->fd, .events = POLLOUT};
+            (void)poll(&pf, 1, 1);
+            continue;
+        }
+        /* Anything else (unreachable, ...) is treated as loss: the
+         * retransmission timer and the peer timeout take over. */
+        CNT(l, send_errors, n - done);
+        break;
+    }
+    p->last_tx_ns = now;
+    return VMMC_OK;
+}
+
+/* Send an unsequenced control datagram (ACK, KEEPALIVE, BYE). Caller holds
+ * p->lock. */
+void vmmc_udp__send_ctl(vmmc_udp_link_t *l, uint32_t id, peer_t *p, uint8_t type)
+{
+    uint8_t buf[VMMC_UDP_HDR_SIZE];
+    vmmc_udp_hdr_t h;
+    memset(&h, 0, sizeof h);
+    h.type = type;
+    h.wnd = p->busy_pub ? 0 : (uint16_t)l->window;
+    h.src = l->p.self;
+    h.dst = id;
+    memcpy(h.token, p->token, VMMC_UDP_TOKEN_SIZE);
+    h.seq = p->snd_nxt;
+    h.ack = p->ack_pub;
+    h.sack = p->sack_pub;
+    h.imm = p->dlv_pub;
+    vmmc_udp_encode(buf, &h, 0);
+    struct iovec iov = {buf, sizeof buf};
+    struct mmsghdr m;
+    memset(&m, 0, sizeof m);
+    m.msg_hdr.msg_iov = &iov;
+    m.msg_hdr.msg_iovlen = 1;
+    m.msg_hdr.msg_name = &p->addr;
+    m.msg_hdr.msg_namelen = p->alen;
+    int r;
+    do
+        r = l->b.sendmmsg(l->b.ctx, l->fd, &m, 1);
+    while (r < 0 && errno == EINTR);
+    if (r == 1) {
+        CNT(l, tx_dgrams, 1);
+        CNT(l, tx_bytes, sizeof buf);
+        if (type == VMMC_UDP_T_ACK)
+            CNT(l, acks_sent, 1);
+        else if (type == VMMC_UDP_T_KEEPALIVE)
+            CNT(l, keepalives_sent, 1);
+    } else {
+        CNT(l, send_errors, 1);
+    }
+    p->last_tx_ns = vmmc_udp_now();
+}
+
+static int peer_status(vmmc_udp_link_t *l, peer_t *p, uint32_t id)
+{
+    if (atomic_load(&l->closing))
+        return vmmc_error(VMMC_ERR_ENDPOINT, "udp link: closing");
+    if (p->state == PEER_DEAD)
+        return vmmc_error(VMMC_ERR_PEER_DEAD, "udp link: peer %u is dead (%s)", id,
+                          p->down_why == DOWN_KILLED ? "reported dead"
+                                                     : "no answer within the peer timeout");
+    if (p->state == PEER_GONE)
+        return vmmc_error(VMMC_ERR_PEER_DEAD, "udp link: peer %u has left", id);
+    return VMMC_OK;
+}
+
+/* Wait for window space (or death). Caller holds p->lock. */
+static int wait_window(vmmc_udp_link_t *l, peer_t *p, uint32_t id)
+{
+    int in_progress_thread = vmmc_udp__rx_owner(l);
+    while (p->state == PEER_ALIVE && !atomic_load(&l->closing)) {
+        uint32_t wnd = p->peer_wnd < l->window ? p->peer_wnd : l->window;
+        if (p->snd_nxt - p->snd_una < wnd)
+            return VMMC_OK;
+        CNT(l, window_waits, 1);
+        if (in_progress_thread) {
+            pthread_mutex_unlock(&p->lock);
+            vmmc_udp__progress_nested(l, 1000000);
+            pthread_mutex_lock(&p->lock);
+        } else {
+            struct timespec ts;
+            abs_deadline(&ts, 100000000); /* re-check at least every 100 ms */
+            pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+        }
+    }
+    return peer_status(l, p, id);
+}
+
+int vmmc_udp_link_send(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t *rec,
+                       const void *data, size_t len)
+{
+    return vmmc_udp_link_send_ex(l, id, rec, data, len, 0);
+}
+
+int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t *rec,
+                          const void *data, size_t len, int nonblock)
+{
+    peer_t *p = peer_get(l, id);
+    if (VMMC_UNLIKELY(!p))
+        return vmmc_error(VMMC_ERR_NOT_FOUND, "udp link: no peer %u", id);
+    if (VMMC_UNLIKELY(len && !data))
+        return vmmc_error(VMMC_ERR_INVALID, "udp link: NULL data");
+    pthread_mutex_lock(&p->lock);
+    if (VMMC_UNLIKELY(p->state != PEER_ALIVE)) {
+        int st = p->state == PEER_NONE
+                     ? vmmc_error(VMMC_ERR_NOT_FOUND, "udp link: peer %u not registered", id)
+                     : peer_status(l, p, id);
+        pthread_mutex_unlock(&p->lock);
+        return st;
+    }
+    if (nonblock) {
+        uint32_t wnd = p->peer_wnd < l->window ? p->peer_wnd : l->window;
+        size_t frags = len ? (len + l->payload - 1) / l->payload : 1;
+        if (p->peer_busy || (size_t)(p->snd_nxt - p->snd_una) + frags > wnd) {
+            pthread_mutex_unlock(&p->lock);
+            return VMMC_ERR_AGAIN; /* transient, no message: the caller retries */
+        }
+    }
+    const uint8_t *src = data;
+    size_t left = len;
+    uint64_t off = rec->offset;
+    int first = 1, st = VMMC_OK;
+    txslot_t *batch[TX_BATCH];
+    unsigned nb = 0;
+    do {
+        if (p->snd_nxt - p->snd_una >= (p->peer_wnd < l->window ? p->peer_wnd : l->window)) {
+            if (nb) {
+                vmmc_udp__xmit(l, p, batch, nb, vmmc_udp_now());
+                nb = 0;
+            }
+            if ((st = wait_window(l, p, id)) != VMMC_OK)
+                break;
+        }
+        size_t n = left < l->payload ? left : l->payload;
+        txslot_t *t = &p->tx[p->snd_nxt % l->window];
+        if (VMMC_UNLIKELY(!t->buf) && !(t->buf = malloc(l->dgram))) {
+            st = vmmc_error(VMMC_ERR_NOMEM, "udp link: out of memory for the send window");
+            break;
+        }
+        vmmc_udp_hdr_t *h = &t->hdr;
+        h->type = VMMC_UDP_T_DATA;
+        h->flags = (uint8_t)((rec->flags & VMMC_UDP_F_NOTIFY) | (first ? VMMC_UDP_F_FIRST : 0) |
+                             (n == left ? VMMC_UDP_F_LAST : 0));
+        h->kind = rec->kind;
+        h->src = l->p.self;
+        h->dst = id;
+        memcpy(h->token, rec->region ? rec->token : p->token, VMMC_UDP_TOKEN_SIZE);
+        h->region = rec->region;
+        h->gen = rec->gen;
+        h->length = (uint32_t)n;
+        h->offset = off;
+        h->seq = p->snd_nxt;
+        h->imm = rec->imm;
+        if (n)
+            memcpy(t->buf + VMMC_UDP_HDR_SIZE, src, n);
+        t->pcrc = vmmc_crc32c(0, t->buf + VMMC_UDP_HDR_SIZE, n);
+        t->len = (uint32_t)(VMMC_UDP_HDR_SIZE + n);
+        t->retx = 0;
+        t->sacked = 0;
+        t->first_ns = vmmc_udp_now();
+        if (p->snd_nxt == p->snd_una)
+            p->unacked_since = t->first_ns;
+        p->snd_nxt++;
+        CNT(l, tx_data, 1);
+        batch[nb++] = t;
+        if (nb == TX_BATCH) {
+            vmmc_udp__xmit(l, p, batch, nb, t->first_ns);
+            nb = 0;
+        }
+        src += n;
+        off += n;
+        left -= n;
+        first = 0;
+    } while (left);
+    if (nb)
+        vmmc_udp__xmit(l, p, batch, nb, vmmc_udp_now());
+    pthread_mutex_unlock(&p->lock);
+    return st;
+}
+
+static int vmmc_udp__wait(vmmc_udp_link_t *l, uint32_t id, int timeout_ms, int delivered);
+
+int vmmc_udp_link_flush(vmmc_udp_link_t *l, uint32_t id, int timeout_ms)
+{
+    return vmmc_udp__wait(l, id, timeout_ms, 0);
+}
+
+int vmmc_udp_link_sync(vmmc_udp_link_t *l, uint32_t id, int timeout_ms, int unless_busy)
+{
+    return vmmc_udp__wait(l, id, timeout_ms, unless_busy ? 2 : 1);
+}
+
+/* @delivered: 0 wait for acks, 1 for delivery, 2 for delivery unless the
+ * peer's receiver says it is busy. */
+static int outstanding(const peer_t *p, int delivered)
+{
+    if (delivered == 2 && p->peer_busy && p->snd_una == p->snd_nxt)
+        return 0;
+    return delivered ? p->peer_dlv != p->snd_nxt - 1 : p->snd_una != p->snd_nxt;
+}
+
+/* Wait until everything sent to @id is acknowledged (@delivered: handed to
+ * the peer's receive callback). */
+static int vmmc_udp__wait(vmmc_udp_link_t *l, uint32_t id, int timeout_ms, int delivered)
+{
+    peer_t *p = peer_get(l, id);
+    if (!p || p->state == PEER_NONE)
+        return vmmc_error(VMMC_ERR_NOT_FOUND, "udp link: no peer %u", id);
+    struct timespec ts;
+    if (timeout_ms >= 0)
+        abs_deadline(&ts, (uint64_t)timeout_ms * 1000000ull);
+    int in_progress_thread = vmmc_udp__rx_owner(l);
+    int st = VMMC_OK;
+    pthread_mutex_lock(&p->lock);
+    while (outstanding(p, delivered)) {
+        if (p->state != PEER_ALIVE) {
+            st = peer_status(l, p, id);
+            break;
+        }
+        if (in_progress_thread) {
+            pthread_mutex_unlock(&p->lock);
+            vmmc_udp__progress_nested(l, 1000000);
+            pthread_mutex_lock(&p->lock);
+            if (timeout_ms >= 0) {
+                struct timespec now;
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                if (now.tv_sec > ts.tv_sec || (now.tv_sec == ts.tv_sec && now.tv_nsec >= ts.tv_nsec)) {
+                    st = vmmc_error(VMMC_ERR_TIMEOUT, "udp link: flush to peer %u timed out", id);
+                    break;
+                }
+            }
+        } else if (timeout_ms >= 0) {
+            if (pthread_cond_timedwait(&p->cond, &p->lock, &ts) == ETIMEDOUT &&
+                outstanding(p, delivered)) {
+                st = vmmc_error(VMMC_ERR_TIMEOUT, "udp link: flush to peer %u timed out "
+                                "(%u datagrams unacknowledged)", id, p->snd_nxt - p->snd_una);
+                break;
+            }
+        } else {
+            struct timespec t2;
+            abs_deadline(&t2, 100000000);
+            pthread_cond_timedwait(&p->cond, &p->lock, &t2);
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    return st;
+}
+
+/* ---- counters ----------------------------------------------------------- */
+
+#define C(f) {#f, offsetof(vmmc_udp_counters_t, f)}
+static const struct {
+    const char *name;
+    size_t off;
+} counter_names[] = {
+    C(tx_dgrams), C(tx_bytes), C(rx_dgrams), C(rx_bytes), C(tx_data), C(retransmits),
+    C(fast_retransmits), C(rto_expiries), C(acks_sent), C(keepalives_sent),
+    C(delivered_frags), C(delivered_bytes), C(drop_truncated), C(drop_magic),
+    C(drop_version), C(drop_header), C(drop_crc), C(drop_unknown_peer), C(drop_bad_token),
+    C(drop_window), C(drop_duplicate), C(drop_bad_ack), C(drop_dead_peer), C(peers_dead),
+    C(send_errors), C(window_waits), C(deliver_busy),
+};
+#undef C
+
+void vmmc_udp_link_counters(vmmc_udp_link_t *l, vmmc_udp_counters_t *c)
+{
+    for (size_t i = 0; i < sizeof counter_names / sizeof counter_names[0]; i++) {
+        uint64_t *src = (uint64_t *)((char *)&l->c + counter_names[i].off);
+        *(uint64_t *)((char *)c + counter_names[i].off) = __atomic_load_n(src, __ATOMIC_RELAXED);
+    }
+}
+
+int vmmc_udp_link_counter_get(vmmc_udp_link_t *l, int i, const char **name, uint64_t *value)
+{
+    if (i < 0 || (size_t)i >= sizeof counter_names / sizeof counter_names[0])
+        return VMMC_ERR_NOT_FOUND;
+    *name = counter_names[i].name;
+    *value = __atomic_load_n((uint64_t *)((char *)&l->c + counter_names[i].off), __ATOMIC_RELAXED);
+    return VMMC_OK;
+}

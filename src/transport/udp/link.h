@@ -1,0 +1,167 @@
+/* The UDP reliable link: exactly-once, in-order datagram messages between
+ * endpoints over one UDP socket each.
+ *
+ * An endpoint opens a link (one socket, one progress thread) and adds its
+ * peers by index (the job rank) with their address and link token. Messages
+ * sent to a peer are fragmented into datagrams (up to VMMC_UDP_DGRAM_SIZE),
+ * numbered per peer, acknowledged cumulatively and selectively, retransmitted
+ * after an RTT-estimated timeout (RFC 6298, with a floor and exponential
+ * backoff) or after three later datagrams were acknowledged, and delivered
+ * to the receive callback exactly once and in order. Memory per peer is
+ * bounded by the window (VMMC_UDP_WINDOW datagrams each way).
+ *
+ * A peer that sends nothing (not even keep-alives) for VMMC_UDP_PEER_TIMEOUT,
+ * or leaves a datagram unacknowledged that long, is declared dead: every later
+ * send to it fails with VMMC_ERR_PEER_DEAD, and blocked senders wake up.
+ *
+ * Every received datagram is checked (size, magic, version, CRC32C, known
+ * peer at its registered address, token, sequence window, ack sanity);
+ * anything wrong is dropped and counted (vmmc_udp_link_counters()).
+ *
+ * Threading: all functions are thread-safe. The receive callback runs in the
+ * progress thread, or in a thread calling vmmc_udp_link_poll(); one call at
+ * a time, in order per peer. */
+#ifndef VMMC_UDP_LINK_H
+#define VMMC_UDP_LINK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "transport/udp/fault.h"
+#include "transport/udp/wire.h"
+
+typedef struct vmmc_udp_link vmmc_udp_link_t;
+
+/* What travels with each fragment of a message. */
+typedef struct vmmc_udp_rec {
+    uint8_t kind;     /* opaque to the link: the layer above's message type */
+    uint8_t flags;    /* VMMC_UDP_F_FIRST/LAST (set by the link), NOTIFY */
+    uint32_t region;  /* 0: the link's control channel */
+    uint32_t gen;     /* region generation (carried, not interpreted) */
+    uint8_t token[VMMC_UDP_TOKEN_SIZE]; /* capability (region != 0) */
+    uint64_t offset;  /* of this fragment's first byte in the region */
+    uint64_t imm;
+} vmmc_udp_rec_t;
+
+/* Receive callback: one fragment of a message, in order.
+ * Context: the link's progress thread or a vmmc_udp_link_poll() caller, one
+ * at a time; @data is valid only during the call.
+ * It may call vmmc_udp_link_send() (also to the same peer); it must not
+ * close the link. Returns 0 when the fragment is consumed, or nonzero when
+ * the receiver cannot take it now (e.g. no room): the link keeps it, stops
+ * delivering from that peer, and offers it again VMMC_UDP_BUSY_RETRY later
+ * (doubling while it stays busy, up to 64 times that); the peer's window then
+ * fills, which holds the sender back. */
+typedef int (*vmmc_udp_deliver_fn)(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec,
+                                   const void *data, size_t len);
+/* Capability check for a datagram addressed to region != 0, before it is
+ * accepted into the sequence: return 0 to accept, nonzero to drop it as
+ * forged (counted in drop_bad_token; the genuine datagram with that sequence
+ * number is still accepted when it comes). Progress thread; must not block. */
+typedef int (*vmmc_udp_accept_fn)(void *arg, uint32_t peer, uint32_t region, uint32_t gen,
+                                  const uint8_t token[VMMC_UDP_TOKEN_SIZE]);
+/* A peer was declared dead (@clean: it said goodbye). Progress thread. */
+typedef void (*vmmc_udp_dead_fn)(void *arg, uint32_t peer, int clean);
+
+typedef struct vmmc_udp_link_params {
+    uint32_t self;                 /* this endpoint's index */
+    uint32_t max_peers;            /* peer indexes are 0 .. max_peers-1 */
+    const struct sockaddr *bind_addr; /* address to bind (port 0: any) */
+    socklen_t bind_len;
+    int adopt_fd;                  /* nonzero: use @fd, a bound UDP socket (owned by the
+                                    * link once open succeeds) */
+    int fd;
+    uint8_t token[VMMC_UDP_TOKEN_SIZE]; /* this link's token (region 0) */
+    vmmc_udp_deliver_fn deliver;
+    vmmc_udp_accept_fn accept;     /* NULL: accept every region token */
+    vmmc_udp_dead_fn dead;         /* may be NULL */
+    /* Called by the progress thread on every pass (after receiving and the
+     * timers), e.g. to send queued messages without blocking
+     * (vmmc_udp_link_send_ex with nonblock). May be NULL. */
+    void (*tick)(void *arg);
+    void *arg;
+    /* Socket bindings; NULL: plain system calls, or the fault injector if
+     * VMMC_UDP_FAULT is set. The link owns (destroys) them. */
+    const vmmc_udp_bindings_t *bindings;
+} vmmc_udp_link_params_t;
+
+/* Open the socket and start the progress thread. */
+int vmmc_udp_link_open(const vmmc_udp_link_params_t *p, vmmc_udp_link_t **out);
+/* Flush outstanding data (up to @timeout_ms), say goodbye, stop, free. */
+void vmmc_udp_link_close(vmmc_udp_link_t *l, int timeout_ms);
+
+/* Receive from the calling thread (if no other thread is receiving right
+ * now): delivers what arrived, acknowledges it. Never blocks; returns the
+ * number of fragments delivered. Lets a thread that polls anyway skip the
+ * progress thread's wake-up. */
+int vmmc_udp_link_poll(vmmc_udp_link_t *l);
+
+/* Wake the progress thread (it then runs a pass, and the tick). */
+void vmmc_udp_link_wake(vmmc_udp_link_t *l);
+
+/* The bound local address (to publish to peers). */
+int vmmc_udp_link_local_addr(vmmc_udp_link_t *l, struct sockaddr_storage *ss, socklen_t *len);
+
+/* Register peer @id at @addr with its link token. Datagrams from other
+ * addresses claiming to be @id are dropped. Its liveness clock starts now. */
+int vmmc_udp_link_add_peer(vmmc_udp_link_t *l, uint32_t id, const struct sockaddr *addr,
+                           socklen_t alen, const uint8_t token[VMMC_UDP_TOKEN_SIZE]);
+
+/* Send a message of @len bytes (0 allowed) to @peer. Returns when every
+ * fragment is handed to the socket (src reusable), ordered after earlier
+ * sends to @peer from any thread. Blocks while the window is full, at most
+ * until the peer is declared dead. VMMC_ERR_PEER_DEAD, VMMC_ERR_NOT_FOUND
+ * (no such peer), VMMC_ERR_ENDPOINT (link closing), VMMC_ERR_SYSTEM. */
+int vmmc_udp_link_send(vmmc_udp_link_t *l, uint32_t peer, const vmmc_udp_rec_t *rec,
+                       const void *data, size_t len);
+/* As vmmc_udp_link_send(), but with @nonblock set it returns VMMC_ERR_AGAIN
+ * (sending nothing) when the window has no room for the whole message or
+ * the peer reports its receiver busy. */
+int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t peer, const vmmc_udp_rec_t *rec,
+                          const void *data, size_t len, int nonblock);
+
+/* Wait until everything sent to @peer is acknowledged (timeout_ms -1:
+ * until acknowledged or dead). VMMC_OK, VMMC_ERR_TIMEOUT, VMMC_ERR_PEER_DEAD. */
+int vmmc_udp_link_flush(vmmc_udp_link_t *l, uint32_t peer, int timeout_ms);
+
+/* As flush, but wait until the peer's receive callback has taken
+ * everything sent so far (not just received it): after this, a write is in
+ * the peer's memory. With @unless_busy, also return (VMMC_OK) once
+ * everything is acknowledged and the peer reports its receiver busy (the
+ * rest is held there and lands when it takes data again). */
+int vmmc_udp_link_sync(vmmc_udp_link_t *l, uint32_t peer, int timeout_ms, int unless_busy);
+
+/* 1 alive, 0 dead or gone, VMMC_ERR_NOT_FOUND (not registered). */
+int vmmc_udp_link_peer_alive(vmmc_udp_link_t *l, uint32_t peer);
+/* Declare @peer dead from outside (e.g. the launcher saw it exit). */
+void vmmc_udp_link_peer_kill(vmmc_udp_link_t *l, uint32_t peer);
+
+/* Largest payload carried in one datagram. */
+size_t vmmc_udp_link_payload_max(const vmmc_udp_link_t *l);
+
+/* Counters. Index-based iteration (name, value) for `vmmc info`, plus a
+ * struct for tests. */
+typedef struct vmmc_udp_counters {
+    uint64_t tx_dgrams, tx_bytes, rx_dgrams, rx_bytes;
+    uint64_t tx_data, retransmits, fast_retransmits, rto_expiries;
+    uint64_t acks_sent, keepalives_sent, delivered_frags, delivered_bytes;
+    uint64_t drop_truncated, drop_magic, drop_version, drop_header, drop_crc;
+    uint64_t drop_unknown_peer, drop_bad_token, drop_window, drop_duplicate, drop_bad_ack;
+    uint64_t drop_dead_peer, peers_dead, send_errors, window_waits, deliver_busy;
+} vmmc_udp_counters_t;
+void vmmc_udp_link_counters(vmmc_udp_link_t *l, vmmc_udp_counters_t *c);
+int vmmc_udp_link_counter_get(vmmc_udp_link_t *l, int i, const char **name, uint64_t *value);
+
+/* The socket bindings in use (tests read the fault injector's stats). */
+const vmmc_udp_bindings_t *vmmc_udp_link_bindings(const vmmc_udp_link_t *l);
+
+/* Effective settings (VMMC_UDP_*), loaded on first use. */
+typedef struct vmmc_udp_settings {
+    uint64_t dgram_size, window, sockbuf, busy_retry_ns;
+    uint64_t rto_min_ns, rto_max_ns, rto_init_ns, keepalive_ns, peer_timeout_ns;
+    const char *fault;
+} vmmc_udp_settings_t;
+const vmmc_udp_settings_t *vmmc_udp_settings(void);
+
+#endif

@@ -1,0 +1,114 @@
+/* Private state of the UDP link, shared by link.c (set-up, send side) and
+ * link_rx.c (progress thread: receive, acknowledge, retransmit, liveness). */
+#ifndef VMMC_UDP_LINK_IMPL_H
+#define VMMC_UDP_LINK_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "transport/udp/link.h"
+
+enum { PEER_NONE = 0, PEER_ALIVE = 1, PEER_DEAD = 2, PEER_GONE = 3 };
+enum { DOWN_TIMEOUT = 0, DOWN_KILLED = 1, DOWN_BYE = 2 }; /* why a peer went down */
+
+#define RX_BATCH 16     /* datagrams per recvmmsg in the progress loop */
+#define RX_BATCH_NESTED 4
+#define TX_BATCH 16     /* datagrams per sendmmsg */
+#define SACK_BITS 64
+
+typedef struct txslot {
+    uint8_t *buf;        /* header + payload, dgram_size bytes, kept once allocated */
+    uint32_t len;        /* datagram length */
+    uint32_t pcrc;       /* CRC32C of the payload */
+    vmmc_udp_hdr_t hdr;  /* re-stamped with current acks on every (re)send */
+    uint64_t sent_ns, first_ns;
+    uint32_t retx;
+    uint8_t sacked;
+} txslot_t;
+
+typedef struct rxslot {
+    uint8_t *buf;
+    uint8_t present;
+    vmmc_udp_hdr_t hdr;  /* payload at buf + VMMC_UDP_HDR_SIZE */
+} rxslot_t;
+
+typedef struct peer {
+    pthread_mutex_t lock;  /* tx state, state, published acks */
+    pthread_cond_t cond;   /* window space, acks, death */
+    int state;
+    int going_down, down_why;           /* owner being told / reason (lock) */
+    struct sockaddr_storage addr;
+    socklen_t alen;
+    uint8_t token[VMMC_UDP_TOKEN_SIZE]; /* the peer's link token */
+
+    /* Send side (lock). Sequence numbers start at 1; 32-bit serial. */
+    uint32_t snd_una, snd_nxt, peer_wnd, high_sack;
+    txslot_t *tx;                       /* window slots, index seq % window */
+    uint64_t srtt, rttvar, rto;         /* ns */
+    int have_rtt;
+    uint64_t last_tx_ns;
+    uint64_t unacked_since;             /* first_ns of the oldest unacked */
+
+    /* Acks as last published by the progress thread (lock). dlv_pub: last
+     * seq handed to the receive callback (travels in imm of ACK/KEEPALIVE/BYE). */
+    uint32_t ack_pub, dlv_pub;
+    uint64_t sack_pub;
+    /* Send side (lock): last seq the peer reported delivered; the peer said
+     * its receiver is busy (advertised window 0). */
+    uint32_t peer_dlv;
+    int peer_busy;
+    int busy_pub;                       /* we tell the peer we are busy (lock) */
+
+    /* Receive side: progress thread only. rcv_nxt = next seq not yet
+     * received in order; dlv_nxt = next to deliver (== rcv_nxt except while
+     * a callback sends from the progress thread). Ring of window+1 slots
+     * holds [dlv_nxt, dlv_nxt + window). */
+    uint32_t rcv_nxt, dlv_nxt;
+    rxslot_t *rx;
+    int ack_pending;
+    _Atomic uint64_t busy_until;        /* receiver refused: retry delivery then */
+    unsigned busy_streak;               /* refusals in a row (retry backoff) */
+    _Atomic uint64_t last_rx_ns;
+} peer_t;
+
+struct vmmc_udp_link {
+    vmmc_udp_link_params_t p;
+    vmmc_udp_bindings_t b;
+    int fd, evfd;
+    uint32_t window, ring;               /* ring = window + 1 */
+    uint32_t dgram, payload;             /* max datagram, max payload */
+    peer_t *peers;
+    pthread_t thread;
+    int thread_started;
+    atomic_int stop, closing;
+    /* Receive side: whoever holds rx_lock (the progress thread, or a thread
+     * in vmmc_udp_link_poll) owns the receive state of every peer, the
+     * receive buffers and the bindings' recvmmsg/next_due. */
+    pthread_mutex_t rx_lock;
+
+    /* Progress thread receive buffers (outer and nested passes). */
+    uint8_t *rxbuf;                      /* (RX_BATCH + RX_BATCH_NESTED) * dgram */
+    struct sockaddr_storage rxaddr[RX_BATCH + RX_BATCH_NESTED];
+    struct iovec rxiov[RX_BATCH + RX_BATCH_NESTED];
+    struct mmsghdr rxmsg[RX_BATCH + RX_BATCH_NESTED];
+
+    vmmc_udp_counters_t c;               /* updated with relaxed atomics */
+};
+
+#define CNT(l, f, n) __atomic_fetch_add(&(l)->c.f, (uint64_t)(n), __ATOMIC_RELAXED)
+
+/* link.c */
+int vmmc_udp__xmit(vmmc_udp_link_t *l, peer_t *p, txslot_t **slots, unsigned n, uint64_t now);
+void vmmc_udp__send_ctl(vmmc_udp_link_t *l, uint32_t id, peer_t *p, uint8_t type);
+void vmmc_udp__peer_down(vmmc_udp_link_t *l, uint32_t id, int state, int why);
+
+/* Is the calling thread the receive owner of @l (holds rx_lock)? */
+int vmmc_udp__rx_owner(const vmmc_udp_link_t *l);
+
+/* link_rx.c */
+void *vmmc_udp__progress_main(void *arg);
+/* One nested pass from the progress thread itself (a callback that sends
+ * waits for window space): receive and store, acknowledge, run timers. */
+void vmmc_udp__progress_nested(vmmc_udp_link_t *l, uint64_t max_wait_ns);
+
+#endif

@@ -1,0 +1,598 @@
+/* UDP link: the progress thread. It receives and checks datagrams, processes
+ * acknowledgements, delivers data in order, sends acknowledgements,
+ * retransmits on timeout, sends keep-alives and declares silent peers dead.
+ * It sleeps in ppoll() until a datagram arrives or the next timer is due. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sendmmsg, recvmmsg, ppoll */
+#endif
+#include "transport/udp/link_impl.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/log.h"
+#include "vmmc/vmmc.h"
+
+static int addr_eq(const struct sockaddr_storage *a, socklen_t alen, const void *bv, socklen_t blen)
+{
+    const struct sockaddr *b = bv;
+    if (a->ss_family != b->sa_family)
+        return 0;
+    if (b->sa_family == AF_INET) {
+        const struct sockaddr_in *x = (const void *)a, *y = bv;
+        return blen >= sizeof *y && x->sin_port == y->sin_port &&
+               x->sin_addr.s_addr == y->sin_addr.s_addr;
+    }
+    if (b->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *x = (const void *)a, *y = bv;
+        return blen >= sizeof *y && x->sin6_port == y->sin6_port &&
+               !memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr);
+    }
+    return alen == blen && !memcmp(a, b, alen);
+}
+
+static __thread const vmmc_udp_link_t *tl_rx_owner;
+
+int vmmc_udp__rx_owner(const vmmc_udp_link_t *l)
+{
+    return tl_rx_owner == l;
+}
+
+/* Time elapsed since @t. Other threads stamp times after the progress thread
+ * read its clock, so @t may be later than @now: that counts as no time. */
+static inline uint64_t since(uint64_t now, uint64_t t)
+{
+    return now > t ? now - t : 0;
+}
+
+/* ---- acknowledgements received (send side) ------------------------------ */
+
+/* RFC 6298's SRTT + 4 RTTVAR, but at most 3 SRTT: on a host whose threads
+ * compete for cores the variance is scheduling noise, and waiting it out
+ * costs more than an occasional needless retransmission (a duplicate the
+ * receiver drops). */
+static uint64_t rto_of(const peer_t *p)
+{
+    uint64_t rto = p->srtt + 4 * p->rttvar;
+    return rto > 3 * p->srtt ? 3 * p->srtt : rto;
+}
+
+static void rtt_sample(vmmc_udp_link_t *l, peer_t *p, uint64_t r)
+{
+    const vmmc_udp_settings_t *s = vmmc_udp_settings();
+    if (!p->have_rtt) {
+        p->srtt = r;
+        p->rttvar = r / 2;
+        p->have_rtt = 1;
+    } else {
+        uint64_t d = p->srtt > r ? p->srtt - r : r - p->srtt;
+        p->rttvar = (3 * p->rttvar + d) / 4;
+        p->srtt = (7 * p->srtt + r) / 8;
+    }
+    uint64_t rto = rto_of(p);
+    p->rto = rto < s->rto_min_ns ? s->rto_min_ns : rto > s->rto_max_ns ? s->rto_max_ns : rto;
+}
+
+/* Process the ack fields of a valid datagram from @p. Caller holds p->lock.
+ * Returns -1 if the ack acknowledges data never sent (forged/corrupt). */
+static int on_ack(vmmc_udp_link_t *l, peer_t *p, const vmmc_udp_hdr_t *h, uint64_t now)
+{
+    uint32_t ack = h->ack;
+    if ((int32_t)(ack - (p->snd_nxt - 1)) > 0)
+        return -1;
+    if (h->wnd >= 1)
+        p->peer_wnd = h->wnd;
+    if ((int32_t)(ack - (p->snd_una - 1)) < 0)
+        return 0; /* an old ack, overtaken by newer ones */
+    if ((h->wnd == 0) != p->peer_busy) {
+        p->peer_busy = h->wnd == 0;
+        pthread_cond_broadcast(&p->cond);
+    }
+    int progress = 0;
+    uint64_t sample = 0;
+    while ((int32_t)(ack - p->snd_una) >= 0) {
+        txslot_t *t = &p->tx[p->snd_una % l->window];
+        if (t->retx == 0)
+            sample = since(now, t->sent_ns);
+        p->snd_una++;
+        progress = 1;
+    }
+    /* Selective acks: bit i covers ack + 2 + i. */
+    uint64_t sack = h->sack;
+    uint32_t hi = 0;
+    int have_hi = 0;
+    for (int i = 0; sack && i < SACK_BITS; i++, sack >>= 1) {
+        if (!(sack & 1))
+            continue;
+        uint32_t s = ack + 2 + (uint32_t)i;
+        if ((int32_t)(s - p->snd_nxt) >= 0)
+            break;
+        txslot_t *t = &p->tx[s % l->window];
+        if (!t->sacked) {
+            t->sacked = 1;
+            if (t->retx == 0 && !sample)
+                sample = since(now, t->sent_ns);
+        }
+        hi = s;
+        have_hi = 1;
+    }
+    if (have_hi && (p->high_sack == 0 || (int32_t)(hi - p->high_sack) > 0))
+        p->high_sack = hi;
+    /* Delivery reports ride in imm of unsequenced datagrams. */
+    if (h->type != VMMC_UDP_T_DATA) {
+        uint32_t dlv = (uint32_t)h->imm;
+        if ((int32_t)(dlv - p->peer_dlv) > 0 && (int32_t)(dlv - ack) <= 0) {
+            p->peer_dlv = dlv;
+            progress = 1;
+        }
+    }
+    if (sample) {
+        rtt_sample(l, p, sample);
+    } else if (progress && p->have_rtt) {
+        /* New data acknowledged: the path works, so drop the backoff
+         * (the loss seen here is not congestion we could make worse). */
+        const vmmc_udp_settings_t *s = vmmc_udp_settings();
+        uint64_t rto = rto_of(p);
+        p->rto = rto < s->rto_min_ns ? s->rto_min_ns : rto > s->rto_max_ns ? s->rto_max_ns : rto;
+    }
+    if (progress) {
+        if (p->snd_una != p->snd_nxt)
+            p->unacked_since = p->tx[p->snd_una % l->window].first_ns;
+        pthread_cond_broadcast(&p->cond);
+    }
+    /* Fast retransmit: a hole with at least three acknowledged datagrams
+     * above it, not resent within about one round trip. */
+    if (p->high_sack && (int32_t)(p->high_sack - p->snd_una) >= 3) {
+        uint64_t gap = p->have_rtt ? p->srtt + p->srtt / 4 : vmmc_udp_settings()->rto_min_ns;
+        if (gap < 50000)
+            gap = 50000;
+        txslot_t *batch[TX_BATCH];
+        unsigned nb = 0;
+        for (uint32_t s = p->snd_una; (int32_t)(p->high_sack - s) >= 3; s++) {
+            txslot_t *t = &p->tx[s % l->window];
+            if (t->sacked || since(now, t->sent_ns) < gap)
+                continue;
+            t->retx++;
+            batch[nb++] = t;
+            CNT(l, fast_retransmits, 1);
+            CNT(l, retransmits, 1);
+            if (nb == TX_BATCH) {
+                vmmc_udp__xmit(l, p, batch, nb, now);
+                nb = 0;
+            }
+        }
+        if (nb)
+            vmmc_udp__xmit(l, p, batch, nb, now);
+    }
+    return 0;
+}
+
+/* ---- receive ------------------------------------------------------------ */
+
+static void to_rec(const vmmc_udp_hdr_t *h, vmmc_udp_rec_t *r)
+{
+    r->kind = h->kind;
+    r->flags = h->flags;
+    r->region = h->region;
+    r->gen = h->gen;
+    memcpy(r->token, h->token, VMMC_UDP_TOKEN_SIZE);
+    r->offset = h->offset;
+    r->imm = h->imm;
+}
+
+/* Hand one fragment up. Returns 0, or nonzero if the receiver is busy (then
+ * the peer's delivery pauses for VMMC_UDP_BUSY_RETRY). */
+static int deliver(vmmc_udp_link_t *l, uint32_t id, peer_t *p, const vmmc_udp_hdr_t *h,
+                   const uint8_t *payload)
+{
+    vmmc_udp_rec_t r;
+    to_rec(h, &r);
+    if (VMMC_UNLIKELY(l->p.deliver(l->p.arg, id, &r, payload, h->length) != 0)) {
+        CNT(l, deliver_busy, 1);
+        /* Retry soon, then less often while the receiver stays busy. */
+        if (!p->busy_until)
+            p->ack_pending = 1; /* tell the sender */
+        unsigned k = p->busy_streak < 6 ? p->busy_streak++ : 6;
+        p->busy_until = vmmc_udp_now() + (vmmc_udp_settings()->busy_retry_ns << k);
+        return -1;
+    }
+    if (p->busy_until)
+        p->ack_pending = 1; /* tell the sender we take data again */
+    p->busy_until = 0;
+    p->busy_streak = 0;
+    CNT(l, delivered_frags, 1);
+    CNT(l, delivered_bytes, h->length);
+    return 0;
+}
+
+static int busy(peer_t *p)
+{
+    if (VMMC_LIKELY(!p->busy_until))
+        return 0;
+    if (vmmc_udp_now() >= p->busy_until) {
+        p->busy_until = 0;
+        return 0;
+    }
+    return 1;
+}
+
+/* Advance rcv_nxt over datagrams already held in the ring. */
+static void advance(vmmc_udp_link_t *l, peer_t *p)
+{
+    while ((int32_t)(p->rcv_nxt - p->dlv_nxt) < (int32_t)l->window &&
+           p->rx[p->rcv_nxt % l->ring].present &&
+           p->rx[p->rcv_nxt % l->ring].hdr.seq == p->rcv_nxt)
+        p->rcv_nxt++;
+}
+
+/* Deliver everything received in order and not yet delivered. Not nested. */
+static void drain(vmmc_udp_link_t *l, uint32_t id, peer_t *p)
+{
+    while (p->dlv_nxt != p->rcv_nxt && !atomic_load(&l->stop) && !busy(p)) {
+        rxslot_t *s = &p->rx[p->dlv_nxt % l->ring];
+        p->dlv_nxt++; /* before the callback: a nested pass sees it as delivered */
+        if (deliver(l, id, p, &s->hdr, s->buf + VMMC_UDP_HDR_SIZE) != 0) {
+            p->dlv_nxt--; /* keep it: offered again later */
+            break;
+        }
+        s->present = 0;
+        p->ack_pending = 1; /* report the delivery */
+        advance(l, p);
+    }
+}
+
+static uint64_t sack_bits(vmmc_udp_link_t *l, peer_t *p)
+{
+    uint64_t bits = 0;
+    for (uint32_t i = 0; i < SACK_BITS; i++) {
+        uint32_t s = p->rcv_nxt + 1 + i;
+        if ((int32_t)(s - p->dlv_nxt) >= (int32_t)l->window)
+            break;
+        const rxslot_t *r = &p->rx[s % l->ring];
+        if (r->present && r->hdr.seq == s)
+            bits |= 1ull << i;
+    }
+    return bits;
+}
+
+static void count_verdict(vmmc_udp_link_t *l, vmmc_udp_verdict_t v)
+{
+    switch (v) {
+    case VMMC_UDP_BAD_TRUNCATED: CNT(l, drop_truncated, 1); break;
+    case VMMC_UDP_BAD_MAGIC: CNT(l, drop_magic, 1); break;
+    case VMMC_UDP_BAD_VERSION: CNT(l, drop_version, 1); break;
+    case VMMC_UDP_BAD_HEADER: CNT(l, drop_header, 1); break;
+    case VMMC_UDP_BAD_CRC: CNT(l, drop_crc, 1); break;
+    case VMMC_UDP_OK: break;
+    }
+}
+
+/* Handle one received datagram. @nested: the progress thread is inside a
+ * callback, so data is stored, never delivered. */
+static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void *from,
+                   socklen_t fromlen, int nested, uint64_t now)
+{
+    CNT(l, rx_dgrams, 1);
+    CNT(l, rx_bytes, n);
+    vmmc_udp_hdr_t h;
+    vmmc_udp_verdict_t v = vmmc_udp_decode(buf, n, &h);
+    if (VMMC_UNLIKELY(v != VMMC_UDP_OK)) {
+        count_verdict(l, v);
+        return;
+    }
+    if (VMMC_UNLIKELY(h.dst != l->p.self || h.src >= l->p.max_peers)) {
+        CNT(l, drop_unknown_peer, 1);
+        return;
+    }
+    peer_t *p = &l->peers[h.src];
+    int state = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
+    if (VMMC_UNLIKELY(state == PEER_NONE || !addr_eq(&p->addr, p->alen, from, fromlen))) {
+        CNT(l, drop_unknown_peer, 1);
+        return;
+    }
+    if (VMMC_UNLIKELY(state != PEER_ALIVE)) {
+        CNT(l, drop_dead_peer, 1);
+        return;
+    }
+    /* Capability: region 0 and unsequenced datagrams carry our link token;
+     * datagrams for a region carry that region's token. */
+    int forged = (h.type != VMMC_UDP_T_DATA || h.region == 0)
+                     ? memcmp(h.token, l->p.token, VMMC_UDP_TOKEN_SIZE) != 0
+                     : (l->p.accept && l->p.accept(l->p.arg, h.src, h.region, h.gen, h.token) != 0);
+    if (VMMC_UNLIKELY(forged)) {
+        CNT(l, drop_bad_token, 1);
+        return;
+    }
+    pthread_mutex_lock(&p->lock);
+    int bad = on_ack(l, p, &h, now);
+    pthread_mutex_unlock(&p->lock);
+    if (VMMC_UNLIKELY(bad)) {
+        CNT(l, drop_bad_ack, 1);
+        return;
+    }
+    atomic_store_explicit(&p->last_rx_ns, now, memory_order_relaxed);
+
+    if (h.type == VMMC_UDP_T_BYE) {
+        vmmc_udp__peer_down(l, h.src, PEER_GONE, DOWN_BYE);
+        return;
+    }
+    if (h.type != VMMC_UDP_T_DATA)
+        return;
+
+    int32_t d = (int32_t)(h.seq - p->rcv_nxt);
+    if (d < 0) {
+        /* Already received: our ack was lost or the datagram duplicated. */
+        if (d >= -(int32_t)(4 * l->window))
+            CNT(l, drop_duplicate, 1);
+        else
+            CNT(l, drop_window, 1);
+        p->ack_pending = 1;
+        return;
+    }
+    if ((int32_t)(h.seq - p->dlv_nxt) >= (int32_t)l->window) {
+        CNT(l, drop_window, 1);
+        return;
+    }
+    p->ack_pending = 1;
+    rxslot_t *s = &p->rx[h.seq % l->ring];
+    if (d == 0 && !nested && p->dlv_nxt == p->rcv_nxt && !busy(p)) {
+        p->rcv_nxt++;
+        p->dlv_nxt++;
+        if (VMMC_LIKELY(deliver(l, h.src, p, &h, buf + VMMC_UDP_HDR_SIZE) == 0)) {
+            advance(l, p);
+            drain(l, h.src, p);
+            return;
+        }
+        /* The receiver is busy: keep the datagram in the ring. */
+        p->dlv_nxt--;
+        if (VMMC_UNLIKELY(!s->buf) && !(s->buf = malloc(l->dgram))) {
+            p->rcv_nxt--; /* as if lost: the sender retransmits it */
+            return;
+        }
+        memcpy(s->buf, buf, n);
+        s->hdr = h;
+        s->present = 1;
+        return;
+    }
+    if (s->present && s->hdr.seq == h.seq) {
+        CNT(l, drop_duplicate, 1);
+        return;
+    }
+    if (VMMC_UNLIKELY(!s->buf) && !(s->buf = malloc(l->dgram))) {
+        CNT(l, drop_window, 1); /* no memory: behave as if lost */
+        return;
+    }
+    memcpy(s->buf, buf, n);
+    s->hdr = h;
+    s->present = 1;
+    if (d == 0)
+        advance(l, p);
+    if (!nested)
+        drain(l, h.src, p);
+}
+
+/* Publish acks and send a standalone ACK to every peer that needs one. */
+static void send_acks(vmmc_udp_link_t *l)
+{
+    for (uint32_t i = 0; i < l->p.max_peers; i++) {
+        peer_t *p = &l->peers[i];
+        if (!p->ack_pending)
+            continue;
+        p->ack_pending = 0;
+        uint64_t sack = sack_bits(l, p);
+        pthread_mutex_lock(&p->lock);
+        p->ack_pub = p->rcv_nxt - 1;
+        p->dlv_pub = p->dlv_nxt - 1;
+        p->sack_pub = sack;
+        p->busy_pub = p->busy_until != 0;
+        if (p->state == PEER_ALIVE)
+            vmmc_udp__send_ctl(l, i, p, VMMC_UDP_T_ACK);
+        pthread_mutex_unlock(&p->lock);
+    }
+}
+
+/* Receive until the socket is empty (bounded per call). Returns datagrams. */
+static int rx_pass(vmmc_udp_link_t *l, int nested)
+{
+    unsigned base = nested ? RX_BATCH : 0, nb = nested ? RX_BATCH_NESTED : RX_BATCH;
+    int total = 0;
+    for (int round = 0; round < 64 && !atomic_load(&l->stop); round++) {
+        for (unsigned i = base; i < base + nb; i++) {
+            l->rxiov[i].iov_base = l->rxbuf + (size_t)i * l->dgram;
+            l->rxiov[i].iov_len = l->dgram;
+            memset(&l->rxmsg[i], 0, sizeof l->rxmsg[i]);
+            l->rxmsg[i].msg_hdr.msg_iov = &l->rxiov[i];
+            l->rxmsg[i].msg_hdr.msg_iovlen = 1;
+            l->rxmsg[i].msg_hdr.msg_name = &l->rxaddr[i];
+            l->rxmsg[i].msg_hdr.msg_namelen = sizeof l->rxaddr[i];
+        }
+        int r = l->b.recvmmsg(l->b.ctx, l->fd, l->rxmsg + base, nb);
+        if (r <= 0)
+            break;
+        uint64_t now = vmmc_udp_now();
+        for (int k = 0; k < r; k++) {
+            struct mmsghdr *m = &l->rxmsg[base + (unsigned)k];
+            size_t len = m->msg_len;
+            if (m->msg_hdr.msg_flags & MSG_TRUNC)
+                len = 0; /* larger than any datagram we send: counted as truncated */
+            rx_one(l, m->msg_hdr.msg_iov[0].iov_base, len, m->msg_hdr.msg_name,
+                   m->msg_hdr.msg_namelen, nested, now);
+        }
+        total += r;
+        send_acks(l);
+        if ((unsigned)r < nb)
+            break;
+    }
+    if (!nested) {
+        /* Data stored by a nested pass may now be deliverable. */
+        for (uint32_t i = 0; i < l->p.max_peers; i++) {
+            peer_t *p = &l->peers[i];
+            if (p->rx && p->dlv_nxt != p->rcv_nxt && p->state == PEER_ALIVE)
+                drain(l, i, p);
+        }
+        send_acks(l);
+    }
+    return total;
+}
+
+/* ---- timers ------------------------------------------------------------- */
+
+/* Retransmit, keep alive, check liveness. Returns the next deadline. */
+static uint64_t timers(vmmc_udp_link_t *l, uint64_t now)
+{
+    const vmmc_udp_settings_t *s = vmmc_udp_settings();
+    uint64_t next = now + 1000000000ull;
+    for (uint32_t i = 0; i < l->p.max_peers; i++) {
+        peer_t *p = &l->peers[i];
+        if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != PEER_ALIVE)
+            continue;
+        uint64_t last_rx = atomic_load_explicit(&p->last_rx_ns, memory_order_relaxed);
+        pthread_mutex_lock(&p->lock);
+        int dead = 0;
+        if (since(now, last_rx) > s->peer_timeout_ns ||
+            (p->snd_una != p->snd_nxt && since(now, p->unacked_since) > s->peer_timeout_ns)) {
+            dead = 1;
+        } else {
+            txslot_t *batch[TX_BATCH];
+            unsigned nb = 0;
+            int expired = 0;
+            for (uint32_t q = p->snd_una; q != p->snd_nxt; q++) {
+                txslot_t *t = &p->tx[q % l->window];
+                if (t->sacked)
+                    continue;
+                uint64_t due = t->sent_ns + p->rto;
+                if (due <= now) {
+                    t->retx++;
+                    batch[nb++] = t;
+                    expired = 1;
+                    CNT(l, retransmits, 1);
+                    if (nb == TX_BATCH) {
+                        vmmc_udp__xmit(l, p, batch, nb, now);
+                        nb = 0;
+                    }
+                    due = now + p->rto;
+                }
+                if (due < next)
+                    next = due;
+            }
+            if (nb)
+                vmmc_udp__xmit(l, p, batch, nb, now);
+            if (expired) {
+                CNT(l, rto_expiries, 1);
+                p->rto = p->rto * 2 > s->rto_max_ns ? s->rto_max_ns : p->rto * 2;
+            }
+            if (since(now, p->last_tx_ns) >= s->keepalive_ns)
+                vmmc_udp__send_ctl(l, i, p, VMMC_UDP_T_KEEPALIVE);
+            uint64_t ka = p->last_tx_ns + s->keepalive_ns;
+            if (ka < next)
+                next = ka;
+            uint64_t lv = last_rx + s->peer_timeout_ns + 1;
+            if (lv < next)
+                next = lv;
+            if (p->snd_una != p->snd_nxt && p->unacked_since + s->peer_timeout_ns + 1 < next)
+                next = p->unacked_since + s->peer_timeout_ns + 1;
+            if (p->busy_until && p->busy_until < next)
+                next = p->busy_until;
+        }
+        pthread_mutex_unlock(&p->lock);
+        if (dead)
+            vmmc_udp__peer_down(l, i, PEER_DEAD, DOWN_TIMEOUT);
+    }
+    /* The bindings belong to the receive owner. */
+    uint64_t due = UINT64_MAX;
+    if (tl_rx_owner == l) {
+        due = l->b.next_due(l->b.ctx);
+    } else if (pthread_mutex_trylock(&l->rx_lock) == 0) {
+        due = l->b.next_due(l->b.ctx);
+        pthread_mutex_unlock(&l->rx_lock);
+    } else {
+        due = now + 1000000; /* someone is receiving: look again soon */
+    }
+    if (due < next)
+        next = due;
+    return next;
+}
+
+/* ---- thread ------------------------------------------------------------- */
+
+static void wait_events(vmmc_udp_link_t *l, uint64_t deadline, uint64_t now)
+{
+    uint64_t ns = deadline > now ? deadline - now : 0;
+    struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+    struct pollfd pf[2] = {{.fd = l->fd, .events = POLLIN}, {.fd = l->evfd, .events = POLLIN}};
+    int r = ppoll(pf, 2, &ts, NULL);
+    if (r > 0 && (pf[1].revents & POLLIN)) {
+        uint64_t v;
+        ssize_t rd = read(l->evfd, &v, sizeof v);
+        (void)rd;
+    }
+}
+
+void *vmmc_udp__progress_main(void *arg)
+{
+    vmmc_udp_link_t *l = arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    uint64_t next;
+    while (!atomic_load(&l->stop)) {
+        pthread_mutex_lock(&l->rx_lock);
+        tl_rx_owner = l;
+        rx_pass(l, 0);
+        tl_rx_owner = NULL;
+        pthread_mutex_unlock(&l->rx_lock);
+        if (l->p.tick)
+            l->p.tick(l->p.arg);
+        uint64_t now = vmmc_udp_now();
+        next = timers(l, now);
+        if (atomic_load(&l->stop))
+            break;
+        wait_events(l, next, now);
+    }
+    pthread_mutex_lock(&l->rx_lock);
+    for (uint32_t i = 0; i < l->p.max_peers; i++) {
+        peer_t *p = &l->peers[i];
+        if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != PEER_ALIVE)
+            continue;
+        uint64_t sack = sack_bits(l, p);
+        pthread_mutex_lock(&p->lock);
+        p->ack_pub = p->rcv_nxt - 1;
+        p->dlv_pub = p->dlv_nxt - 1;
+        p->sack_pub = sack;
+        vmmc_udp__send_ctl(l, i, p, VMMC_UDP_T_BYE);
+        pthread_mutex_unlock(&p->lock);
+    }
+    pthread_mutex_unlock(&l->rx_lock);
+    return NULL;
+}
+
+void vmmc_udp__progress_nested(vmmc_udp_link_t *l, uint64_t max_wait_ns)
+{
+    send_acks(l); /* what the callback's own message needs acknowledged */
+    uint64_t now = vmmc_udp_now();
+    if (rx_pass(l, 1) == 0) {
+        uint64_t next = timers(l, now);
+        if (next > now + max_wait_ns)
+            next = now + max_wait_ns;
+        wait_events(l, next, now);
+        rx_pass(l, 1);
+    }
+    timers(l, vmmc_udp_now());
+}
+
+int vmmc_udp_link_poll(vmmc_udp_link_t *l)
+{
+    if (tl_rx_owner == l || atomic_load(&l->stop) || pthread_mutex_trylock(&l->rx_lock) != 0)
+        return 0; /* someone else is receiving (or we already are) */
+    tl_rx_owner = l;
+    uint64_t before = __atomic_load_n(&l->c.delivered_frags, __ATOMIC_RELAXED);
+    rx_pass(l, 0);
+    tl_rx_owner = NULL;
+    pthread_mutex_unlock(&l->rx_lock);
+    return (int)(__atomic_load_n(&l->c.delivered_frags, __ATOMIC_RELAXED) - before);
+}

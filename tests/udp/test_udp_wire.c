@@ -1,0 +1,121 @@
+/* Datagram header: encode/decode round trip, and every malformation refused
+ * with the right verdict. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sendmmsg, recvmmsg, ppoll */
+#endif
+#include "transport/udp/crc32c.h"
+#include "transport/udp/wire.h"
+#include "vtest.h"
+
+static size_t build(uint8_t *buf, const vmmc_udp_hdr_t *h, const void *payload)
+{
+    memcpy(buf + VMMC_UDP_HDR_SIZE, payload, h->length);
+    vmmc_udp_encode(buf, h, vmmc_crc32c(0, payload, h->length));
+    return VMMC_UDP_HDR_SIZE + h->length;
+}
+
+static void expect(const uint8_t *buf, size_t n, vmmc_udp_verdict_t want, const char *what)
+{
+    vmmc_udp_hdr_t h;
+    vmmc_udp_verdict_t v = vmmc_udp_decode(buf, n, &h);
+    if (v != want)
+        VT_FAIL("%s: verdict '%s', expected '%s'", what, vmmc_udp_verdict_str(v),
+                vmmc_udp_verdict_str(want));
+}
+
+int main(void)
+{
+    static uint8_t buf[VMMC_UDP_MAX_DGRAM], copy[VMMC_UDP_MAX_DGRAM];
+    uint8_t payload[1000];
+    for (int i = 0; i < 1000; i++)
+        payload[i] = (uint8_t)(i * 7);
+    vmmc_udp_hdr_t h, d;
+    memset(&h, 0, sizeof h);
+    h.type = VMMC_UDP_T_DATA;
+    h.flags = VMMC_UDP_F_FIRST | VMMC_UDP_F_NOTIFY;
+    h.kind = 9;
+    h.wnd = 64;
+    h.src = 3;
+    h.dst = 0x01020304;
+    for (int i = 0; i < 16; i++)
+        h.token[i] = (uint8_t)(0xF0 + i);
+    h.region = 0xDEADBEEF;
+    h.length = 1000;
+    h.offset = 0x1122334455667788ull;
+    h.seq = 0xFFFFFFF0u;
+    h.ack = 77;
+    h.sack = 0x8000000000000001ull;
+    h.imm = 0xCAFEBABE12345678ull;
+    h.gen = 0x0BADF00Du;
+    size_t n = build(buf, &h, payload);
+
+    /* Round trip, and the documented byte layout (little-endian). */
+    memset(&d, 0, sizeof d);
+    VT_CHECK(vmmc_udp_decode(buf, n, &d) == VMMC_UDP_OK);
+    VT_CHECK(!memcmp(&d.token, &h.token, 16));
+    VT_CHECK(d.type == h.type && d.flags == h.flags && d.kind == h.kind && d.wnd == h.wnd);
+    VT_CHECK(d.src == h.src && d.dst == h.dst && d.region == h.region && d.length == h.length);
+    VT_CHECK(d.offset == h.offset && d.seq == h.seq && d.ack == h.ack && d.sack == h.sack);
+    VT_CHECK(d.imm == h.imm && d.gen == h.gen);
+    VT_CHECK(buf[72] == 0x0D && buf[75] == 0x0B);
+    VT_CHECK(buf[0] == 0x56 && buf[1] == 0x4D && buf[2] == 1 && buf[3] == VMMC_UDP_T_DATA);
+    VT_CHECK(buf[12] == 0x04 && buf[15] == 0x01 && buf[40] == 0x88 && buf[47] == 0x11);
+    VT_CHECK(!memcmp(buf + VMMC_UDP_HDR_SIZE, payload, 1000));
+
+    /* Header-only datagrams. */
+    vmmc_udp_hdr_t a;
+    memset(&a, 0, sizeof a);
+    a.type = VMMC_UDP_T_ACK;
+    a.ack = 5;
+    size_t an = build(copy, &a, "");
+    VT_CHECK(an == VMMC_UDP_HDR_SIZE);
+    expect(copy, an, VMMC_UDP_OK, "ack");
+
+    /* Truncation at every length below the full datagram. */
+    for (size_t k = 0; k < n; k += (k < 100 ? 1 : 37))
+        expect(buf, k, VMMC_UDP_BAD_TRUNCATED, "truncated");
+    /* Longer than the header says. */
+    memcpy(copy, buf, n);
+    copy[n] = 0;
+    expect(copy, n + 1, VMMC_UDP_BAD_HEADER, "trailing byte");
+
+#define MUTATE(stmt, verdict, what)                                                 \
+    do {                                                                            \
+        memcpy(copy, buf, n);                                                       \
+        stmt;                                                                       \
+        expect(copy, n, verdict, what);                                             \
+    } while (0)
+    MUTATE(copy[0] ^= 1, VMMC_UDP_BAD_MAGIC, "magic");
+    MUTATE(copy[2] = 2, VMMC_UDP_BAD_VERSION, "version");
+    MUTATE(copy[3] = 0, VMMC_UDP_BAD_HEADER, "type 0");
+    MUTATE(copy[3] = 5, VMMC_UDP_BAD_HEADER, "type 5");
+    MUTATE(copy[4] = 0x80, VMMC_UDP_BAD_HEADER, "unknown flag");
+    MUTATE(copy[73] ^= 1, VMMC_UDP_BAD_CRC, "generation");
+    MUTATE(copy[36] = 0xE7 /* 999 */, VMMC_UDP_BAD_HEADER, "length short of datagram");
+    MUTATE(copy[37] = 0xff, VMMC_UDP_BAD_TRUNCATED, "length beyond datagram");
+    MUTATE(copy[76] ^= 1, VMMC_UDP_BAD_CRC, "crc field");
+    /* Any single bit flip in the checked bytes is caught. */
+    for (size_t bit = 0; bit < n * 8; bit += 5) {
+        size_t byte = bit / 8;
+        if (byte < 8 || (byte >= 36 && byte < 40) || (byte >= 76 && byte < 80))
+            continue; /* fields with their own verdicts */
+        MUTATE(copy[byte] ^= (uint8_t)(1u << (bit % 8)), VMMC_UDP_BAD_CRC, "bit flip");
+    }
+    /* A control datagram must not carry a payload or flags. */
+    vmmc_udp_hdr_t k = a;
+    k.type = VMMC_UDP_T_KEEPALIVE;
+    k.length = 4;
+    size_t kn = build(copy, &k, "abcd");
+    expect(copy, kn, VMMC_UDP_BAD_HEADER, "keepalive with payload");
+    k.length = 0;
+    k.flags = VMMC_UDP_F_LAST;
+    kn = build(copy, &k, "");
+    expect(copy, kn, VMMC_UDP_BAD_HEADER, "keepalive with flags");
+    /* Offset + length wrapping around. */
+    vmmc_udp_hdr_t w = h;
+    w.offset = UINT64_MAX - 10;
+    size_t wn = build(copy, &w, payload);
+    expect(copy, wn, VMMC_UDP_BAD_HEADER, "offset wraps");
+    printf("PASS\n");
+    return 0;
+}

@@ -379,6 +379,12 @@ int vmmc_barrier(vmmc_ep_t *ep)
         }
         return vmmc_error(VMMC_ERR_PEER_DEAD, "barrier: a rank of the job died");
     }
+    /* What was sent before the barrier has landed when the barrier ends. */
+    if (ep->udp && vmmc_tl_udp.flush) {
+        int frc = vmmc_tl_udp.flush(ep);
+        if (frc != VMMC_OK)
+            return frc;
+    }
     pthread_mutex_lock(&ep->lock);
     uint64_t epoch = ++ep->barrier_epoch;
     /* Only the launcher's death notices fail a barrier: they are ordered

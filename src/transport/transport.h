@@ -71,6 +71,9 @@ typedef struct vmmc_tl_ops {
     /* Drive the transport from the caller's thread; returns events handled.
      * May be NULL (transports with their own progress thread). */
     int (*progress)(struct vmmc_ep *ep);
+    /* Wait until every put issued so far has been applied by its receiver
+     * (called before a barrier). NULL when puts land before they return. */
+    int (*flush)(struct vmmc_ep *ep);
 } vmmc_tl_ops_t;
 
 extern const vmmc_tl_ops_t vmmc_tl_shm;

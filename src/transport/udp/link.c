@@ -24,6 +24,7 @@
 
 static uint64_t cfg_dgram, cfg_sockbuf, cfg_rto_min, cfg_rto_max, cfg_rto_init;
 static uint64_t cfg_keepalive, cfg_peer_timeout, cfg_busy_retry;
+uint64_t vmmc_udp_cfg_poll_quiet, vmmc_udp_cfg_ack_delay;
 static int64_t cfg_window;
 static const char *cfg_fault;
 static const vmmc_cfg_entry_t udp_entries[] = {
@@ -45,6 +46,12 @@ static const vmmc_cfg_entry_t udp_entries[] = {
     {"UDP_BUSY_RETRY", "200us", "when the receiver cannot take data (e.g. a redirectable "
      "export's arrival log is full), offer it again after this long", VMMC_CFG_TIME,
      &cfg_busy_retry},
+    {"UDP_ACK_DELAY", "50us", "a standalone ACK waits this long for data going back to carry "
+     "it (sent at once after a quarter window); 0 acknowledges every receive at once",
+     VMMC_CFG_TIME, &vmmc_udp_cfg_ack_delay},
+    {"UDP_POLL_QUIET", "200us", "while the application polls (vmmc_progress) more often than "
+     "this, the progress thread leaves the socket to it and only checks timers",
+     VMMC_CFG_TIME, &vmmc_udp_cfg_poll_quiet},
     {"UDP_FAULT", "", "TEST FACILITY: inject faults on received datagrams, e.g. "
      "drop=0.05,dup=0.01,reorder=0.02,delay=200us,seed=7", VMMC_CFG_STRING, &cfg_fault},
 };

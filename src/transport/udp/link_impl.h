@@ -66,6 +66,8 @@ typedef struct peer {
     uint32_t rcv_nxt, dlv_nxt;
     rxslot_t *rx;
     int ack_pending;
+    uint64_t ack_owed_ns;               /* acks published but not sent since (under lock) */
+    uint32_t ack_sent;                  /* cumulative ack of the last ACK sent (under lock) */
     _Atomic uint64_t busy_until;        /* receiver refused: retry delivery then */
     unsigned busy_streak;               /* refusals in a row (retry backoff) */
     _Atomic uint64_t last_rx_ns;
@@ -81,6 +83,10 @@ struct vmmc_udp_link {
     pthread_t thread;
     int thread_started;
     atomic_int stop, closing;
+    /* When an application thread last received inline (vmmc_progress): while
+     * it keeps polling, the progress thread stays off the socket so that a
+     * datagram does not wake it onto the poller's CPU. */
+    _Atomic uint64_t app_poll_ns;
     /* Receive side: whoever holds rx_lock (the progress thread, or a thread
      * in vmmc_udp_link_poll) owns the receive state of every peer, the
      * receive buffers and the bindings' recvmmsg/next_due. */

@@ -376,9 +376,26 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
         drain(l, h.src, p);
 }
 
-/* Publish acks and send a standalone ACK to every peer that needs one. */
-static void send_acks(vmmc_udp_link_t *l)
+extern uint64_t vmmc_udp_cfg_ack_delay;
+
+/* Send the ACK owed to @p now. Caller holds p->lock. */
+static void ack_now(vmmc_udp_link_t *l, uint32_t i, peer_t *p)
 {
+    p->ack_owed_ns = 0;
+    p->ack_sent = p->ack_pub;
+    if (p->state == PEER_ALIVE)
+        vmmc_udp__send_ctl(l, i, p, VMMC_UDP_T_ACK);
+}
+
+/* Publish acks for every peer we received from. Data going back carries the
+ * published acks in its header, so a standalone ACK is delayed (delayed ACK,
+ * as in TCP): it goes out at once only when @force, after a quarter window of
+ * datagrams, or when the receiver's busy state changed; otherwise the
+ * timers send it UDP_ACK_DELAY later. Delivery reports (for senders waiting
+ * for remote completion) travel in the ACK too. */
+static void send_acks(vmmc_udp_link_t *l, int force)
+{
+    uint64_t now = vmmc_udp_now();
     for (uint32_t i = 0; i < l->p.max_peers; i++) {
         peer_t *p = &l->peers[i];
         if (!p->ack_pending)
@@ -386,14 +403,41 @@ static void send_acks(vmmc_udp_link_t *l)
         p->ack_pending = 0;
         uint64_t sack = sack_bits(l, p);
         pthread_mutex_lock(&p->lock);
+        int busy = p->busy_until != 0;
+        int busy_changed = busy != p->busy_pub;
         p->ack_pub = p->rcv_nxt - 1;
         p->dlv_pub = p->dlv_nxt - 1;
         p->sack_pub = sack;
-        p->busy_pub = p->busy_until != 0;
-        if (p->state == PEER_ALIVE)
-            vmmc_udp__send_ctl(l, i, p, VMMC_UDP_T_ACK);
+        p->busy_pub = busy;
+        if (!p->ack_owed_ns)
+            p->ack_owed_ns = now;
+        /* A quarter window unacknowledged: the sender may be about to stall. */
+        if (force || busy_changed || !vmmc_udp_cfg_ack_delay ||
+            (uint32_t)(p->ack_pub - p->ack_sent) * 4 >= l->window ||
+            now - p->ack_owed_ns >= vmmc_udp_cfg_ack_delay)
+            ack_now(l, i, p);
         pthread_mutex_unlock(&p->lock);
     }
+}
+
+/* Send the delayed ACKs whose time has come; returns the next such time. */
+static uint64_t owed_acks(vmmc_udp_link_t *l, uint64_t now)
+{
+    uint64_t next = UINT64_MAX;
+    for (uint32_t i = 0; i < l->p.max_peers; i++) {
+        peer_t *p = &l->peers[i];
+        if (!__atomic_load_n(&p->ack_owed_ns, __ATOMIC_RELAXED))
+            continue;
+        pthread_mutex_lock(&p->lock);
+        if (p->ack_owed_ns) {
+            if (now - p->ack_owed_ns >= vmmc_udp_cfg_ack_delay)
+                ack_now(l, i, p);
+            else if (p->ack_owed_ns + vmmc_udp_cfg_ack_delay < next)
+                next = p->ack_owed_ns + vmmc_udp_cfg_ack_delay;
+        }
+        pthread_mutex_unlock(&p->lock);
+    }
+    return next;
 }
 
 /* Receive until the socket is empty (bounded per call). Returns datagrams. */
@@ -424,7 +468,7 @@ static int rx_pass(vmmc_udp_link_t *l, int nested)
                    m->msg_hdr.msg_namelen, nested, now);
         }
         total += r;
-        send_acks(l);
+        send_acks(l, nested);
         if ((unsigned)r < nb)
             break;
     }
@@ -435,18 +479,22 @@ static int rx_pass(vmmc_udp_link_t *l, int nested)
             if (p->rx && p->dlv_nxt != p->rcv_nxt && p->state == PEER_ALIVE)
                 drain(l, i, p);
         }
-        send_acks(l);
+        send_acks(l, 0);
     }
     return total;
 }
 
 /* ---- timers ------------------------------------------------------------- */
 
-/* Retransmit, keep alive, check liveness. Returns the next deadline. */
+/* Retransmit, keep alive, check liveness, send delayed ACKs. Returns the
+ * next deadline. */
 static uint64_t timers(vmmc_udp_link_t *l, uint64_t now)
 {
     const vmmc_udp_settings_t *s = vmmc_udp_settings();
     uint64_t next = now + 1000000000ull;
+    uint64_t ack_due = owed_acks(l, now);
+    if (ack_due < next)
+        next = ack_due;
     for (uint32_t i = 0; i < l->p.max_peers; i++) {
         peer_t *p = &l->peers[i];
         if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != PEER_ALIVE)
@@ -520,11 +568,24 @@ static uint64_t timers(vmmc_udp_link_t *l, uint64_t now)
 
 /* ---- thread ------------------------------------------------------------- */
 
+extern uint64_t vmmc_udp_cfg_poll_quiet;
+
 static void wait_events(vmmc_udp_link_t *l, uint64_t deadline, uint64_t now)
 {
+    /* An application thread that polls receives by itself; waking this
+     * thread for each datagram would only preempt it. Check back within one
+     * quiet period, so receiving resumes here as soon as it stops polling. */
+    int skip_sock = 0;
+    uint64_t polled = atomic_load_explicit(&l->app_poll_ns, memory_order_relaxed);
+    if (vmmc_udp_cfg_poll_quiet && polled && now - polled < vmmc_udp_cfg_poll_quiet) {
+        skip_sock = 1;
+        if (deadline > now + vmmc_udp_cfg_poll_quiet)
+            deadline = now + vmmc_udp_cfg_poll_quiet;
+    }
     uint64_t ns = deadline > now ? deadline - now : 0;
     struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
-    struct pollfd pf[2] = {{.fd = l->fd, .events = POLLIN}, {.fd = l->evfd, .events = POLLIN}};
+    struct pollfd pf[2] = {{.fd = skip_sock ? -1 : l->fd, .events = POLLIN},
+                           {.fd = l->evfd, .events = POLLIN}};
     int r = ppoll(pf, 2, &ts, NULL);
     if (r > 0 && (pf[1].revents & POLLIN)) {
         uint64_t v;
@@ -573,7 +634,7 @@ void *vmmc_udp__progress_main(void *arg)
 
 void vmmc_udp__progress_nested(vmmc_udp_link_t *l, uint64_t max_wait_ns)
 {
-    send_acks(l); /* what the callback's own message needs acknowledged */
+    send_acks(l, 1); /* what the callback's own message needs acknowledged */
     uint64_t now = vmmc_udp_now();
     if (rx_pass(l, 1) == 0) {
         uint64_t next = timers(l, now);
@@ -587,11 +648,13 @@ void vmmc_udp__progress_nested(vmmc_udp_link_t *l, uint64_t max_wait_ns)
 
 int vmmc_udp_link_poll(vmmc_udp_link_t *l)
 {
+    atomic_store_explicit(&l->app_poll_ns, vmmc_udp_now(), memory_order_relaxed);
     if (tl_rx_owner == l || atomic_load(&l->stop) || pthread_mutex_trylock(&l->rx_lock) != 0)
         return 0; /* someone else is receiving (or we already are) */
     tl_rx_owner = l;
     uint64_t before = __atomic_load_n(&l->c.delivered_frags, __ATOMIC_RELAXED);
     rx_pass(l, 0);
+    owed_acks(l, vmmc_udp_now());
     tl_rx_owner = NULL;
     pthread_mutex_unlock(&l->rx_lock);
     return (int)(__atomic_load_n(&l->c.delivered_frags, __ATOMIC_RELAXED) - before);

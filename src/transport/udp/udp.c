@@ -52,9 +52,10 @@ static const vmmc_cfg_entry_t udp_tl_entries[] = {
      "the first non-loopback IPv4 interface that is up, else 127.0.0.1", VMMC_CFG_STRING,
      &cfg_addr},
     {"UDP_PORT", "0", "UDP port to bind (0: any free port)", VMMC_CFG_INT, &cfg_port},
-    {"UDP_SYNC", "yes", "vmmc_send over udp returns once the data is in the receiver's memory "
-     "(yes: as with shm, one round trip per send), or once it is handed to the network (no: "
-     "faster streams of sends; order and notifications still hold)", VMMC_CFG_BOOL, &cfg_sync},
+    {"UDP_SYNC", "no", "vmmc_send over udp returns once the data is in the receiver's memory "
+     "(yes: one round trip per send), or once the link holds it (no: the source is reusable "
+     "at once; order and notifications hold, and vmmc_barrier waits until every send landed)",
+     VMMC_CFG_BOOL, &cfg_sync},
 };
 VMMC_CONFIG_TABLE(udp_tl_cfg, "udp transport", udp_tl_entries);
 
@@ -703,6 +704,24 @@ static int udp_proxy_setup(vmmc_proxy_t *px, const vmmc_ctl_msg_t *m, const int 
     return VMMC_OK;
 }
 
+/* Before a barrier: every put to every udp peer applied by its receiver, so
+ * that "send, then barrier" works as on shm without a round trip per send. */
+static int udp_flush(vmmc_ep_t *ep)
+{
+    udp_ep_t *u = U(ep);
+    if (!u || !u->link)
+        return VMMC_OK;
+    for (int r = 0; r < ep->size; r++) {
+        vmmc_peer_t *p = ep->peers[r];
+        if (!p || p->tl != &vmmc_tl_udp || atomic_load(&p->state) != PEER_UP)
+            continue;
+        int st = vmmc_udp_link_sync(u->link, (uint32_t)r, -1, 0);
+        if (st != VMMC_OK && st != VMMC_ERR_NOT_FOUND)
+            return st;
+    }
+    return VMMC_OK;
+}
+
 static int udp_signal(vmmc_ep_t *ep, vmmc_peer_t *peer)
 {
     vmmc_udp_rec_t rec;
@@ -739,4 +758,5 @@ const vmmc_tl_ops_t vmmc_tl_udp = {
     .get = udp_get,
     .signal = udp_signal,
     .progress = udp_progress,
+    .flush = udp_flush,
 };

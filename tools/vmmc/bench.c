@@ -867,20 +867,37 @@ static int suite_rank(const char *name)
 
 static void machine_cpu(char *buf, size_t n);
 
-/* The 1-minute load average when the run started: other work on the
- * machine shows up in spinning two-core benchmarks. */
-static double g_load_start = -1;
+/* How busy the cpus were just before the run (0..1, -1 unknown): other
+ * work on the machine shows up in spinning two-core benchmarks. */
+static double g_busy_start = -1;
 
-static double loadavg1(void)
+static int cpu_times(unsigned long long *busy, unsigned long long *total)
 {
-    double l = -1;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (fscanf(f, "%lf", &l) != 1)
-            l = -1;
-        fclose(f);
-    }
-    return l;
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f)
+        return -1;
+    unsigned long long v[8] = {0};
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                   &v[3], &v[4], &v[5], &v[6], &v[7]);
+    fclose(f);
+    if (n < 4)
+        return -1;
+    *total = 0;
+    for (int i = 0; i < 8; i++)
+        *total += v[i];
+    *busy = *total - v[3] - v[4]; /* minus idle and iowait */
+    return 0;
+}
+
+static double sample_busy(double ms)
+{
+    unsigned long long b0, t0, b1, t1;
+    if (cpu_times(&b0, &t0))
+        return -1;
+    usleep((useconds_t)(ms * 1000));
+    if (cpu_times(&b1, &t1) || t1 == t0)
+        return -1;
+    return (double)(b1 - b0) / (double)(t1 - t0);
 }
 
 static void print_table(FILE *f, const opts_t *o, const char *const *ran, int nran)
@@ -898,9 +915,13 @@ static void print_table(FILE *f, const opts_t *o, const char *const *ran, int nr
     uname(&u);
     fprintf(f, "vmmc bench %s: %s, %ld cpus, Linux %s; transport %s", vmmc_version(), cpu,
             sysconf(_SC_NPROCESSORS_ONLN), u.release, o->transport);
-    if (g_load_start >= 0)
-        fprintf(f, "; load average %.2f at start", g_load_start);
+    if (g_busy_start >= 0)
+        fprintf(f, "; cpus %.0f%% busy before the run", 100 * g_busy_start);
     fputc('\n', f);
+    if (g_busy_start >= 0.25)
+        fprintf(f, "warning: other work was using %.0f%% of the cpus when the run started: "
+                   "two-core figures are noisy; compare min, and rerun when it is idle\n",
+                100 * g_busy_start);
     for (int pass = 0; pass < 2; pass++) {
         for (int si = 0; si < nran; si++) {
             const char *suite = ran[si];
@@ -1054,8 +1075,8 @@ static void print_json(FILE *f, const opts_t *o)
     json_str(f, u.release);
     fprintf(f, ", \"date\": ");
     json_str(f, date);
-    fprintf(f, ", \"load_at_start\": ");
-    json_num(f, g_load_start);
+    fprintf(f, ", \"busy_before\": ");
+    json_num(f, g_busy_start);
     fprintf(f, "},\n  \"quick\": %s, \"reps\": %d, \"transport\": ", o->quick ? "true" : "false",
             o->reps);
     json_str(f, o->transport);
@@ -1205,14 +1226,19 @@ static void plot_chart(FILE *gp, const char *png, const char *title, const char 
     free(first);
 }
 
+static int check_gnuplot(void)
+{
+    if (in_path("gnuplot"))
+        return 0;
+    fprintf(stderr, "vmmc bench: --plot needs gnuplot, which is not installed; install it with\n"
+                    "    apt-get install -y gnuplot-nox\n");
+    return -1;
+}
+
 static int make_plots(const char *dir)
 {
-    if (!in_path("gnuplot")) {
-        fprintf(stderr,
-                "vmmc bench: --plot needs gnuplot, which is not installed; install it with\n"
-                "    apt-get install -y gnuplot-nox\n");
+    if (check_gnuplot())
         return -1;
-    }
     if (mkdir(dir, 0777) && errno != EEXIST) {
         fprintf(stderr, "vmmc bench: cannot create %s: %s\n", dir, strerror(errno));
         return -1;
@@ -1286,9 +1312,11 @@ int vmmc_cmd_bench(int argc, char **argv)
             ran[nran++] = (*p)->name;
     }
 
+    if (o.plot_dir && check_gnuplot())
+        fprintf(stderr, "vmmc bench: measuring anyway; there will be no charts\n");
     int failed = 0;
     double t_all = bench_now_ns();
-    g_load_start = loadavg1();
+    g_busy_start = sample_busy(o.quick ? 100 : 300);
     watch_interrupts();
     for (int i = 0; i < nran; i++) {
         const bench_suite_t *s = find_suite(ran[i]);

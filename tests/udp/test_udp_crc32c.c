@@ -78,6 +78,14 @@ int main(void)
                 if (a != h)
                     VT_FAIL("hw %08x and table %08x differ at off %zu len %zu", h, a, offs[o],
                             len);
+                static uint8_t copy[16384];
+                memset(copy, 0x5a, len + 16);
+                uint32_t c = vmmc_crc32c_copy(seed, copy + 3, big + offs[o], len);
+                if (c != a)
+                    VT_FAIL("copying CRC %08x, table %08x at off %zu len %zu", c, a, offs[o], len);
+                if (memcmp(copy + 3, big + offs[o], len) || copy[0] != 0x5a || copy[2] != 0x5a ||
+                    copy[len + 3] != 0x5a || copy[len + 15] != 0x5a)
+                    VT_FAIL("copying CRC: bad copy at off %zu len %zu", offs[o], len);
             }
         /* Whole datagrams of the default size and the largest one. */
         for (size_t len = 64000; len <= 65507; len += 101)

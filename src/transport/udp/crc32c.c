@@ -162,6 +162,70 @@ __attribute__((target("sse4.2"))) uint32_t vmmc_crc32c_hw(uint32_t crc, const vo
     return ~(uint32_t)c;
 }
 
+/* The same, copying @len bytes from @src to @dst on the way: each word is
+ * loaded once, fed to the CRC and stored, so the data crosses the caches
+ * once instead of twice (memcpy, then the CRC reading the copy). */
+__attribute__((target("sse4.2"))) static uint32_t rounds3_copy(uint32_t c, unsigned char **dp,
+                                                               const unsigned char **pp,
+                                                               size_t *lenp, size_t lane,
+                                                               uint32_t t[4][256])
+{
+    const unsigned char *p = *pp;
+    unsigned char *o = *dp;
+    size_t len = *lenp;
+    while (len >= 3 * lane) {
+        uint64_t a = c, b = 0, d = 0;
+        for (size_t i = 0; i < lane; i += 8) {
+            uint64_t wa, wb, wd;
+            memcpy(&wa, p + i, 8);
+            memcpy(&wb, p + lane + i, 8);
+            memcpy(&wd, p + 2 * lane + i, 8);
+            a = _mm_crc32_u64(a, wa);
+            b = _mm_crc32_u64(b, wb);
+            d = _mm_crc32_u64(d, wd);
+            memcpy(o + i, &wa, 8);
+            memcpy(o + lane + i, &wb, 8);
+            memcpy(o + 2 * lane + i, &wd, 8);
+        }
+        c = shift_by(t, shift_by(t, (uint32_t)a) ^ (uint32_t)b) ^ (uint32_t)d;
+        p += 3 * lane;
+        o += 3 * lane;
+        len -= 3 * lane;
+    }
+    *pp = p;
+    *dp = o;
+    *lenp = len;
+    return c;
+}
+
+__attribute__((target("sse4.2"))) static uint32_t crc32c_copy_hw(uint32_t crc, void *dst,
+                                                                 const void *src, size_t len)
+{
+    const unsigned char *p = src;
+    unsigned char *o = dst;
+    uint32_t c32 = ~crc;
+    if (len >= 3 * LANE_SHORT) {
+        pthread_once(&shift_once, shift_init);
+        c32 = rounds3_copy(c32, &o, &p, &len, LANE_LONG, shift_long);
+        c32 = rounds3_copy(c32, &o, &p, &len, LANE_SHORT, shift_short);
+    }
+    uint64_t c = c32;
+    while (len >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        c = _mm_crc32_u64(c, w);
+        memcpy(o, &w, 8);
+        p += 8;
+        o += 8;
+        len -= 8;
+    }
+    while (len--) {
+        c = _mm_crc32_u8((uint32_t)c, *p);
+        *o++ = *p++;
+    }
+    return ~(uint32_t)c;
+}
+
 int vmmc_crc32c_hw_available(void)
 {
     __builtin_cpu_init();
@@ -177,15 +241,35 @@ int vmmc_crc32c_hw_available(void)
 {
     return 0;
 }
+
+static uint32_t crc32c_copy_sw(uint32_t crc, void *dst, const void *src, size_t len);
+#define crc32c_copy_hw crc32c_copy_sw
 #endif
 
+static uint32_t crc32c_copy_sw(uint32_t crc, void *dst, const void *src, size_t len)
+{
+    if (len)
+        memcpy(dst, src, len);
+    return vmmc_crc32c_sw(crc, dst, len);
+}
+
 typedef uint32_t (*crc_fn)(uint32_t, const void *, size_t);
+typedef uint32_t (*crc_copy_fn)(uint32_t, void *, const void *, size_t);
 static crc_fn crc_impl;
+static crc_copy_fn crc_copy_impl;
 static pthread_once_t impl_once = PTHREAD_ONCE_INIT;
 
 static void impl_init(void)
 {
-    crc_impl = vmmc_crc32c_hw_available() ? vmmc_crc32c_hw : vmmc_crc32c_sw;
+    int hw = vmmc_crc32c_hw_available();
+    crc_impl = hw ? vmmc_crc32c_hw : vmmc_crc32c_sw;
+    crc_copy_impl = hw ? crc32c_copy_hw : crc32c_copy_sw;
+}
+
+uint32_t vmmc_crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len)
+{
+    pthread_once(&impl_once, impl_init);
+    return crc_copy_impl(crc, dst, src, len);
 }
 
 uint32_t vmmc_crc32c(uint32_t crc, const void *buf, size_t len)

@@ -13,6 +13,9 @@
  * pieces gives the same result as feeding it whole. */
 uint32_t vmmc_crc32c(uint32_t crc, const void *buf, size_t len);
 
+/* The same CRC of @src, copying it to @dst (no overlap) in the same pass. */
+uint32_t vmmc_crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len);
+
 /* The portable implementation (always available; exposed for tests). */
 uint32_t vmmc_crc32c_sw(uint32_t crc, const void *buf, size_t len);
 /* The SSE4.2 implementation; only call it if vmmc_crc32c_hw_available(). */

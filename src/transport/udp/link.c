@@ -577,9 +577,7 @@ int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t 
         h->offset = off;
         h->seq = p->snd_nxt;
         h->imm = rec->imm;
-        if (n)
-            memcpy(t->buf + VMMC_UDP_HDR_SIZE, src, n);
-        t->pcrc = vmmc_crc32c(0, t->buf + VMMC_UDP_HDR_SIZE, n);
+        t->pcrc = vmmc_crc32c_copy(0, t->buf + VMMC_UDP_HDR_SIZE, src, n);
         t->len = (uint32_t)(VMMC_UDP_HDR_SIZE + n);
         t->retx = 0;
         t->sacked = 0;

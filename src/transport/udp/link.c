@@ -397,6 +397,8 @@ int vmmc_udp__xmit(vmmc_udp_link_t *l, peer_t *p, txslot_t **slots, unsigned n, 
         t->hdr.ack = p->ack_pub;
         t->hdr.sack = p->sack_pub;
         t->hdr.wnd = p->busy_pub ? 0 : (uint16_t)l->window;
+        t->hdr.flags = (uint8_t)((t->hdr.flags & ~VMMC_UDP_F_DLV) |
+                                 (p->dlv_pub == p->ack_pub ? VMMC_UDP_F_DLV : 0));
         vmmc_udp_encode(t->buf, &t->hdr, t->pcrc);
         t->sent_ns = now;
         iov[i].iov_base = t->buf;
@@ -433,6 +435,12 @@ int vmmc_udp__xmit(vmmc_udp_link_t *l, peer_t *p, txslot_t **slots, unsigned n, 
         break;
     }
     p->last_tx_ns = now;
+    /* Data going back carried everything a delayed ACK would (acks, window,
+     * and with F_DLV the delivery report): that ACK is no longer owed. */
+    if (done && p->ack_owed_ns && p->dlv_pub == p->ack_pub) {
+        p->ack_owed_ns = 0;
+        p->ack_sent = p->ack_pub;
+    }
     return VMMC_OK;
 }
 

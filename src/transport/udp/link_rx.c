@@ -123,9 +123,10 @@ static int on_ack(vmmc_udp_link_t *l, peer_t *p, const vmmc_udp_hdr_t *h, uint64
     }
     if (have_hi && (p->high_sack == 0 || (int32_t)(hi - p->high_sack) > 0))
         p->high_sack = hi;
-    /* Delivery reports ride in imm of unsequenced datagrams. */
-    if (h->type != VMMC_UDP_T_DATA) {
-        uint32_t dlv = (uint32_t)h->imm;
+    /* Delivery reports ride in imm of unsequenced datagrams; a DATA
+     * datagram with F_DLV reports everything it acknowledges delivered. */
+    if (h->type != VMMC_UDP_T_DATA || (h->flags & VMMC_UDP_F_DLV)) {
+        uint32_t dlv = h->type != VMMC_UDP_T_DATA ? (uint32_t)h->imm : ack;
         if ((int32_t)(dlv - p->peer_dlv) > 0 && (int32_t)(dlv - ack) <= 0) {
             p->peer_dlv = dlv;
             progress = 1;
@@ -376,7 +377,7 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
         drain(l, h.src, p);
 }
 
-extern uint64_t vmmc_udp_cfg_ack_delay;
+extern uint64_t vmmc_udp_cfg_ack_delay, vmmc_udp_cfg_poll_quiet;
 
 /* Send the ACK owed to @p now. Caller holds p->lock. */
 static void ack_now(vmmc_udp_link_t *l, uint32_t i, peer_t *p)
@@ -568,8 +569,6 @@ static uint64_t timers(vmmc_udp_link_t *l, uint64_t now)
 
 /* ---- thread ------------------------------------------------------------- */
 
-extern uint64_t vmmc_udp_cfg_poll_quiet;
-
 static void wait_events(vmmc_udp_link_t *l, uint64_t deadline, uint64_t now)
 {
     /* An application thread that polls receives by itself; waking this
@@ -602,11 +601,19 @@ void *vmmc_udp__progress_main(void *arg)
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     uint64_t next;
     while (!atomic_load(&l->stop)) {
-        pthread_mutex_lock(&l->rx_lock);
-        tl_rx_owner = l;
-        rx_pass(l, 0);
-        tl_rx_owner = NULL;
-        pthread_mutex_unlock(&l->rx_lock);
+        /* An application thread polling (vmmc_progress) holds the receive
+         * lock for one pass at a time and receives by itself: waiting for
+         * the lock would only make its unlock a futex wake on its critical
+         * path, so leave the socket to it (wait_events skips the socket
+         * while it polls). */
+        int locked = vmmc_udp_cfg_poll_quiet ? pthread_mutex_trylock(&l->rx_lock) == 0
+                                             : pthread_mutex_lock(&l->rx_lock) == 0;
+        if (locked) {
+            tl_rx_owner = l;
+            rx_pass(l, 0);
+            tl_rx_owner = NULL;
+            pthread_mutex_unlock(&l->rx_lock);
+        }
         if (l->p.tick)
             l->p.tick(l->p.arg);
         uint64_t now = vmmc_udp_now();

@@ -249,6 +249,10 @@ static void drain(vmmc_udp_link_t *l, uint32_t id, peer_t *p)
 
 static uint64_t sack_bits(vmmc_udp_link_t *l, peer_t *p)
 {
+    /* Nothing stored above rcv_nxt (the common, in-order case): no sacks,
+     * and no walk over the ring for every acknowledgement. */
+    if ((int32_t)(p->rx_hi - p->rcv_nxt) <= 0)
+        return 0;
     uint64_t bits = 0;
     for (uint32_t i = 0; i < SACK_BITS; i++) {
         uint32_t s = p->rcv_nxt + 1 + i;
@@ -371,6 +375,8 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
     memcpy(s->buf, buf, n);
     s->hdr = h;
     s->present = 1;
+    if ((int32_t)(h.seq - p->rx_hi) > 0)
+        p->rx_hi = h.seq;
     if (d == 0)
         advance(l, p);
     if (!nested)
@@ -446,15 +452,24 @@ static int rx_pass(vmmc_udp_link_t *l, int nested)
 {
     unsigned base = nested ? RX_BATCH : 0, nb = nested ? RX_BATCH_NESTED : RX_BATCH;
     int total = 0;
-    for (int round = 0; round < 64 && !atomic_load(&l->stop); round++) {
-        for (unsigned i = base; i < base + nb; i++) {
+    if (VMMC_UNLIKELY(!l->rxmsg_ready)) {
+        for (unsigned i = 0; i < RX_BATCH + RX_BATCH_NESTED; i++) {
             l->rxiov[i].iov_base = l->rxbuf + (size_t)i * l->dgram;
             l->rxiov[i].iov_len = l->dgram;
             memset(&l->rxmsg[i], 0, sizeof l->rxmsg[i]);
             l->rxmsg[i].msg_hdr.msg_iov = &l->rxiov[i];
             l->rxmsg[i].msg_hdr.msg_iovlen = 1;
             l->rxmsg[i].msg_hdr.msg_name = &l->rxaddr[i];
-            l->rxmsg[i].msg_hdr.msg_namelen = sizeof l->rxaddr[i];
+        }
+        l->rxmsg_ready = 1;
+    }
+    for (int round = 0; round < 64 && !atomic_load(&l->stop); round++) {
+        /* Only the in/out fields change between calls (the bindings may
+         * also permute entries within the vector, which keeps each one's
+         * buffer and address pointers valid). */
+        for (unsigned i = base; i < base + nb; i++) {
+            l->rxmsg[i].msg_hdr.msg_namelen = sizeof(struct sockaddr_storage);
+            l->rxmsg[i].msg_hdr.msg_flags = 0;
         }
         int r = l->b.recvmmsg(l->b.ctx, l->fd, l->rxmsg + base, nb);
         if (r <= 0)
@@ -601,19 +616,11 @@ void *vmmc_udp__progress_main(void *arg)
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     uint64_t next;
     while (!atomic_load(&l->stop)) {
-        /* An application thread polling (vmmc_progress) holds the receive
-         * lock for one pass at a time and receives by itself: waiting for
-         * the lock would only make its unlock a futex wake on its critical
-         * path, so leave the socket to it (wait_events skips the socket
-         * while it polls). */
-        int locked = vmmc_udp_cfg_poll_quiet ? pthread_mutex_trylock(&l->rx_lock) == 0
-                                             : pthread_mutex_lock(&l->rx_lock) == 0;
-        if (locked) {
-            tl_rx_owner = l;
-            rx_pass(l, 0);
-            tl_rx_owner = NULL;
-            pthread_mutex_unlock(&l->rx_lock);
-        }
+        pthread_mutex_lock(&l->rx_lock);
+        tl_rx_owner = l;
+        rx_pass(l, 0);
+        tl_rx_owner = NULL;
+        pthread_mutex_unlock(&l->rx_lock);
         if (l->p.tick)
             l->p.tick(l->p.arg);
         uint64_t now = vmmc_udp_now();

@@ -1,5 +1,6 @@
 /* CRC32C: RFC 3720 (iSCSI) appendix B.4 vectors, the classic check value,
- * hardware (three interleaved chains) and table implementations agreeing at
+ * hardware (three interleaved chains, AVX-512 folding) and table
+ * implementations agreeing, copying variants included, at
  * every length and alignment around the interleaving's boundaries, and
  * incremental use. */
 #ifndef _GNU_SOURCE
@@ -48,7 +49,11 @@ int main(void)
     int hw = vmmc_crc32c_hw_available();
     if (hw)
         vectors("sse4.2", vmmc_crc32c_hw);
-    printf("sse4.2 crc32 instruction: %s\n", hw ? "used" : "not available, table used");
+    int wide = vmmc_crc32c_wide_available();
+    if (wide)
+        vectors("avx512", vmmc_crc32c_wide);
+    printf("sse4.2 crc32 instruction: %s; avx-512 vpclmulqdq folding: %s\n",
+           hw ? "used" : "not available, table used", wide ? "used" : "not available");
 
     /* Random buffers at every alignment and length: all agree, pieces too. */
     unsigned long long rng = 42;
@@ -78,18 +83,29 @@ int main(void)
                 if (a != h)
                     VT_FAIL("hw %08x and table %08x differ at off %zu len %zu", h, a, offs[o],
                             len);
-                static uint8_t copy[16384];
-                memset(copy, 0x5a, len + 16);
-                uint32_t c = vmmc_crc32c_copy(seed, copy + 3, big + offs[o], len);
-                if (c != a)
-                    VT_FAIL("copying CRC %08x, table %08x at off %zu len %zu", c, a, offs[o], len);
-                if (memcmp(copy + 3, big + offs[o], len) || copy[0] != 0x5a || copy[2] != 0x5a ||
-                    copy[len + 3] != 0x5a || copy[len + 15] != 0x5a)
-                    VT_FAIL("copying CRC: bad copy at off %zu len %zu", offs[o], len);
+                if (wide && (h = vmmc_crc32c_wide(seed, big + offs[o], len)) != a)
+                    VT_FAIL("avx512 %08x and table %08x differ at off %zu len %zu", h, a, offs[o],
+                            len);
+                for (int w = 0; w <= wide; w++) {
+                    static uint8_t copy[16384];
+                    memset(copy, 0x5a, len + 16);
+                    uint32_t c = vmmc_crc32c_copy_hw(seed, copy + 3, big + offs[o], len, w);
+                    if (c != a)
+                        VT_FAIL("copying CRC (wide %d) %08x, table %08x at off %zu len %zu", w, c,
+                                a, offs[o], len);
+                    if (memcmp(copy + 3, big + offs[o], len) || copy[0] != 0x5a ||
+                        copy[2] != 0x5a || copy[len + 3] != 0x5a || copy[len + 15] != 0x5a)
+                        VT_FAIL("copying CRC (wide %d): bad copy at off %zu len %zu", w, offs[o],
+                                len);
+                }
             }
         /* Whole datagrams of the default size and the largest one. */
-        for (size_t len = 64000; len <= 65507; len += 101)
-            VT_CHECK(vmmc_crc32c_hw(0, big + 5, len) == vmmc_crc32c_sw(0, big + 5, len));
+        for (size_t len = 64000; len <= 65507; len += 101) {
+            uint32_t a = vmmc_crc32c_sw(0, big + 5, len);
+            VT_CHECK(vmmc_crc32c_hw(0, big + 5, len) == a);
+            VT_CHECK(!wide || vmmc_crc32c_wide(0, big + 5, len) == a);
+            VT_CHECK(vmmc_crc32c(0, big + 5, len) == a);
+        }
     }
     /* A single flipped bit is always detected. */
     uint32_t ref = vmmc_crc32c(0, big, 4096);

@@ -53,7 +53,7 @@ uint32_t vmmc_crc32c_sw(uint32_t crc, const void *buf, size_t len)
 }
 
 #if defined(__x86_64__)
-#include <nmmintrin.h>
+#include <immintrin.h>
 
 /* One crc32 instruction has a latency of about three cycles and a throughput
  * of one per cycle, so a single dependency chain runs at a third of the
@@ -135,8 +135,79 @@ __attribute__((target("sse4.2"))) static inline uint32_t rounds3(uint32_t c, con
     return c;
 }
 
-__attribute__((target("sse4.2"))) uint32_t vmmc_crc32c_hw(uint32_t crc, const void *buf,
-                                                           size_t len)
+/* With AVX-512 and VPCLMULQDQ, long buffers are folded instead: four 512-bit
+ * accumulators (16 lanes of 128 bits) each move 256 bytes forward per step
+ * by carry-less multiplication (x^2048 and x^1984 modulo the polynomial, bit
+ * reflected), then fold into one 128-bit value that the crc32 instruction
+ * reduces. About four times the throughput of the crc32 instruction. The
+ * constants are x^(D+32) and x^(D-32) mod P, reflected, for a fold over D bits:
+ * they satisfy crc(A followed by D/8 zero bytes) = crc(fold(A)), which the
+ * tests check against the table implementation. @dst (may be NULL) gets a
+ * copy of the bytes folded. Returns the CRC register after len - len % 256
+ * bytes; *done says how many. */
+#define K2048_LO 0xdcb17aa4ull
+#define K2048_HI 0xb9e02b86ull
+#define K512_LO 0x740eef02ull
+#define K512_HI 0x9e4addf8ull
+#define K128_LO 0xf20c0dfeull
+#define K128_HI 0x493c7d27ull
+
+__attribute__((target("sse4.2,pclmul,avx512f,avx512vl,vpclmulqdq"))) static uint32_t
+fold512(uint32_t c, unsigned char *dst, const unsigned char *p, size_t len, size_t *done)
+{
+    size_t n = len & ~(size_t)255;
+    *done = n;
+    __m512i x0 = _mm512_loadu_si512((const void *)p), x1 = _mm512_loadu_si512((const void *)(p + 64));
+    __m512i x2 = _mm512_loadu_si512((const void *)(p + 128)), x3 = _mm512_loadu_si512((const void *)(p + 192));
+    if (dst) {
+        _mm512_storeu_si512((void *)dst, x0);
+        _mm512_storeu_si512((void *)(dst + 64), x1);
+        _mm512_storeu_si512((void *)(dst + 128), x2);
+        _mm512_storeu_si512((void *)(dst + 192), x3);
+    }
+    x0 = _mm512_xor_si512(x0, _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)c)));
+    const __m512i k = _mm512_set_epi64((long long)K2048_HI, (long long)K2048_LO, (long long)K2048_HI,
+                                       (long long)K2048_LO, (long long)K2048_HI, (long long)K2048_LO,
+                                       (long long)K2048_HI, (long long)K2048_LO);
+#define FOLD(x, kk, y) \
+    _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(x, kk, 0x00), _mm512_clmulepi64_epi128(x, kk, 0x11), y, 0x96)
+    for (size_t i = 256; i < n; i += 256) {
+        __m512i y0 = _mm512_loadu_si512((const void *)(p + i)), y1 = _mm512_loadu_si512((const void *)(p + i + 64));
+        __m512i y2 = _mm512_loadu_si512((const void *)(p + i + 128)), y3 = _mm512_loadu_si512((const void *)(p + i + 192));
+        if (dst) {
+            _mm512_storeu_si512((void *)(dst + i), y0);
+            _mm512_storeu_si512((void *)(dst + i + 64), y1);
+            _mm512_storeu_si512((void *)(dst + i + 128), y2);
+            _mm512_storeu_si512((void *)(dst + i + 192), y3);
+        }
+        x0 = FOLD(x0, k, y0);
+        x1 = FOLD(x1, k, y1);
+        x2 = FOLD(x2, k, y2);
+        x3 = FOLD(x3, k, y3);
+    }
+    const __m512i k5 = _mm512_set_epi64((long long)K512_HI, (long long)K512_LO, (long long)K512_HI,
+                                        (long long)K512_LO, (long long)K512_HI, (long long)K512_LO,
+                                        (long long)K512_HI, (long long)K512_LO);
+    x0 = FOLD(x0, k5, x1);
+    x0 = FOLD(x0, k5, x2);
+    x0 = FOLD(x0, k5, x3);
+#undef FOLD
+    const __m128i k1 = _mm_set_epi64x((long long)K128_HI, (long long)K128_LO);
+    __m128i a = _mm512_extracti32x4_epi32(x0, 0);
+    for (int lane = 1; lane < 4; lane++) {
+        __m128i b = lane == 1 ? _mm512_extracti32x4_epi32(x0, 1)
+                  : lane == 2 ? _mm512_extracti32x4_epi32(x0, 2)
+                              : _mm512_extracti32x4_epi32(x0, 3);
+        a = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(a, k1, 0x00),
+                                        _mm_clmulepi64_si128(a, k1, 0x11)),
+                          b);
+    }
+    uint64_t r = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(a));
+    return (uint32_t)_mm_crc32_u64(r, (uint64_t)_mm_extract_epi64(a, 1));
+}
+
+__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const void *buf,
+                                                             size_t len, int wide)
 {
     const unsigned char *p = buf;
     uint32_t c32 = ~crc;
@@ -146,6 +217,12 @@ __attribute__((target("sse4.2"))) uint32_t vmmc_crc32c_hw(uint32_t crc, const vo
     }
     if (len >= 3 * LANE_SHORT) {
         pthread_once(&shift_once, shift_init);
+        if (wide && len >= 512) {
+            size_t done;
+            c32 = fold512(c32, NULL, p, len, &done);
+            p += done;
+            len -= done;
+        }
         c32 = rounds3(c32, &p, &len, LANE_LONG, shift_long);
         c32 = rounds3(c32, &p, &len, LANE_SHORT, shift_short);
     }
@@ -198,14 +275,22 @@ __attribute__((target("sse4.2"))) static uint32_t rounds3_copy(uint32_t c, unsig
     return c;
 }
 
-__attribute__((target("sse4.2"))) static uint32_t crc32c_copy_hw(uint32_t crc, void *dst,
-                                                                 const void *src, size_t len)
+__attribute__((target("sse4.2"))) static uint32_t crc32c_copy_x86(uint32_t crc, void *dst,
+                                                                  const void *src, size_t len,
+                                                                  int wide)
 {
     const unsigned char *p = src;
     unsigned char *o = dst;
     uint32_t c32 = ~crc;
     if (len >= 3 * LANE_SHORT) {
         pthread_once(&shift_once, shift_init);
+        if (wide && len >= 512) {
+            size_t done;
+            c32 = fold512(c32, o, p, len, &done);
+            p += done;
+            o += done;
+            len -= done;
+        }
         c32 = rounds3_copy(c32, &o, &p, &len, LANE_LONG, shift_long);
         c32 = rounds3_copy(c32, &o, &p, &len, LANE_SHORT, shift_short);
     }
@@ -226,13 +311,51 @@ __attribute__((target("sse4.2"))) static uint32_t crc32c_copy_hw(uint32_t crc, v
     return ~(uint32_t)c;
 }
 
+uint32_t vmmc_crc32c_hw(uint32_t crc, const void *buf, size_t len)
+{
+    return crc32c_hw(crc, buf, len, 0);
+}
+
+uint32_t vmmc_crc32c_wide(uint32_t crc, const void *buf, size_t len)
+{
+    return crc32c_hw(crc, buf, len, 1);
+}
+
+uint32_t vmmc_crc32c_copy_hw(uint32_t crc, void *dst, const void *src, size_t len, int wide)
+{
+    return crc32c_copy_x86(crc, dst, src, len, wide);
+}
+
+static uint32_t copy_narrow(uint32_t crc, void *dst, const void *src, size_t len)
+{
+    return crc32c_copy_x86(crc, dst, src, len, 0);
+}
+
+static uint32_t copy_wide(uint32_t crc, void *dst, const void *src, size_t len)
+{
+    return crc32c_copy_x86(crc, dst, src, len, 1);
+}
+
 int vmmc_crc32c_hw_available(void)
 {
     __builtin_cpu_init();
     return __builtin_cpu_supports("sse4.2");
 }
+
+int vmmc_crc32c_wide_available(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("vpclmulqdq") &&
+           __builtin_cpu_supports("pclmul");
+}
 #else
 uint32_t vmmc_crc32c_hw(uint32_t crc, const void *buf, size_t len)
+{
+    return vmmc_crc32c_sw(crc, buf, len);
+}
+
+uint32_t vmmc_crc32c_wide(uint32_t crc, const void *buf, size_t len)
 {
     return vmmc_crc32c_sw(crc, buf, len);
 }
@@ -242,8 +365,20 @@ int vmmc_crc32c_hw_available(void)
     return 0;
 }
 
+int vmmc_crc32c_wide_available(void)
+{
+    return 0;
+}
+
 static uint32_t crc32c_copy_sw(uint32_t crc, void *dst, const void *src, size_t len);
-#define crc32c_copy_hw crc32c_copy_sw
+
+uint32_t vmmc_crc32c_copy_hw(uint32_t crc, void *dst, const void *src, size_t len, int wide)
+{
+    (void)wide;
+    return crc32c_copy_sw(crc, dst, src, len);
+}
+#define copy_narrow crc32c_copy_sw
+#define copy_wide crc32c_copy_sw
 #endif
 
 static uint32_t crc32c_copy_sw(uint32_t crc, void *dst, const void *src, size_t len)
@@ -261,9 +396,9 @@ static pthread_once_t impl_once = PTHREAD_ONCE_INIT;
 
 static void impl_init(void)
 {
-    int hw = vmmc_crc32c_hw_available();
-    crc_impl = hw ? vmmc_crc32c_hw : vmmc_crc32c_sw;
-    crc_copy_impl = hw ? crc32c_copy_hw : crc32c_copy_sw;
+    int hw = vmmc_crc32c_hw_available(), wide = vmmc_crc32c_wide_available();
+    crc_impl = wide ? vmmc_crc32c_wide : hw ? vmmc_crc32c_hw : vmmc_crc32c_sw;
+    crc_copy_impl = wide ? copy_wide : hw ? copy_narrow : crc32c_copy_sw;
 }
 
 uint32_t vmmc_crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len)

@@ -21,5 +21,12 @@ uint32_t vmmc_crc32c_sw(uint32_t crc, const void *buf, size_t len);
 /* The SSE4.2 implementation; only call it if vmmc_crc32c_hw_available(). */
 uint32_t vmmc_crc32c_hw(uint32_t crc, const void *buf, size_t len);
 int vmmc_crc32c_hw_available(void);
+/* SSE4.2 plus AVX-512 VPCLMULQDQ folding of long buffers; only call it if
+ * vmmc_crc32c_wide_available(). vmmc_crc32c() uses the fastest available. */
+uint32_t vmmc_crc32c_wide(uint32_t crc, const void *buf, size_t len);
+int vmmc_crc32c_wide_available(void);
+/* The copying CRC of the hardware paths, narrow (crc32 only) or wide; for
+ * tests, with the same availability rules. */
+uint32_t vmmc_crc32c_copy_hw(uint32_t crc, void *dst, const void *src, size_t len, int wide);
 
 #endif

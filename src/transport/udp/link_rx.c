@@ -418,8 +418,10 @@ static void send_acks(vmmc_udp_link_t *l, int force)
         p->busy_pub = busy;
         if (!p->ack_owed_ns)
             p->ack_owed_ns = now;
-        /* A quarter window unacknowledged: the sender may be about to stall. */
-        if (force || busy_changed || !vmmc_udp_cfg_ack_delay ||
+        /* A quarter window unacknowledged: the sender may be about to stall.
+         * A hole (datagrams held above one missing): the sender's fast
+         * retransmit needs the selective acks now, not a delay later. */
+        if (force || busy_changed || !vmmc_udp_cfg_ack_delay || sack ||
             (uint32_t)(p->ack_pub - p->ack_sent) * 4 >= l->window ||
             now - p->ack_owed_ns >= vmmc_udp_cfg_ack_delay)
             ack_now(l, i, p);

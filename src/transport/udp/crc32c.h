@@ -1,7 +1,8 @@
 /* CRC32C (Castagnoli, iSCSI polynomial 0x1EDC6F41, reflected 0x82F63B78).
  *
- * Used by the UDP link to check every datagram. The hardware path uses the
- * SSE4.2 crc32 instruction when the CPU has it (checked once at run time);
+ * Used by the UDP link to check every datagram. The hardware paths (chosen
+ * once at run time) fold long buffers with AVX-512 VPCLMULQDQ when the CPU
+ * has it, else run three interleaved chains of the SSE4.2 crc32 instruction;
  * otherwise a slicing-by-8 table computes the same value. */
 #ifndef VMMC_UDP_CRC32C_H
 #define VMMC_UDP_CRC32C_H

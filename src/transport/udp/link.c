@@ -369,12 +369,14 @@ void vmmc_udp__peer_down(vmmc_udp_link_t *l, uint32_t id, int state, int why)
     vmmc_debug("udp link: peer %u %s", id, state == PEER_GONE ? "left" : "declared dead");
     if (l->p.dead)
         l->p.dead(l->p.arg, id, state == PEER_GONE);
+    /* Counted before the state changes: whoever sees the peer down sees
+     * it counted. */
+    CNT(l, peers_dead, 1);
     pthread_mutex_lock(&p->lock);
     p->down_why = why;
     __atomic_store_n(&p->state, state, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
-    CNT(l, peers_dead, 1);
 }
 
 void vmmc_udp_link_peer_kill(vmmc_udp_link_t *l, uint32_t id)

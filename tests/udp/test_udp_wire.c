@@ -111,6 +111,16 @@ int main(void)
     k.flags = VMMC_UDP_F_LAST;
     kn = build(copy, &k, "");
     expect(copy, kn, VMMC_UDP_BAD_HEADER, "keepalive with flags");
+    /* The delivery-report flag is for DATA only. */
+    k.type = VMMC_UDP_T_ACK;
+    k.flags = VMMC_UDP_F_DLV;
+    kn = build(copy, &k, "");
+    expect(copy, kn, VMMC_UDP_BAD_HEADER, "ack with the delivery flag");
+    vmmc_udp_hdr_t dl = h;
+    dl.flags = VMMC_UDP_F_LAST | VMMC_UDP_F_DLV;
+    size_t dn = build(copy, &dl, payload);
+    VT_CHECK(vmmc_udp_decode(copy, dn, &d) == VMMC_UDP_OK);
+    VT_CHECK(d.flags == (VMMC_UDP_F_LAST | VMMC_UDP_F_DLV));
     /* Offset + length wrapping around. */
     vmmc_udp_hdr_t w = h;
     w.offset = UINT64_MAX - 10;

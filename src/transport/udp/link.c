@@ -369,8 +369,8 @@ void vmmc_udp__peer_down(vmmc_udp_link_t *l, uint32_t id, int state, int why)
     vmmc_debug("udp link: peer %u %s", id, state == PEER_GONE ? "left" : "declared dead");
     if (l->p.dead)
         l->p.dead(l->p.arg, id, state == PEER_GONE);
-    /* Counted before senders see the new state, so that whoever saw the
-     * peer dead also sees the count. */
+    /* Counted before the state changes: whoever sees the peer down sees
+     * it counted. */
     CNT(l, peers_dead, 1);
     pthread_mutex_lock(&p->lock);
     p->down_why = why;
@@ -399,6 +399,8 @@ int vmmc_udp__xmit(vmmc_udp_link_t *l, peer_t *p, txslot_t **slots, unsigned n, 
         t->hdr.ack = p->ack_pub;
         t->hdr.sack = p->sack_pub;
         t->hdr.wnd = p->busy_pub ? 0 : (uint16_t)l->window;
+        t->hdr.flags = (uint8_t)((t->hdr.flags & ~VMMC_UDP_F_DLV) |
+                                 (p->dlv_pub == p->ack_pub ? VMMC_UDP_F_DLV : 0));
         vmmc_udp_encode(t->buf, &t->hdr, t->pcrc);
         t->sent_ns = now;
         iov[i].iov_base = t->buf;
@@ -435,6 +437,12 @@ int vmmc_udp__xmit(vmmc_udp_link_t *l, peer_t *p, txslot_t **slots, unsigned n, 
         break;
     }
     p->last_tx_ns = now;
+    /* Data going back carried everything a delayed ACK would (acks, window,
+     * and with F_DLV the delivery report): that ACK is no longer owed. */
+    if (done && p->ack_owed_ns && p->dlv_pub == p->ack_pub) {
+        p->ack_owed_ns = 0;
+        p->ack_sent = p->ack_pub;
+    }
     return VMMC_OK;
 }
 
@@ -579,9 +587,7 @@ int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t 
         h->offset = off;
         h->seq = p->snd_nxt;
         h->imm = rec->imm;
-        if (n)
-            memcpy(t->buf + VMMC_UDP_HDR_SIZE, src, n);
-        t->pcrc = vmmc_crc32c(0, t->buf + VMMC_UDP_HDR_SIZE, n);
+        t->pcrc = vmmc_crc32c_copy(0, t->buf + VMMC_UDP_HDR_SIZE, src, n);
         t->len = (uint32_t)(VMMC_UDP_HDR_SIZE + n);
         t->retx = 0;
         t->sacked = 0;

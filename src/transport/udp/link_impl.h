@@ -64,6 +64,7 @@ typedef struct peer {
      * a callback sends from the progress thread). Ring of window+1 slots
      * holds [dlv_nxt, dlv_nxt + window). */
     uint32_t rcv_nxt, dlv_nxt;
+    uint32_t rx_hi;                     /* highest seq stored out of order (sacks) */
     rxslot_t *rx;
     int ack_pending;
     uint64_t ack_owed_ns;               /* acks published but not sent since (under lock) */
@@ -97,6 +98,7 @@ struct vmmc_udp_link {
     struct sockaddr_storage rxaddr[RX_BATCH + RX_BATCH_NESTED];
     struct iovec rxiov[RX_BATCH + RX_BATCH_NESTED];
     struct mmsghdr rxmsg[RX_BATCH + RX_BATCH_NESTED];
+    int rxmsg_ready;                     /* rxmsg/rxiov set up (once) */
 
     vmmc_udp_counters_t c;               /* updated with relaxed atomics */
 };

@@ -123,9 +123,10 @@ static int on_ack(vmmc_udp_link_t *l, peer_t *p, const vmmc_udp_hdr_t *h, uint64
     }
     if (have_hi && (p->high_sack == 0 || (int32_t)(hi - p->high_sack) > 0))
         p->high_sack = hi;
-    /* Delivery reports ride in imm of unsequenced datagrams. */
-    if (h->type != VMMC_UDP_T_DATA) {
-        uint32_t dlv = (uint32_t)h->imm;
+    /* Delivery reports ride in imm of unsequenced datagrams; a DATA
+     * datagram with F_DLV reports everything it acknowledges delivered. */
+    if (h->type != VMMC_UDP_T_DATA || (h->flags & VMMC_UDP_F_DLV)) {
+        uint32_t dlv = h->type != VMMC_UDP_T_DATA ? (uint32_t)h->imm : ack;
         if ((int32_t)(dlv - p->peer_dlv) > 0 && (int32_t)(dlv - ack) <= 0) {
             p->peer_dlv = dlv;
             progress = 1;
@@ -248,6 +249,10 @@ static void drain(vmmc_udp_link_t *l, uint32_t id, peer_t *p)
 
 static uint64_t sack_bits(vmmc_udp_link_t *l, peer_t *p)
 {
+    /* Nothing stored above rcv_nxt (the common, in-order case): no sacks,
+     * and no walk over the ring for every acknowledgement. */
+    if ((int32_t)(p->rx_hi - p->rcv_nxt) <= 0)
+        return 0;
     uint64_t bits = 0;
     for (uint32_t i = 0; i < SACK_BITS; i++) {
         uint32_t s = p->rcv_nxt + 1 + i;
@@ -370,13 +375,15 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
     memcpy(s->buf, buf, n);
     s->hdr = h;
     s->present = 1;
+    if ((int32_t)(h.seq - p->rx_hi) > 0)
+        p->rx_hi = h.seq;
     if (d == 0)
         advance(l, p);
     if (!nested)
         drain(l, h.src, p);
 }
 
-extern uint64_t vmmc_udp_cfg_ack_delay;
+extern uint64_t vmmc_udp_cfg_ack_delay, vmmc_udp_cfg_poll_quiet;
 
 /* Send the ACK owed to @p now. Caller holds p->lock. */
 static void ack_now(vmmc_udp_link_t *l, uint32_t i, peer_t *p)
@@ -411,8 +418,10 @@ static void send_acks(vmmc_udp_link_t *l, int force)
         p->busy_pub = busy;
         if (!p->ack_owed_ns)
             p->ack_owed_ns = now;
-        /* A quarter window unacknowledged: the sender may be about to stall. */
-        if (force || busy_changed || !vmmc_udp_cfg_ack_delay ||
+        /* A quarter window unacknowledged: the sender may be about to stall.
+         * A hole (datagrams held above one missing): the sender's fast
+         * retransmit needs the selective acks now, not a delay later. */
+        if (force || busy_changed || !vmmc_udp_cfg_ack_delay || sack ||
             (uint32_t)(p->ack_pub - p->ack_sent) * 4 >= l->window ||
             now - p->ack_owed_ns >= vmmc_udp_cfg_ack_delay)
             ack_now(l, i, p);
@@ -445,15 +454,24 @@ static int rx_pass(vmmc_udp_link_t *l, int nested)
 {
     unsigned base = nested ? RX_BATCH : 0, nb = nested ? RX_BATCH_NESTED : RX_BATCH;
     int total = 0;
-    for (int round = 0; round < 64 && !atomic_load(&l->stop); round++) {
-        for (unsigned i = base; i < base + nb; i++) {
+    if (VMMC_UNLIKELY(!l->rxmsg_ready)) {
+        for (unsigned i = 0; i < RX_BATCH + RX_BATCH_NESTED; i++) {
             l->rxiov[i].iov_base = l->rxbuf + (size_t)i * l->dgram;
             l->rxiov[i].iov_len = l->dgram;
             memset(&l->rxmsg[i], 0, sizeof l->rxmsg[i]);
             l->rxmsg[i].msg_hdr.msg_iov = &l->rxiov[i];
             l->rxmsg[i].msg_hdr.msg_iovlen = 1;
             l->rxmsg[i].msg_hdr.msg_name = &l->rxaddr[i];
-            l->rxmsg[i].msg_hdr.msg_namelen = sizeof l->rxaddr[i];
+        }
+        l->rxmsg_ready = 1;
+    }
+    for (int round = 0; round < 64 && !atomic_load(&l->stop); round++) {
+        /* Only the in/out fields change between calls (the bindings may
+         * also permute entries within the vector, which keeps each one's
+         * buffer and address pointers valid). */
+        for (unsigned i = base; i < base + nb; i++) {
+            l->rxmsg[i].msg_hdr.msg_namelen = sizeof(struct sockaddr_storage);
+            l->rxmsg[i].msg_hdr.msg_flags = 0;
         }
         int r = l->b.recvmmsg(l->b.ctx, l->fd, l->rxmsg + base, nb);
         if (r <= 0)
@@ -567,8 +585,6 @@ static uint64_t timers(vmmc_udp_link_t *l, uint64_t now)
 }
 
 /* ---- thread ------------------------------------------------------------- */
-
-extern uint64_t vmmc_udp_cfg_poll_quiet;
 
 static void wait_events(vmmc_udp_link_t *l, uint64_t deadline, uint64_t now)
 {

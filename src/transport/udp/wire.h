@@ -41,7 +41,11 @@ enum vmmc_udp_flags {
     VMMC_UDP_F_FIRST = 1u << 0,  /* first fragment of a message */
     VMMC_UDP_F_LAST = 1u << 1,   /* last fragment of a message */
     VMMC_UDP_F_NOTIFY = 1u << 2, /* the message asks for a notification */
-    VMMC_UDP_F_ALL = 0x7u
+    /* DATA only: every datagram the ack field acknowledges has also been
+     * delivered to the sender's receive callback, so the datagram carries
+     * the delivery report an ACK would (the ACK owed is not needed). */
+    VMMC_UDP_F_DLV = 1u << 3,
+    VMMC_UDP_F_ALL = 0xFu
 };
 
 typedef struct vmmc_udp_hdr {

@@ -116,6 +116,9 @@ int vmmc_fetch(vmmc_proxy_t *px, size_t off, void *dst, size_t len)
                                                   "(%zu bytes)",
                                                   len, off, px->name, px->len)
                                      : rc;
+    /* A dead peer is reported as such even before its proxies are marked. */
+    if (VMMC_UNLIKELY(atomic_load_explicit(&px->peer->state, memory_order_acquire) == PEER_DEAD))
+        return vmmc_peer_error(px->peer);
     if (!(px->flags & VMMC_EXPORT_READ))
         return vmmc_error(VMMC_ERR_PERMISSION,
                           "rank %d's export '%s' does not allow reads (VMMC_EXPORT_READ)", px->rank,

@@ -94,11 +94,14 @@ static inline void consume(fm_t *fm, fm_peer_t *p, uint64_t slot, int skip)
         credit_return(fm, p);
 }
 
-/* Is the packet at @p's tail the next one of a message being discarded? */
-static inline int drainable(const fm_peer_t *p, uint64_t *w0, uint32_t *len)
+/* If the packet at @p's tail is the next one of a message being discarded
+ * (and well formed), the bytes it occupies; else 0. */
+static inline uint64_t drainable(const fm_peer_t *p, uint64_t *w0, uint32_t *len)
 {
-    return p->rstate == FM_R_DRAIN && !p->broken && !p->rdead &&
-           peek_at(p, p->tail, p->rseq, w0, len) && !((*w0 >> 16) & FM_F_FIRST);
+    if (p->rstate != FM_R_DRAIN || p->broken || p->rdead ||
+        !peek_at(p, p->tail, p->rseq, w0, len) || ((*w0 >> 16) & FM_F_FIRST))
+        return 0;
+    return slot_of(p, p->tail, *w0, *len);
 }
 
 /* Discard what has arrived of the message being drained (its handler
@@ -112,10 +115,8 @@ static void drain_arrived(fm_t *fm, fm_peer_t *p)
 {
     uint64_t end = p->tail + p->rR, w0;
     uint32_t len;
-    while (p->tail < end && drainable(p, &w0, &len)) {
-        uint64_t slot = slot_of(p, p->tail, w0, len);
-        if (!slot)
-            break;
+    uint64_t slot;
+    while (p->tail < end && (slot = drainable(p, &w0, &len)) != 0) {
         unsigned flags = (unsigned)(w0 >> 16) & 0xff;
         if (flags & FM_F_SKIP) {
             consume(fm, p, slot, 1);

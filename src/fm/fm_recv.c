@@ -94,6 +94,43 @@ static inline void consume(fm_t *fm, fm_peer_t *p, uint64_t slot, int skip)
         credit_return(fm, p);
 }
 
+/* If the packet at @p's tail is the next one of a message being discarded
+ * (and well formed), the bytes it occupies; else 0. */
+static inline uint64_t drainable(const fm_peer_t *p, uint64_t *w0, uint32_t *len)
+{
+    if (p->rstate != FM_R_DRAIN || p->broken || p->rdead ||
+        !peek_at(p, p->tail, p->rseq, w0, len) || ((*w0 >> 16) & FM_F_FIRST))
+        return 0;
+    return slot_of(p, p->tail, *w0, *len);
+}
+
+/* Discard what has arrived of the message being drained (its handler
+ * returned early, or its id is unknown), at most one ring's worth. No handler
+ * runs for these bytes, so the progress hook does this too: a receiver that
+ * has handled every message and stopped extracting (waiting in
+ * vmmc_barrier(), say) would otherwise keep the ring full and hold up a
+ * sender still finishing such a message. Anything unexpected (a FIRST
+ * packet, a bad length) is left for extract to report. */
+static void drain_arrived(fm_t *fm, fm_peer_t *p)
+{
+    uint64_t end = p->tail + p->rR, w0;
+    uint32_t len;
+    uint64_t slot;
+    while (p->tail < end && (slot = drainable(p, &w0, &len)) != 0) {
+        unsigned flags = (unsigned)(w0 >> 16) & 0xff;
+        if (flags & FM_F_SKIP) {
+            consume(fm, p, slot, 1);
+            continue;
+        }
+        fm->cnt[FM_C_PKT_RECV]++;
+        fm->cnt[FM_C_BYTES_RECV] += len;
+        fm->cnt[FM_C_DRAINED] += len;
+        consume(fm, p, slot, 0);
+        if (flags & FM_F_LAST)
+            p->rstate = FM_R_IDLE;
+    }
+}
+
 /* Consume the packet the receive stream holds (payload pointer set). */
 static void consume_current(fm_t *fm, fm_peer_t *p)
 {
@@ -430,6 +467,9 @@ int fm_hook_poll(void *arg)
             continue;
         uint64_t w0;
         uint32_t len;
+        /* Discarding is no event: nothing is left for the application. */
+        if (p->rstate == FM_R_DRAIN)
+            drain_arrived(fm, p);
         for (int k = 0; k < 16 && peek_at(p, p->seen, p->seen_seq, &w0, &len); k++) {
             uint64_t slot = slot_of(p, p->seen, w0, len);
             if (!slot)
@@ -468,7 +508,7 @@ int fm_hook_arm(void *arg)
             credit_return(fm, p);
         uint64_t w0;
         uint32_t len;
-        if (peek_at(p, p->seen, p->seen_seq, &w0, &len))
+        if (peek_at(p, p->seen, p->seen_seq, &w0, &len) || drainable(p, &w0, &len))
             pending = 1;
         req_check(p);
         if (p->req_pending && p->tail > p->returned)

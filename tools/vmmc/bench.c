@@ -53,6 +53,21 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+double bench_n_half(const size_t *sizes, const double *bw, int n)
+{
+    double peak = 0;
+    for (int i = 0; i < n; i++)
+        if (bw[i] > peak)
+            peak = bw[i];
+    int i = 0;
+    while (i < n - 1 && bw[i] < peak / 2)
+        i++;
+    if (i == 0)
+        return (double)sizes[0];
+    double t = (peak / 2 - bw[i - 1]) / (bw[i] - bw[i - 1]);
+    return exp(log((double)sizes[i - 1]) + t * (log((double)sizes[i]) - log((double)sizes[i - 1])));
+}
+
 bench_stat_t bench_stats(double *samples, int n)
 {
     bench_stat_t st = {0, 0, 0};

@@ -34,6 +34,11 @@ typedef struct bench_stat {
 /* Median, min and max of @n samples (sorts @samples in place). */
 bench_stat_t bench_stats(double *samples, int n);
 
+/* N1/2: the message size at which bandwidth bw[i] (at sizes[i], increasing
+ * sizes, any unit) first reaches half of its peak, interpolated on a log
+ * scale between the two sizes around it. */
+double bench_n_half(const size_t *sizes, const double *bw, int n);
+
 /* Report one figure. @unit is one of "ns", "us", "GB/s", "Mmsg/s", "B", "x".
  * @ref: "suite/metric" to compute a ratio against, or NULL. Rank 0 only;
  * other ranks' reports are dropped. */

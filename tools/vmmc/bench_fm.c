@@ -229,22 +229,10 @@ static void report_n_half_named(const size_t *sizes, int ns, double lat[][MAX_RE
 {
     double nh[MAX_REPS];
     for (int rep = 0; rep < g.c->reps; rep++) {
-        double peak = 0, bw[32];
-        for (int i = 0; i < ns; i++) {
+        double bw[32];
+        for (int i = 0; i < ns && i < 32; i++)
             bw[i] = (double)sizes[i] / lat[i][rep];
-            if (bw[i] > peak)
-                peak = bw[i];
-        }
-        int i = 0;
-        while (bw[i] < peak / 2)
-            i++;
-        if (i == 0) {
-            nh[rep] = (double)sizes[0];
-        } else {
-            double t = (peak / 2 - bw[i - 1]) / (bw[i] - bw[i - 1]);
-            nh[rep] = exp(log((double)sizes[i - 1]) +
-                          t * (log((double)sizes[i]) - log((double)sizes[i - 1])));
-        }
+        nh[rep] = bench_n_half(sizes, bw, ns < 32 ? ns : 32);
     }
     bench_report(g.c, metric, 0, "B", bench_stats(nh, g.c->reps), "vmmc/memalloc_n_half");
 }

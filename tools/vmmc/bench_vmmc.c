@@ -309,22 +309,10 @@ static void report_n_half(vb_t *v, const char *metric, const size_t *sizes, int 
         return;
     double nh[MAX_REPS];
     for (int rep = 0; rep < v->c->reps; rep++) {
-        double peak = 0, bw[sizeof lat_sizes / sizeof *lat_sizes];
-        for (int i = 0; i < ns; i++) {
+        double bw[sizeof lat_sizes / sizeof *lat_sizes];
+        for (int i = 0; i < ns; i++)
             bw[i] = (double)sizes[i] / lat[i][rep];
-            if (bw[i] > peak)
-                peak = bw[i];
-        }
-        int i = 0;
-        while (bw[i] < peak / 2)
-            i++;
-        if (i == 0) {
-            nh[rep] = (double)sizes[0];
-        } else {
-            double t = (peak / 2 - bw[i - 1]) / (bw[i] - bw[i - 1]);
-            nh[rep] = exp(log((double)sizes[i - 1]) +
-                          t * (log((double)sizes[i]) - log((double)sizes[i - 1])));
-        }
+        nh[rep] = bench_n_half(sizes, bw, ns);
     }
     bench_report(v->c, metric, 0, "B", bench_stats(nh, v->c->reps), NULL);
 }

@@ -25,22 +25,6 @@ static int open6(ut_ep_t *e, uint32_t self, const vmmc_udp_bindings_t *b)
     return vmmc_udp_link_open(&p, &e->l);
 }
 
-typedef struct {
-    ut_ep_t *from;
-    uint32_t to;
-    uint64_t seed, total;
-    int st;
-} txarg_t;
-
-static void *tx(void *arg)
-{
-    txarg_t *t = arg;
-    t->st = ut_tx_stream(t->from->l, t->to, t->seed, t->total, t->seed + 1);
-    if (t->st == VMMC_OK)
-        t->st = vmmc_udp_link_flush(t->from->l, t->to, 30000);
-    return NULL;
-}
-
 int main(void)
 {
     int probe = socket(AF_INET6, SOCK_DGRAM, 0);
@@ -66,10 +50,10 @@ int main(void)
     VT_OK(ut_connect(&e[1], &e[0]));
     VT_CHECK(vmmc_udp_link_payload_max(e[0].l) > 60000);
 
-    txarg_t t[2] = {{&e[0], 1, 900, total, 0}, {&e[1], 0, 901, total, 0}};
+    ut_txarg_t t[2] = {{&e[0], 1, 900, total, 0}, {&e[1], 0, 901, total, 0}};
     pthread_t th;
-    pthread_create(&th, NULL, tx, &t[1]);
-    tx(&t[0]);
+    pthread_create(&th, NULL, ut_tx_thread, &t[1]);
+    ut_tx_thread(&t[0]);
     pthread_join(th, NULL);
     VT_OK(t[0].st);
     VT_OK(t[1].st);

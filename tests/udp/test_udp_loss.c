@@ -7,22 +7,6 @@
 #endif
 #include "udp_test.h"
 
-typedef struct {
-    ut_ep_t *from;
-    uint32_t to;
-    uint64_t seed, total;
-    int st;
-} txarg_t;
-
-static void *tx_thread(void *arg)
-{
-    txarg_t *t = arg;
-    t->st = ut_tx_stream(t->from->l, t->to, t->seed, t->total, t->seed * 3 + 1);
-    if (t->st == VMMC_OK)
-        t->st = vmmc_udp_link_flush(t->from->l, t->to, 60000);
-    return NULL;
-}
-
 int main(int argc, char **argv)
 {
     if (argc < 5)
@@ -48,10 +32,10 @@ int main(int argc, char **argv)
     VT_OK(ut_connect(&e[1], &e[0]));
 
     double t0 = vt_now();
-    txarg_t ta[2] = {{&e[0], 1, 1000, total, 0}, {&e[1], 0, 1001, total, 0}};
+    ut_txarg_t ta[2] = {{&e[0], 1, 1000, total, 0}, {&e[1], 0, 1001, total, 0}};
     pthread_t th;
-    pthread_create(&th, NULL, tx_thread, &ta[1]);
-    tx_thread(&ta[0]);
+    pthread_create(&th, NULL, ut_tx_thread, &ta[1]);
+    ut_tx_thread(&ta[0]);
     pthread_join(th, NULL);
     VT_OK(ta[0].st);
     VT_OK(ta[1].st);

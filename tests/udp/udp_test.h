@@ -196,7 +196,6 @@ static inline void ut_print_counters(const char *who, vmmc_udp_link_t *l)
     fflush(stdout);
 }
 
-#endif
 
 /* One test endpoint: its link and the stream it receives. */
 typedef struct ut_ep {
@@ -263,3 +262,24 @@ static inline int ut_connect(ut_ep_t *a, ut_ep_t *b)
     ut_token(tok, b->self, 0);
     return vmmc_udp_link_add_peer(a->l, b->self, (struct sockaddr *)&ss, len, tok);
 }
+
+/* One direction of a two-way stream test: send @total bytes of the stream
+ * seeded @seed from @from to peer @to, then wait until all was delivered.
+ * Run one in a thread and the other in the caller. */
+typedef struct ut_txarg {
+    ut_ep_t *from;
+    uint32_t to;
+    uint64_t seed, total;
+    int st;
+} ut_txarg_t;
+
+static inline void *ut_tx_thread(void *arg)
+{
+    ut_txarg_t *t = arg;
+    t->st = ut_tx_stream(t->from->l, t->to, t->seed, t->total, t->seed * 3 + 1);
+    if (t->st == VMMC_OK)
+        t->st = vmmc_udp_link_flush(t->from->l, t->to, 60000);
+    return NULL;
+}
+
+#endif

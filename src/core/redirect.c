@@ -356,21 +356,33 @@ static int local_copy(void *ctx, int to_user, uint64_t addr, const void *src, si
     return VMMC_OK;
 }
 
+/* Resolve an incoming access: the export (id + generation), its capability
+ * token and the bounds. Returns the export, or NULL with *rc set. Caller
+ * holds ep->lock. */
+static vmmc_export_t *deliver_lookup(vmmc_ep_t *ep, uint32_t export_id, uint32_t gen,
+                                     const uint64_t token[2], uint64_t off, size_t len, int *rc)
+{
+    vmmc_export_t *ex = vmmc_export_by_id(ep, export_id, gen);
+    if (!ex)
+        *rc = VMMC_ERR_STALE;
+    else if (token && (token[0] != ex->token[0] || token[1] != ex->token[1]))
+        *rc = VMMC_ERR_PERMISSION;
+    else if (off > ex->len || len > ex->len - off)
+        *rc = VMMC_ERR_BOUNDS;
+    else
+        return ex;
+    return NULL;
+}
+
 int vmmc_deliver_write(vmmc_ep_t *ep, uint32_t export_id, uint32_t gen, const uint64_t token[2],
                        uint64_t off, const void *src, size_t len)
 {
-    pthread_mutex_lock(&ep->lock);
-    vmmc_export_t *ex = vmmc_export_by_id(ep, export_id, gen);
     int rc = VMMC_OK;
-    if (!ex)
-        rc = VMMC_ERR_STALE;
-    else if (token && (token[0] != ex->token[0] || token[1] != ex->token[1]))
-        rc = VMMC_ERR_PERMISSION;
-    else if (off > ex->len || len > ex->len - off)
-        rc = VMMC_ERR_BOUNDS;
-    else if (ex->rctl)
+    pthread_mutex_lock(&ep->lock);
+    vmmc_export_t *ex = deliver_lookup(ep, export_id, gen, token, off, len, &rc);
+    if (ex && ex->rctl)
         rc = vmmc_redir_write(ex->rctl, (size_t)off, src, len, local_copy, ex);
-    else
+    else if (ex)
         memcpy(ex->addr + off, src, len);
     pthread_mutex_unlock(&ep->lock);
     if (rc > 0) {
@@ -383,18 +395,12 @@ int vmmc_deliver_write(vmmc_ep_t *ep, uint32_t export_id, uint32_t gen, const ui
 int vmmc_deliver_read(vmmc_ep_t *ep, uint32_t export_id, uint32_t gen, const uint64_t token[2],
                       uint64_t off, void *dst, size_t len)
 {
-    pthread_mutex_lock(&ep->lock);
-    vmmc_export_t *ex = vmmc_export_by_id(ep, export_id, gen);
     int rc = VMMC_OK;
-    if (!ex)
-        rc = VMMC_ERR_STALE;
-    else if (token && (token[0] != ex->token[0] || token[1] != ex->token[1]))
+    pthread_mutex_lock(&ep->lock);
+    vmmc_export_t *ex = deliver_lookup(ep, export_id, gen, token, off, len, &rc);
+    if (ex && !(ex->flags & VMMC_EXPORT_READ))
         rc = VMMC_ERR_PERMISSION;
-    else if (!(ex->flags & VMMC_EXPORT_READ))
-        rc = VMMC_ERR_PERMISSION;
-    else if (off > ex->len || len > ex->len - off)
-        rc = VMMC_ERR_BOUNDS;
-    else
+    else if (ex)
         memcpy(dst, ex->addr + off, len);
     pthread_mutex_unlock(&ep->lock);
     return rc;

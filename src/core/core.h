@@ -78,6 +78,7 @@ typedef struct vmmc_mem {
     int fd;
     struct vmmc_export *kex;   /* export behind vmmc_mem_key(), or NULL */
     uint64_t kcookie, kname;   /* its name's parts */
+    int klast;                 /* rank granted last (fast path of vmmc_mem_key) */
     struct vmmc_mem *next;
 } vmmc_mem_t;
 

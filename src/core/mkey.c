@@ -52,6 +52,7 @@ struct vmmc_mkey_cache {
     pthread_mutex_t lock;    /* the entries */
     pthread_mutex_t klock;   /* issuing keys */
     int n;
+    int last;                /* entry of the last attach */
     uint64_t clock;
     uint64_t next_name;
     mkey_ent_t e[];
@@ -90,6 +91,14 @@ static void mkey_name(char *buf, size_t cap, uint64_t n, uint64_t cookie)
     snprintf(buf, cap, VMMC_MKEY_PREFIX "%" PRIu64 ".%016" PRIx64, n, cookie);
 }
 
+static void key_fill(vmmc_mkey_t *key, const vmmc_mem_t *m, const char *a, size_t len)
+{
+    key->opaque[K_ID] = (uint64_t)m->kex->id | (uint64_t)m->kex->gen << 32;
+    key->opaque[K_COOKIE] = m->kcookie;
+    key->opaque[K_OFF] = (uint64_t)(a - m->base) | (uint64_t)m->kname << 40;
+    key->opaque[K_LEN] = (uint64_t)len;
+}
+
 int vmmc_mem_key(vmmc_ep_t *ep, const void *addr, size_t len, int rank, vmmc_mkey_t *key)
 {
     if (!ep || !addr || !key)
@@ -105,6 +114,20 @@ int vmmc_mem_key(vmmc_ep_t *ep, const void *addr, size_t len, int rank, vmmc_mke
     if (!c)
         return rc;
     const char *a = addr;
+    /* Fast path: the allocation has its export and @rank was the last
+     * grantee (a receiver posting buffers to one sender after another). */
+    pthread_mutex_lock(&ep->mem_lock);
+    for (vmmc_mem_t *m = ep->mem; m; m = m->next) {
+        if (a >= m->base && a + len >= a && a + len <= m->base + m->len) {
+            if (m->kex && m->klast == rank) {
+                key_fill(key, m, a, len);
+                pthread_mutex_unlock(&ep->mem_lock);
+                return VMMC_OK;
+            }
+            break;
+        }
+    }
+    pthread_mutex_unlock(&ep->mem_lock);
     /* Creating the key export goes through vmmc_export(), which looks the
      * allocation up itself: done outside mem_lock, one creator at a time. */
     pthread_mutex_lock(&c->klock);
@@ -174,10 +197,8 @@ int vmmc_mem_key(vmmc_ep_t *ep, const void *addr, size_t len, int rank, vmmc_mke
         }
         pthread_mutex_unlock(&ep->lock);
     }
-    key->opaque[K_ID] = (uint64_t)m->kex->id | (uint64_t)m->kex->gen << 32;
-    key->opaque[K_COOKIE] = m->kcookie;
-    key->opaque[K_OFF] = (uint64_t)(a - m->base) | (uint64_t)m->kname << 40;
-    key->opaque[K_LEN] = (uint64_t)len;
+    m->klast = rank;
+    key_fill(key, m, a, len);
     pthread_mutex_unlock(&ep->mem_lock);
     pthread_mutex_unlock(&c->klock);
     return VMMC_OK;
@@ -220,7 +241,9 @@ int vmmc_mem_attach(vmmc_ep_t *ep, int rank, const vmmc_mkey_t *key, int timeout
     uint64_t kname = key->opaque[K_OFF] >> 40;
     uint64_t klen = key->opaque[K_LEN];
     pthread_mutex_lock(&c->lock);
-    mkey_ent_t *e = lookup(c, rank, id, gen, cookie);
+    mkey_ent_t *e = &c->e[c->last];
+    if (e->rank != rank || e->id != id || e->gen != gen || e->cookie != cookie)
+        e = lookup(c, rank, id, gen, cookie);
     if (e && atomic_load(&e->px->state) != PX_ACTIVE && e->pins == 0) {
         ent_drop(e); /* the owner freed that allocation */
         e = NULL;
@@ -282,6 +305,7 @@ int vmmc_mem_attach(vmmc_ep_t *ep, int rank, const vmmc_mkey_t *key, int timeout
     }
     e->pins++;
     e->used = ++c->clock;
+    c->last = (int)(e - c->e);
     *ptr = e->base + off;
     pthread_mutex_unlock(&c->lock);
     return VMMC_OK;
@@ -295,8 +319,8 @@ int vmmc_mem_detach(vmmc_ep_t *ep, void *ptr)
     if (c) {
         const char *p = ptr;
         pthread_mutex_lock(&c->lock);
-        for (int i = 0; i < c->n; i++) {
-            mkey_ent_t *e = &c->e[i];
+        for (int k = -1; k < c->n; k++) {
+            mkey_ent_t *e = &c->e[k < 0 ? c->last : k]; /* the last attached first */
             if (e->rank >= 0 && e->pins > 0 && p >= e->base && p <= e->base + e->len) {
                 e->pins--;
                 pthread_mutex_unlock(&c->lock);

@@ -324,7 +324,8 @@ static uint64_t now_ns(void)
  * receiver a moment (VMMC_FM_ZCOPY_WAIT at most) to post its buffer, since
  * a byte sent in a packet costs the receiver a copy. After a while, serve
  * our own receive side meanwhile (the peer may be waiting for us the same
- * way). A receiver that answered "none" lately is not waited for. */
+ * way). A receiver that answered "none" or did not answer in time lately is
+ * not waited for (its descriptors are still used when they come). */
 static void zc_wait(fm_t *fm, fm_peer_t *p, fm_stream_t *s)
 {
     s->zc_waited = 1;
@@ -346,6 +347,7 @@ static void zc_wait(fm_t *fm, fm_peer_t *p, fm_stream_t *s)
             if (!t0) {
                 t0 = t;
             } else if (t - t0 > fm->zc_wait_ns) {
+                p->zc_skip = 16; /* the receiver is busy: do not hold the next ones up */
                 return;
             } else if (!fm->in_extract && !fm->in_handler) {
                 fm_rlock(fm);

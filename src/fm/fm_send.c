@@ -6,7 +6,8 @@
  * that goes out with vmmc_send(). Messages of at most FM_STAGE_MAX bytes are
  * staged locally even with a mapping and copied in one go, so that the
  * receiver, which polls the packet's first line, does not take that line
- * away between pieces. A full packet goes out at once, unless the
+ * away between pieces; in longer packets only the first line is assembled
+ * aside, for the same reason. A full packet goes out at once, unless the
  * message's bound says nothing can follow it; the last packet goes out at
  * end_message. So a message shorter than a packet always travels as one
  * packet (FIRST|LAST) and its handler never needs a context of its own.
@@ -215,6 +216,9 @@ static inline int publish(fm_t *fm, fm_peer_t *p, fm_stream_t *s, unsigned flags
             st[1] = 0;
             memcpy(h, st, FM_HDR + len);
         } else {
+            /* The first line's payload was held back (fm_send_piece). */
+            size_t first = len < FM_LINE - FM_HDR ? len : FM_LINE - FM_HDR;
+            memcpy(h + FM_HDR, p->staging + FM_HDR, first);
             *(uint64_t *)h = w0;
         }
         atomic_store_explicit((_Atomic uint64_t *)(h + 8), w1, memory_order_release);
@@ -553,7 +557,18 @@ int fm_send_piece(fm_stream_t *s, const void *buf, size_t n)
         size_t c = s->pk_cap - s->pk_len;
         if (c > n)
             c = n;
-        memcpy(s->pk + s->pk_len, b, c);
+        if (VMMC_UNLIKELY(s->pk_len < FM_LINE - FM_HDR) && p->map && !s->staged) {
+            /* The first line (header + 48 payload bytes) is assembled
+             * aside and written once at publish: the receiver spins on
+             * it, and every earlier write would take it away. */
+            size_t h = FM_LINE - FM_HDR - s->pk_len;
+            if (h > c)
+                h = c;
+            memcpy(p->staging + FM_HDR + s->pk_len, b, h);
+            memcpy(s->pk + s->pk_len + h, b + h, c - h);
+        } else {
+            memcpy(s->pk + s->pk_len, b, c);
+        }
         s->pk_len += c;
         s->sent += c;
         b += c;
@@ -617,8 +632,12 @@ int fm_send(fm_t *fm, int dest, int handler, const void *buf, size_t n)
         if (VMMC_LIKELY(p->map && n <= p->paymax && !p->ss.open && !p->sdead &&
                         p->R - off >= slot && has_space(p, slot))) {
             char *h = p->map + FM_CTRL + off;
-            if (n)
-                memcpy(h + FM_HDR, buf, n);
+            /* The first line last: the receiver spins on it. */
+            size_t first = n < FM_LINE - FM_HDR ? n : FM_LINE - FM_HDR;
+            if (n > first)
+                memcpy(h + FM_LINE, (const char *)buf + first, n - first);
+            if (first)
+                memcpy(h + FM_HDR, buf, first);
             *(uint64_t *)h = (uint64_t)handler | ((uint64_t)(FM_F_FIRST | FM_F_LAST) << 16);
             atomic_store_explicit((_Atomic uint64_t *)(h + 8), (uint64_t)p->seq | ((uint64_t)n << 32),
                                   memory_order_release);

@@ -268,6 +268,25 @@ static int write_skip(fm_t *fm, fm_peer_t *p, uint64_t skip)
     return VMMC_OK;
 }
 
+/* Make room at the head for a packet of @cap payload bytes: wait for
+ * credits if allowed (never in non-blocking mode or a handler), and fill
+ * the ring's end with a skip packet if the slot does not fit before it. */
+static inline int reserve(fm_t *fm, fm_peer_t *p, size_t cap, int nb)
+{
+    uint64_t skip;
+    uint64_t need = next_need(p, cap, &skip);
+    if (VMMC_UNLIKELY(!has_space(p, need))) {
+        if (nb || fm->in_handler || fm->in_extract)
+            return send_again(fm, p); /* handlers never wait */
+        int st = wait_space(fm, p, &need, cap, &skip);
+        if (st != VMMC_OK)
+            return st;
+    }
+    if (VMMC_UNLIKELY(skip))
+        return write_skip(fm, p, skip);
+    return VMMC_OK;
+}
+
 /* ---- direct placement (zero-copy; see fm_int.h) ---- */
 
 static void zc_detach(fm_t *fm, fm_stream_t *s)
@@ -371,18 +390,9 @@ static void zc_wait(fm_t *fm, fm_peer_t *p, fm_stream_t *s)
 /* Announce the bytes placed directly: a header-only DIRECT packet. */
 static int publish_direct(fm_t *fm, fm_peer_t *p, fm_stream_t *s, unsigned flags)
 {
-    uint64_t skip;
-    uint64_t need = next_need(p, 0, &skip);
-    if (VMMC_UNLIKELY(!has_space(p, need))) {
-        int st = wait_space(fm, p, &need, 0, &skip);
-        if (st != VMMC_OK)
-            return st;
-    }
-    if (VMMC_UNLIKELY(skip)) {
-        int st = write_skip(fm, p, skip);
-        if (st != VMMC_OK)
-            return st;
-    }
+    int st = reserve(fm, p, 0, 0);
+    if (st != VMMC_OK)
+        return st;
     char *h = p->map + FM_CTRL + (p->head & (p->R - 1));
     *(uint64_t *)h = (uint64_t)s->handler | ((uint64_t)(flags | FM_F_DIRECT) << 16);
     atomic_store_explicit((_Atomic uint64_t *)(h + 8), (uint64_t)p->seq | (s->zpend << 32),
@@ -401,20 +411,9 @@ static inline int pkt_start(fm_t *fm, fm_peer_t *p, fm_stream_t *s, int nb)
 {
     size_t left = s->bound - s->sent;
     size_t cap = left < p->paymax ? left : p->paymax;
-    uint64_t skip;
-    uint64_t need = next_need(p, cap, &skip);
-    if (VMMC_UNLIKELY(!has_space(p, need))) {
-        if (nb || fm->in_handler || fm->in_extract)
-            return send_again(fm, p); /* handlers never wait */
-        int st = wait_space(fm, p, &need, cap, &skip);
-        if (st != VMMC_OK)
-            return st;
-    }
-    if (VMMC_UNLIKELY(skip)) {
-        int st = write_skip(fm, p, skip);
-        if (st != VMMC_OK)
-            return st;
-    }
+    int st = reserve(fm, p, cap, nb);
+    if (st != VMMC_OK)
+        return st;
     p->pk_pos = p->head;
     s->staged = p->map && s->bound <= FM_STAGE_MAX && s->bound <= p->paymax;
     s->pk = (p->map && !s->staged ? p->map + FM_CTRL + (p->head & (p->R - 1)) : p->staging) +

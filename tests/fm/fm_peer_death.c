@@ -81,8 +81,10 @@ static int child(void)
         VT_OK(fm_begin_message(fm, 0, 1 << 20, 1, &s));
         VT_OK(fm_send_piece(s, part, sizeof part));
         /* Let rank 0 start the handler on what arrived, then die. */
+        double end = vt_now() + 20;
         while (zcopy ? fm_counter(fm, "zcopy_bytes_sent") == 0 : fm_counter(fm, "pkt_sent") < 10)
-            ;
+            if (vt_now() > end)
+                VT_FAIL("rank 2: the message did not get under way");
         usleep(50000);
         raise(SIGKILL);
     } else if (me == 0) {

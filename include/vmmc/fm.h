@@ -36,8 +36,13 @@
  * returns ring space (credits) by writing its consumed-byte count into a word
  * of the sender's ring for it, in batches.
  *
+ * Large messages (VMMC_FM_ZCOPY and up) whose handler receives into
+ * vmmc_mem_alloc() memory on the same host are placed there directly by the
+ * sender: one copy instead of two, nothing to do for the user.
+ *
  * Threading: an fm_t and its streams are used by one thread at a time
- * (handlers run in the thread that calls fm_extract()). The core may run
+ * (handlers run in the thread that calls fm_extract()), unless it was opened
+ * with FM_THREADS (see below). The core may run
  * FM's progress hook in another thread (the service thread): that hook only
  * looks at the rings and returns credits; it never runs handlers.
  *
@@ -123,14 +128,21 @@ enum {
     /** Do not write through mappings of the peers' rings even when the core
      *  allows it: every packet goes through vmmc_send() (what a remote peer
      *  gets). For testing and comparison. */
-    FM_NO_MAP = 1u << 1
+    FM_NO_MAP = 1u << 1,
+    /** Several threads may call FM at once (FM 2.x's send-queue lock): one
+     *  thread at a time sends to a given rank, from fm_begin_message() to
+     *  fm_end_message(); another thread's fm_begin_message() to that rank
+     *  waits (or gets VMMC_ERR_AGAIN in non-blocking mode and in handlers).
+     *  One thread at a time extracts; handlers run in the thread that
+     *  extracts. Costs an atomic operation per message. */
+    FM_THREADS = 1u << 2
 };
 
 /** @brief FM parameters; zero-initialise and set field_mask. Unset fields
  *  come from the VMMC_FM_* settings (`vmmc info -c`). */
 typedef struct fm_params {
     uint64_t field_mask;
-    unsigned flags;      /**< FM_NONBLOCK, FM_NO_MAP */
+    unsigned flags;      /**< FM_NONBLOCK, FM_NO_MAP, FM_THREADS */
     size_t ring_size;    /**< receive ring per sender, bytes (VMMC_FM_RING);
                               rounded up to a power of two */
     size_t packet_size;  /**< largest payload per packet (VMMC_FM_PACKET) */

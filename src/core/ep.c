@@ -164,7 +164,9 @@ void vmmc_peer_mark_dead(vmmc_ep_t *ep, int rank, int wstatus, const char *why)
     if (!p || rank == ep->rank)
         return;
     pthread_mutex_lock(&ep->lock);
-    int was = atomic_exchange(&p->state, PEER_DEAD);
+    /* The reason is written before the state says DEAD: readers look at it
+     * only after seeing DEAD (markers serialise on ep->lock). */
+    int was = atomic_load(&p->state);
     if (was != PEER_DEAD) {
         p->dead_status = wstatus;
         if (why)
@@ -176,6 +178,7 @@ void vmmc_peer_mark_dead(vmmc_ep_t *ep, int rank, int wstatus, const char *why)
             snprintf(p->dead_why, sizeof p->dead_why, "exited with status %d", WEXITSTATUS(wstatus));
         else
             snprintf(p->dead_why, sizeof p->dead_why, "reported dead by the launcher");
+        was = atomic_exchange(&p->state, PEER_DEAD);
     } else if (wstatus >= 0 && p->dead_status < 0) {
         /* The launcher's verdict is more precise than "connection closed". */
         p->dead_status = wstatus;

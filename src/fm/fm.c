@@ -14,6 +14,7 @@ static uint64_t cfg_stack;
 static int64_t cfg_handlers;
 static int cfg_map;
 static int cfg_nonblock;
+static int cfg_threads;
 static uint64_t cfg_zcopy;
 static uint64_t cfg_zcopy_wait;
 
@@ -34,6 +35,8 @@ static const vmmc_cfg_entry_t fm_entries[] = {
      VMMC_CFG_SIZE, &cfg_zcopy},
     {"FM_ZCOPY_WAIT", "20us", "how long an FM sender waits for the receiver's buffer before it "
      "sends the rest of such a message in packets", VMMC_CFG_TIME, &cfg_zcopy_wait},
+    {"FM_THREADS", "n", "several threads may use one FM at once (a send lock per peer)",
+     VMMC_CFG_BOOL, &cfg_threads},
     {"FM_NONBLOCK", "n", "FM sends never wait for credits (VMMC_ERR_AGAIN instead)", VMMC_CFG_BOOL,
      &cfg_nonblock},
 };
@@ -60,7 +63,7 @@ int fm_counter_get(const fm_t *fm, int i, const char **name, uint64_t *value)
     if (i < 0 || i >= FM_C_COUNT)
         return VMMC_ERR_NOT_FOUND;
     *name = cnt_names[i];
-    *value = fm->cnt[i];
+    *value = __atomic_load_n(&fm->cnt[i], __ATOMIC_RELAXED);
     return VMMC_OK;
 }
 
@@ -70,7 +73,7 @@ uint64_t fm_counter(const fm_t *fm, const char *name)
         return 0;
     for (int i = 0; i < FM_C_COUNT; i++)
         if (!strcmp(cnt_names[i], name))
-            return fm->cnt[i];
+            return __atomic_load_n(&fm->cnt[i], __ATOMIC_RELAXED);
     return 0;
 }
 
@@ -101,7 +104,8 @@ int fm_register_handler(fm_t *fm, int id, fm_handler_t h, void *arg)
 static int fm_setup_params(fm_t *fm, const fm_params_t *pa)
 {
     vmmc_config_load();
-    fm->flags = (cfg_nonblock ? FM_NONBLOCK : 0) | (cfg_map ? 0 : FM_NO_MAP);
+    fm->flags = (cfg_nonblock ? FM_NONBLOCK : 0) | (cfg_map ? 0 : FM_NO_MAP) |
+                (cfg_threads ? FM_THREADS : 0);
     fm->ring_size = cfg_ring;
     fm->packet_size = cfg_packet;
     fm->credit_batch = cfg_batch;
@@ -111,7 +115,7 @@ static int fm_setup_params(fm_t *fm, const fm_params_t *pa)
     fm->max_handlers = (int)cfg_handlers;
     if (pa) {
         if (pa->field_mask & FM_PARAM_FLAGS) {
-            if (pa->flags & ~(unsigned)(FM_NONBLOCK | FM_NO_MAP))
+            if (pa->flags & ~(unsigned)(FM_NONBLOCK | FM_NO_MAP | FM_THREADS))
                 return vmmc_error(VMMC_ERR_INVALID, "fm_init: unknown flags 0x%x", pa->flags);
             fm->flags = pa->flags;
         }
@@ -150,6 +154,7 @@ static int fm_setup_params(fm_t *fm, const fm_params_t *pa)
         return vmmc_error(VMMC_ERR_INVALID, "fm_init: %d handler ids (1..65536)", fm->max_handlers);
     if (fm->stack_size < 16384)
         fm->stack_size = 16384;
+    fm->mt = (fm->flags & FM_THREADS) != 0;
     return VMMC_OK;
 }
 
@@ -175,7 +180,7 @@ static int fm_connect_peer(fm_t *fm, fm_peer_t *p)
             st = vmmc_proxy_map(p->px, &m);
             if (st == VMMC_OK) {
                 p->map = m;
-                fm->cnt[FM_C_MAPPED]++;
+                FM_CNT(fm, FM_C_MAPPED, 1);
             }
             else if (st != VMMC_ERR_UNSUPPORTED)
                 return st;
@@ -206,8 +211,7 @@ int fm_init(vmmc_ep_t *ep, const fm_params_t *params, fm_t **out)
     fm->ep = ep;
     fm->rank = vmmc_rank(ep);
     fm->size = vmmc_size(ep);
-    atomic_init(&fm->swait, -1);
-    atomic_init(&fm->swait_credit, 0);
+    atomic_init(&fm->rx_owner, 0);
     atomic_init(&fm->rlock, 0);
     if ((st = fm_setup_params(fm, params)) != VMMC_OK)
         goto fail;
@@ -275,7 +279,7 @@ int fm_finalize(fm_t *fm)
 {
     if (!fm)
         return vmmc_error(VMMC_ERR_INVALID, "fm_finalize: NULL fm");
-    if (fm->in_handler)
+    if (fm_in_handler(fm))
         return vmmc_error(VMMC_ERR_INVALID, "fm_finalize called from a handler");
     if (fm->peers) {
         for (int r = 0; r < fm->size; r++) {

@@ -31,6 +31,7 @@
 #ifndef VMMC_FM_INT_H
 #define VMMC_FM_INT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -149,10 +150,14 @@ typedef struct fm_peer {
     _Atomic uint64_t *credit_word; /* where the peer writes it (our memory) */
     uint64_t req;               /* credit requests sent */
     uint64_t req_credit;        /* credit value when we last asked */
-    int sdead;
+    atomic_int sdead;           /* known dead (set by senders and by the receive side) */
     char *staging;              /* packet assembly (unmapped, or short messages) */
     uint64_t pk_pos;            /* ring position of the packet being filled */
     uint64_t smsg;              /* messages begun (first packets published) */
+    atomic_int slock;           /* FM_THREADS: the send side of this peer */
+    _Atomic uintptr_t sowner;   /* ... held by this thread */
+    atomic_int swaiting;        /* a sender waits for this peer's credits */
+    _Atomic uint64_t swait_credit; /* ... and the credit it saw then */
     uint64_t dseen;             /* descriptor seq last read */
     unsigned zc_skip;           /* ZC messages to send without waiting (after a "none") */
     fm_stream_t ss;
@@ -207,14 +212,42 @@ struct fm {
     fm_ctx_t *ctx_free;         /* pool */
     fm_ctx_t *ctx_all;
     unsigned rr;                /* round-robin start */
-    atomic_int swait;           /* rank whose credits a sender waits for, -1 */
-    _Atomic uint64_t swait_credit; /* its credit when the wait began */
+    int mt;                     /* FM_THREADS: several threads may call FM */
+    _Atomic uintptr_t rx_owner; /* thread holding rlock (the extractor) */
     int ndead;                  /* ranks known dead */
     double last_dead_check;
     unsigned empty_polls;
     int hook_added;
     uint64_t cnt[FM_C_COUNT];
 };
+
+/* Counters: plain adds, or atomic ones when several threads use FM. */
+#define FM_CNT(f, i, v)                                                             \
+    do {                                                                            \
+        if (VMMC_UNLIKELY((f)->mt))                                                 \
+            __atomic_fetch_add(&(f)->cnt[i], (uint64_t)(v), __ATOMIC_RELAXED);      \
+        else                                                                        \
+            (f)->cnt[i] += (uint64_t)(v);                                           \
+    } while (0)
+
+static inline uintptr_t fm_self(void) { return (uintptr_t)pthread_self(); }
+
+/* Is the calling thread running a handler of @fm, or inside its extract?
+ * (in_handler and in_extract describe the thread that holds rlock.) */
+static inline int fm_owns_rx(const struct fm *fm)
+{
+    /* Only the rlock holder writes in_handler/in_extract: read them after
+     * making sure that is this thread. */
+    return !fm->mt || atomic_load_explicit(&fm->rx_owner, memory_order_relaxed) == fm_self();
+}
+static inline int fm_in_handler(const struct fm *fm)
+{
+    return fm_owns_rx(fm) && fm->in_handler;
+}
+static inline int fm_busy(const struct fm *fm)
+{
+    return fm_owns_rx(fm) && (fm->in_handler || fm->in_extract);
+}
 
 /* fm_ctx.c: handler contexts on pooled stacks. */
 int fm_ctx_get(struct fm *fm, fm_ctx_t **c);

@@ -10,22 +10,38 @@
  * caller's stack; a longer one gets a pooled context (fm_ctx.c) and gives
  * control back at every packet boundary, which is what lets other senders'
  * messages interleave with a long one and keeps extract's budget exact. */
+#include <sched.h>
 #include <time.h>
 
 #include "fm/fm_int.h"
 
 void fm_rlock(fm_t *fm)
 {
+    unsigned spins = 0;
     while (atomic_exchange_explicit(&fm->rlock, 1, memory_order_acquire))
-        while (atomic_load_explicit(&fm->rlock, memory_order_relaxed))
+        while (atomic_load_explicit(&fm->rlock, memory_order_relaxed)) {
             __builtin_ia32_pause();
+            if (VMMC_UNLIKELY(++spins % 1024 == 0))
+                sched_yield(); /* another thread extracts: it may need this CPU */
+        }
+    if (fm->mt)
+        atomic_store_explicit(&fm->rx_owner, fm_self(), memory_order_relaxed);
 }
 
-void fm_runlock(fm_t *fm) { atomic_store_explicit(&fm->rlock, 0, memory_order_release); }
+void fm_runlock(fm_t *fm)
+{
+    if (fm->mt)
+        atomic_store_explicit(&fm->rx_owner, 0, memory_order_relaxed);
+    atomic_store_explicit(&fm->rlock, 0, memory_order_release);
+}
 
 static inline int rtrylock(fm_t *fm)
 {
-    return !atomic_exchange_explicit(&fm->rlock, 1, memory_order_acquire);
+    if (atomic_exchange_explicit(&fm->rlock, 1, memory_order_acquire))
+        return 0;
+    if (fm->mt)
+        atomic_store_explicit(&fm->rx_owner, fm_self(), memory_order_relaxed);
+    return 1;
 }
 
 static double now_s(void)
@@ -63,7 +79,7 @@ static void credit_return(fm_t *fm, fm_peer_t *p)
 {
     p->returned = p->tail;
     p->req_pending = 0;
-    fm->cnt[FM_C_CREDIT_RET]++;
+    FM_CNT(fm, FM_C_CREDIT_RET, 1);
     fm_send_credit(fm, p, p->tail);
 }
 
@@ -123,9 +139,9 @@ static void drain_arrived(fm_t *fm, fm_peer_t *p)
             consume(fm, p, slot, 1);
             continue;
         }
-        fm->cnt[FM_C_PKT_RECV]++;
-        fm->cnt[FM_C_BYTES_RECV] += len;
-        fm->cnt[FM_C_DRAINED] += len;
+        FM_CNT(fm, FM_C_PKT_RECV, 1);
+        FM_CNT(fm, FM_C_BYTES_RECV, len);
+        FM_CNT(fm, FM_C_DRAINED, len);
         consume(fm, p, slot, 0);
         if (flags & FM_F_LAST)
             p->rstate = FM_R_IDLE;
@@ -136,7 +152,7 @@ static void drain_arrived(fm_t *fm, fm_peer_t *p)
 static void consume_current(fm_t *fm, fm_peer_t *p)
 {
     fm_stream_t *s = &p->rs;
-    fm->cnt[FM_C_DRAINED] += s->rlen - s->rpos;
+    FM_CNT(fm, FM_C_DRAINED, s->rlen - s->rpos);
     consume(fm, p, s->rslot, 0);
     s->mbase += s->rlen;
     s->rp = NULL;
@@ -189,7 +205,7 @@ ssize_t fm_receive(void *buf, fm_stream_t *s, size_t n)
                     return vmmc_error(VMMC_ERR_PROTOCOL, "fm_receive: rank %d placed data "
                                       "outside the buffer of this call", s->peer->rank);
                 }
-                s->fm->cnt[FM_C_ZC_RECV] += c;
+                FM_CNT(s->fm, FM_C_ZC_RECV, c);
             } else {
                 memcpy(b + got, s->rp + s->rpos, c);
             }
@@ -207,7 +223,7 @@ ssize_t fm_receive(void *buf, fm_stream_t *s, size_t n)
         fm_t *fm = s->fm;
         if (s->rp)
             consume_current(fm, s->peer);
-        fm->cnt[FM_C_SUSPEND]++;
+        FM_CNT(fm, FM_C_SUSPEND, 1);
         fm_ctx_yield(fm);
     }
     if (VMMC_UNLIKELY(s->zstate == 1))
@@ -242,7 +258,7 @@ static void run_ctx(fm_t *fm, fm_peer_t *p)
 
 static VMMC_COLD void protocol_error(fm_t *fm, fm_peer_t *p, const char *what)
 {
-    fm->cnt[FM_C_PROTOCOL]++;
+    FM_CNT(fm, FM_C_PROTOCOL, 1);
     vmmc_warn("fm: malformed packet from rank %d at ring position %llu (%s); ignoring that rank",
               p->rank, (unsigned long long)p->tail, what);
     p->broken = 1;
@@ -254,7 +270,7 @@ static VMMC_COLD void protocol_error(fm_t *fm, fm_peer_t *p, const char *what)
 
 static VMMC_COLD void unknown_handler(fm_t *fm, fm_peer_t *p, unsigned id)
 {
-    fm->cnt[FM_C_UNKNOWN]++;
+    FM_CNT(fm, FM_C_UNKNOWN, 1);
     int warn = 1;
     if (id < (unsigned)fm->max_handlers) {
         warn = !fm->handlers[id].warned;
@@ -280,13 +296,13 @@ static inline int step(fm_t *fm, fm_peer_t *p, uint64_t w0, uint32_t len, unsign
             protocol_error(fm, p, "a message starts with placed data");
             return 0;
         }
-        fm->cnt[FM_C_MSG_RECV]++;
+        FM_CNT(fm, FM_C_MSG_RECV, 1);
         p->rmsg++;
         unsigned id = (unsigned)(w0 & 0xffff);
         fm_hentry_t *h = id < (unsigned)fm->max_handlers ? &fm->handlers[id] : NULL;
         if (VMMC_UNLIKELY(!h || !h->fn)) {
             unknown_handler(fm, p, id);
-            fm->cnt[FM_C_DRAINED] += len;
+            FM_CNT(fm, FM_C_DRAINED, len);
             consume(fm, p, fm_slot(len, flags), 0);
             p->rstate = (flags & FM_F_LAST) ? FM_R_IDLE : FM_R_DRAIN;
             if ((flags & (FM_F_ZC | FM_F_LAST)) == FM_F_ZC)
@@ -312,7 +328,7 @@ static inline int step(fm_t *fm, fm_peer_t *p, uint64_t w0, uint32_t len, unsign
             fm->cur_rs = NULL;
             fm->in_handler = 0;
             s->inline_run = 0;
-            fm->cnt[FM_C_INLINE]++;
+            FM_CNT(fm, FM_C_INLINE, 1);
             consume_current(fm, p);
             return 0;
         }
@@ -320,7 +336,7 @@ static inline int step(fm_t *fm, fm_peer_t *p, uint64_t w0, uint32_t len, unsign
         int st = fm_ctx_get(fm, &c);
         if (st != VMMC_OK) {
             s->rp = NULL;
-            fm->cnt[FM_C_MSG_RECV]--;
+            FM_CNT(fm, FM_C_MSG_RECV, (uint64_t)-1);
             return st; /* packet stays; a later extract retries */
         }
         fm_ctx_assign(c, p, h->fn, h->arg);
@@ -353,7 +369,7 @@ static inline int step(fm_t *fm, fm_peer_t *p, uint64_t w0, uint32_t len, unsign
                                                        : "placed data after the handler returned");
             return 0;
         }
-        fm->cnt[FM_C_DRAINED] += len;
+        FM_CNT(fm, FM_C_DRAINED, len);
         consume(fm, p, fm_slot(len, flags), 0);
         if (flags & FM_F_LAST)
             p->rstate = FM_R_IDLE;
@@ -402,8 +418,8 @@ int fm_extract_locked(fm_t *fm, size_t max_bytes)
             if (VMMC_UNLIKELY(st < 0))
                 return npk ? npk : st;
             npk++;
-            fm->cnt[FM_C_PKT_RECV]++;
-            fm->cnt[FM_C_BYTES_RECV] += len;
+            FM_CNT(fm, FM_C_PKT_RECV, 1);
+            FM_CNT(fm, FM_C_BYTES_RECV, len);
             budget -= len ? (int64_t)len : 1;
             progress = 1;
             if (budget <= 0) {
@@ -460,7 +476,7 @@ int fm_extract(fm_t *fm, size_t max_bytes)
 {
     if (VMMC_UNLIKELY(!fm))
         return vmmc_error(VMMC_ERR_INVALID, "fm_extract: NULL fm");
-    if (VMMC_UNLIKELY(fm->in_handler || fm->in_extract))
+    if (VMMC_UNLIKELY(fm_busy(fm)))
         return vmmc_error(VMMC_ERR_INVALID, "fm_extract called from a handler");
     fm_rlock(fm);
     fm->in_extract = 1;
@@ -479,7 +495,7 @@ int fm_extract_wait(fm_t *fm, size_t max_bytes, int timeout_ms)
 {
     if (VMMC_UNLIKELY(!fm))
         return vmmc_error(VMMC_ERR_INVALID, "fm_extract_wait: NULL fm");
-    if (fm->in_handler || fm->in_extract)
+    if (fm_busy(fm))
         return vmmc_error(VMMC_ERR_INVALID, "fm_extract_wait called from a handler");
     double end = timeout_ms >= 0 ? now_s() + timeout_ms * 1e-3 : 0;
     for (;;) {
@@ -513,6 +529,20 @@ int fm_extract_wait(fm_t *fm, size_t max_bytes, int timeout_ms)
             }
         }
     }
+}
+
+/* Senders waiting for credits whose credit word has changed since. */
+static int credit_waits(fm_t *fm)
+{
+    int n = 0;
+    for (int r = 0; r < fm->size; r++) {
+        fm_peer_t *p = &fm->peers[r];
+        if (atomic_load_explicit(&p->swaiting, memory_order_relaxed) &&
+            atomic_load_explicit(p->credit_word, memory_order_acquire) !=
+                atomic_load_explicit(&p->swait_credit, memory_order_relaxed))
+            n++;
+    }
+    return n;
 }
 
 /* Core progress hook: look ahead in the rings (report each packet once, so
@@ -549,10 +579,7 @@ int fm_hook_poll(void *arg)
             ev++;
         }
     }
-    int w = atomic_load_explicit(&fm->swait, memory_order_relaxed);
-    if (w >= 0 && atomic_load_explicit(fm->peers[w].credit_word, memory_order_acquire) !=
-                      atomic_load_explicit(&fm->swait_credit, memory_order_relaxed))
-        ev++;
+    ev += credit_waits(fm);
     fm_runlock(fm);
     return ev;
 }
@@ -579,9 +606,7 @@ int fm_hook_arm(void *arg)
         if (p->req_pending && p->tail > p->returned)
             pending = 1;
     }
-    int w = atomic_load_explicit(&fm->swait, memory_order_relaxed);
-    if (w >= 0 && atomic_load_explicit(fm->peers[w].credit_word, memory_order_acquire) !=
-                      atomic_load_explicit(&fm->swait_credit, memory_order_relaxed))
+    if (credit_waits(fm))
         pending = 1;
     fm_runlock(fm);
     return pending;

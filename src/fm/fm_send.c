@@ -17,6 +17,7 @@
  * that the receiver writes into our memory. The packet layout of a message
  * depends only on its bound and the current head, so a non-blocking begin can
  * reserve exactly the space the whole message will take. */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -88,7 +89,7 @@ int fm_send_request_credit(fm_t *fm, fm_peer_t *p)
         return VMMC_OK; /* already asked at this credit level */
     p->req++;
     p->req_credit = p->credit;
-    fm->cnt[FM_C_CREDIT_REQ]++;
+    FM_CNT(fm, FM_C_CREDIT_REQ, 1);
     int st = ctrl_write(fm, p, FM_REQ_OFF, p->req);
     if (st == VMMC_OK && p->px)
         vmmc_signal(fm->ep, p->rank);
@@ -118,7 +119,7 @@ int fm_send_desc(fm_t *fm, fm_peer_t *p, uint64_t msg, uint64_t off, uint64_t le
     d[FM_D_LEN] = len;
     if (key)
         memcpy(&d[FM_D_KEY], key->opaque, sizeof key->opaque);
-    fm->cnt[FM_C_ZC_POST]++;
+    FM_CNT(fm, FM_C_ZC_POST, 1);
     if (p->map) {
         _Atomic uint64_t *w = (_Atomic uint64_t *)(p->map + FM_DESC_OFF);
         atomic_store_explicit(&w[FM_D_SEQ], 0, memory_order_relaxed);
@@ -144,13 +145,13 @@ static VMMC_COLD int wait_space(fm_t *fm, fm_peer_t *p, uint64_t *need_io, size_
 {
     int st = VMMC_OK;
     unsigned iter = 0;
-    fm->cnt[FM_C_CREDIT_WAIT]++;
-    atomic_store_explicit(&fm->swait, p->rank, memory_order_relaxed);
+    FM_CNT(fm, FM_C_CREDIT_WAIT, 1);
+    atomic_store_explicit(&p->swaiting, 1, memory_order_relaxed);
     for (;;) {
         *need_io = next_need(p, cap, skip);
         if (has_space(p, *need_io))
             break;
-        atomic_store_explicit(&fm->swait_credit, p->credit, memory_order_release);
+        atomic_store_explicit(&p->swait_credit, p->credit, memory_order_release);
         if ((st = fm_send_request_credit(fm, p)) != VMMC_OK)
             break;
         fm_rlock(fm);
@@ -183,15 +184,15 @@ static VMMC_COLD int wait_space(fm_t *fm, fm_peer_t *p, uint64_t *need_io, size_
             break;
         }
     }
-    atomic_store_explicit(&fm->swait, -1, memory_order_relaxed);
+    atomic_store_explicit(&p->swaiting, 0, memory_order_relaxed);
     return st;
 }
 
 static VMMC_COLD int send_again(fm_t *fm, fm_peer_t *p)
 {
-    fm->cnt[FM_C_AGAIN]++;
+    FM_CNT(fm, FM_C_AGAIN, 1);
     fm_send_request_credit(fm, p);
-    if (p->px && (fm->cnt[FM_C_AGAIN] & 63) == 0 && vmmc_peer_alive(fm->ep, p->rank) == 0)
+    if (p->px && (__atomic_load_n(&fm->cnt[FM_C_AGAIN], __ATOMIC_RELAXED) & 63) == 0 && vmmc_peer_alive(fm->ep, p->rank) == 0)
         return peer_dead(fm, p);
     return VMMC_ERR_AGAIN;
 }
@@ -237,8 +238,8 @@ static inline int publish(fm_t *fm, fm_peer_t *p, fm_stream_t *s, unsigned flags
     }
     p->head = p->pk_pos + fm_align64(FM_HDR + len);
     p->seq = fm_seq_next(p->seq);
-    fm->cnt[FM_C_PKT_SENT]++;
-    fm->cnt[FM_C_BYTES_SENT] += len;
+    FM_CNT(fm, FM_C_PKT_SENT, 1);
+    FM_CNT(fm, FM_C_BYTES_SENT, len);
     if (p->px)
         vmmc_signal(fm->ep, p->rank);
     return VMMC_OK;
@@ -276,7 +277,7 @@ static inline int reserve(fm_t *fm, fm_peer_t *p, size_t cap, int nb)
     uint64_t skip;
     uint64_t need = next_need(p, cap, &skip);
     if (VMMC_UNLIKELY(!has_space(p, need))) {
-        if (nb || fm->in_handler || fm->in_extract)
+        if (nb || fm_busy(fm))
             return send_again(fm, p); /* handlers never wait */
         int st = wait_space(fm, p, &need, cap, &skip);
         if (st != VMMC_OK)
@@ -357,7 +358,7 @@ static void zc_wait(fm_t *fm, fm_peer_t *p, fm_stream_t *s)
         zc_check(fm, p, s);
         return;
     }
-    fm->cnt[FM_C_ZC_WAIT]++;
+    FM_CNT(fm, FM_C_ZC_WAIT, 1);
     uint64_t t0 = 0;
     for (unsigned i = 1;; i++) {
         if (zc_check(fm, p, s)) {
@@ -372,7 +373,7 @@ static void zc_wait(fm_t *fm, fm_peer_t *p, fm_stream_t *s)
             } else if (t - t0 > fm->zc_wait_ns) {
                 p->zc_skip = 16; /* the receiver is busy: do not hold the next ones up */
                 return;
-            } else if (!fm->in_extract && !fm->in_handler) {
+            } else if (!fm_busy(fm)) {
                 fm_rlock(fm);
                 fm->in_extract = 1;
                 int n = fm_extract_locked(fm, p->paymax);
@@ -399,8 +400,8 @@ static int publish_direct(fm_t *fm, fm_peer_t *p, fm_stream_t *s, unsigned flags
                           memory_order_release);
     p->head += fm_slot(0, FM_F_DIRECT);
     p->seq = fm_seq_next(p->seq);
-    fm->cnt[FM_C_PKT_SENT]++;
-    fm->cnt[FM_C_BYTES_SENT] += s->zpend;
+    FM_CNT(fm, FM_C_PKT_SENT, 1);
+    FM_CNT(fm, FM_C_BYTES_SENT, s->zpend);
     s->zpend = 0;
     vmmc_signal(fm->ep, p->rank);
     return VMMC_OK;
@@ -424,6 +425,51 @@ static inline int pkt_start(fm_t *fm, fm_peer_t *p, fm_stream_t *s, int nb)
     return VMMC_OK;
 }
 
+/* FM_THREADS: one thread at a time sends to a peer (FM 2.x's send-queue
+ * lock), from fm_begin_message() to fm_end_message(). Others wait for it,
+ * or get VMMC_ERR_AGAIN when they must not wait. */
+static inline int send_trylock(fm_peer_t *p)
+{
+    int z = 0;
+    if (!atomic_compare_exchange_strong_explicit(&p->slock, &z, 1, memory_order_acquire,
+                                                 memory_order_relaxed))
+        return 0;
+    atomic_store_explicit(&p->sowner, fm_self(), memory_order_relaxed);
+    return 1;
+}
+
+static inline void send_unlock(fm_peer_t *p)
+{
+    atomic_store_explicit(&p->sowner, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->slock, 0, memory_order_release);
+}
+
+static int send_lock(fm_t *fm, fm_peer_t *p, int nb, int in_handler)
+{
+    for (unsigned i = 1;; i++) {
+        if (send_trylock(p))
+            return VMMC_OK;
+        if (atomic_load_explicit(&p->sowner, memory_order_relaxed) == fm_self()) {
+            if (in_handler) {
+                FM_CNT(fm, FM_C_AGAIN, 1);
+                return VMMC_ERR_AGAIN;
+            }
+            return vmmc_error(VMMC_ERR_BUSY, "fm_begin_message: this thread has a message to "
+                              "rank %d open already", p->rank);
+        }
+        if (nb) {
+            FM_CNT(fm, FM_C_AGAIN, 1);
+            return VMMC_ERR_AGAIN;
+        }
+        __builtin_ia32_pause();
+        if (i % 256 == 0)
+            sched_yield(); /* the holder may be waiting for this CPU */
+    }
+}
+
+static int begin_locked(fm_t *fm, fm_peer_t *p, size_t max_length, int handler, int nb,
+                        int in_handler, fm_stream_t **sp);
+
 int fm_begin_message(fm_t *fm, int dest, size_t max_length, int handler, fm_stream_t **sp)
 {
     if (VMMC_UNLIKELY(!fm || !sp))
@@ -435,18 +481,33 @@ int fm_begin_message(fm_t *fm, int dest, size_t max_length, int handler, fm_stre
         return vmmc_error(VMMC_ERR_INVALID, "fm_begin_message: handler id %d outside 0..65535",
                           handler);
     fm_peer_t *p = &fm->peers[dest];
+    int in_handler = fm_in_handler(fm);
+    int nb = in_handler || (fm->flags & FM_NONBLOCK);
+    if (!fm->mt)
+        return begin_locked(fm, p, max_length, handler, nb, in_handler, sp);
+    int st = send_lock(fm, p, nb, in_handler);
+    if (st != VMMC_OK)
+        return st;
+    if ((st = begin_locked(fm, p, max_length, handler, nb, in_handler, sp)) != VMMC_OK)
+        send_unlock(p);
+    return st;
+}
+
+static int begin_locked(fm_t *fm, fm_peer_t *p, size_t max_length, int handler, int nb,
+                        int in_handler, fm_stream_t **sp)
+{
+    int dest = p->rank;
     fm_stream_t *s = &p->ss;
     if (VMMC_UNLIKELY(p->sdead))
         return vmmc_error(VMMC_ERR_PEER_DEAD, "fm_begin_message: rank %d died", dest);
     if (VMMC_UNLIKELY(s->open)) {
-        if (fm->in_handler) {
-            fm->cnt[FM_C_AGAIN]++;
+        if (in_handler) {
+            FM_CNT(fm, FM_C_AGAIN, 1);
             return VMMC_ERR_AGAIN;
         }
         return vmmc_error(VMMC_ERR_BUSY, "fm_begin_message: a message to rank %d is already open",
                           dest);
     }
-    int nb = fm->in_handler || (fm->flags & FM_NONBLOCK);
     if (nb) {
         uint64_t need;
         if (max_length <= p->paymax) {
@@ -474,7 +535,7 @@ int fm_begin_message(fm_t *fm, int dest, size_t max_length, int handler, fm_stre
     s->zdst = NULL;
     s->zc_waited = 0;
     if (s->zc)
-        fm->cnt[FM_C_ZC_MSG]++;
+        FM_CNT(fm, FM_C_ZC_MSG, 1);
     int st = pkt_start(fm, p, s, nb);
     if (VMMC_UNLIKELY(st != VMMC_OK)) {
         s->open = 0;
@@ -520,7 +581,7 @@ int fm_send_piece(fm_stream_t *s, const void *buf, size_t n)
                 memcpy(s->zdst + (s->sent - s->zM), b, c);
                 s->sent += c;
                 s->zpend += c;
-                fm->cnt[FM_C_ZC_SENT] += c;
+                FM_CNT(fm, FM_C_ZC_SENT, c);
                 b += c;
                 n -= c;
                 if (s->sent == end || s->zpend >= ((uint64_t)1 << 30)) {
@@ -599,8 +660,10 @@ int fm_end_message(fm_stream_t *s)
             /* Placed bytes end the message. */
             st = publish_direct(fm, s->peer, s, FM_F_LAST);
             s->open = 0;
+            if (fm->mt)
+                send_unlock(s->peer);
             if (st == VMMC_OK)
-                fm->cnt[FM_C_MSG_SENT]++;
+                FM_CNT(fm, FM_C_MSG_SENT, 1);
             return st;
         }
     }
@@ -609,8 +672,10 @@ int fm_end_message(fm_stream_t *s)
     if (VMMC_LIKELY(st == VMMC_OK))
         st = publish(fm, s->peer, s, (s->first ? FM_F_FIRST : 0) | FM_F_LAST);
     s->open = 0;
+    if (fm->mt)
+        send_unlock(s->peer);
     if (VMMC_LIKELY(st == VMMC_OK))
-        fm->cnt[FM_C_MSG_SENT]++;
+        FM_CNT(fm, FM_C_MSG_SENT, 1);
     return st;
 }
 
@@ -626,9 +691,10 @@ int fm_send(fm_t *fm, int dest, int handler, const void *buf, size_t n)
     if (VMMC_LIKELY(fm && dest >= 0 && dest < fm->size && handler >= 0 && handler <= 0xffff &&
                     (buf || !n))) {
         fm_peer_t *p = &fm->peers[dest];
+        int locked = !fm->mt || send_trylock(p);
         uint64_t slot = fm_align64(FM_HDR + n);
-        uint64_t off = p->head & (p->R - 1);
-        if (VMMC_LIKELY(p->map && n <= p->paymax && !p->ss.open && !p->sdead &&
+        uint64_t off = locked ? p->head & (p->R - 1) : 0;
+        if (VMMC_LIKELY(locked && p->map && n <= p->paymax && !p->ss.open && !p->sdead &&
                         p->R - off >= slot && has_space(p, slot))) {
             char *h = p->map + FM_CTRL + off;
             /* The first line last: the receiver spins on it. */
@@ -643,13 +709,17 @@ int fm_send(fm_t *fm, int dest, int handler, const void *buf, size_t n)
             p->head += slot;
             p->seq = fm_seq_next(p->seq);
             p->smsg++;
-            fm->cnt[FM_C_MSG_SENT]++;
-            fm->cnt[FM_C_PKT_SENT]++;
-            fm->cnt[FM_C_BYTES_SENT] += n;
+            FM_CNT(fm, FM_C_MSG_SENT, 1);
+            FM_CNT(fm, FM_C_PKT_SENT, 1);
+            FM_CNT(fm, FM_C_BYTES_SENT, n);
+            if (fm->mt)
+                send_unlock(p);
             if (p->px)
                 vmmc_signal(fm->ep, p->rank);
             return VMMC_OK;
         }
+        if (fm->mt && locked)
+            send_unlock(p);
     }
     fm_stream_t *s;
     int st = fm_begin_message(fm, dest, n, handler, &s);

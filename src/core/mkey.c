@@ -321,7 +321,7 @@ int vmmc_mem_detach(vmmc_ep_t *ep, void *ptr)
         pthread_mutex_lock(&c->lock);
         for (int k = -1; k < c->n; k++) {
             mkey_ent_t *e = &c->e[k < 0 ? c->last : k]; /* the last attached first */
-            if (e->rank >= 0 && e->pins > 0 && p >= e->base && p <= e->base + e->len) {
+            if (e->rank >= 0 && e->pins > 0 && p >= e->base && p < e->base + e->len) {
                 e->pins--;
                 pthread_mutex_unlock(&c->lock);
                 return VMMC_OK;

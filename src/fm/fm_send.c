@@ -359,18 +359,16 @@ static void zc_wait(fm_t *fm, fm_peer_t *p, fm_stream_t *s)
         return;
     }
     FM_CNT(fm, FM_C_ZC_WAIT, 1);
-    uint64_t t0 = 0;
+    uint64_t t0 = now_ns();
     for (unsigned i = 1;; i++) {
         if (zc_check(fm, p, s)) {
             if (!s->zdst)
                 p->zc_skip = 16;
             return;
         }
-        if (VMMC_UNLIKELY((i & 1023) == 0)) {
-            uint64_t t = now_ns();
-            if (!t0) {
-                t0 = t;
-            } else if (t - t0 > fm->zc_wait_ns) {
+        /* Every few microseconds: out of time? else serve our side once. */
+        if (VMMC_UNLIKELY((i & 255) == 0)) {
+            if (now_ns() - t0 > fm->zc_wait_ns) {
                 p->zc_skip = 16; /* the receiver is busy: do not hold the next ones up */
                 return;
             } else if (!fm_busy(fm)) {

@@ -197,6 +197,7 @@ struct fm {
     size_t stack_size;
     uint64_t zc_min;            /* VMMC_FM_ZCOPY (0: never) */
     uint64_t zc_wait_ns;        /* VMMC_FM_ZCOPY_WAIT */
+    const char *zc_nokey;       /* last receive buffer that could not be keyed */
     int max_handlers;
     fm_hentry_t *handlers;
     fm_peer_t *peers;

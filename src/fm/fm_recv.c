@@ -168,8 +168,16 @@ static void zc_post(fm_t *fm, fm_peer_t *p, fm_stream_t *s, char *dst, size_t wa
     uint64_t off = s->mbase + s->rlen;
     if (want < FM_ZC_POST_MIN)
         return;
-    if (vmmc_mem_key(fm->ep, dst, want, p->rank, &k) != VMMC_OK) {
-        /* Not communication memory: the rest comes in packets. */
+    /* A handler that receives into malloc() memory usually does so again
+     * with the same buffer: remember the last such buffer rather than ask
+     * the core (which formats an error) for every message. At worst a
+     * buffer later reallocated at that address is not placed into. */
+    int st = dst == fm->zc_nokey ? VMMC_ERR_UNSUPPORTED
+                                 : vmmc_mem_key(fm->ep, dst, want, p->rank, &k);
+    if (st != VMMC_OK) {
+        if (st == VMMC_ERR_UNSUPPORTED)
+            fm->zc_nokey = dst;
+        /* The rest comes in packets. */
         fm_send_desc(fm, p, p->rmsg, 0, 0, NULL);
         s->zstate = 2;
         return;

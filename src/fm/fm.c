@@ -9,6 +9,7 @@
 
 static uint64_t cfg_packet;
 static uint64_t cfg_ring;
+static uint64_t cfg_ring_total;
 static uint64_t cfg_batch;
 static uint64_t cfg_stack;
 static int64_t cfg_handlers;
@@ -21,8 +22,10 @@ static uint64_t cfg_zcopy_wait;
 static const vmmc_cfg_entry_t fm_entries[] = {
     {"FM_PACKET", "8K", "largest payload of one FM packet (the unit of credit and of extract pacing)",
      VMMC_CFG_SIZE, &cfg_packet},
-    {"FM_RING", "512K", "FM receive ring per sender (the credits one sender can have outstanding)",
+    {"FM_RING", "512K", "FM receive ring per sender (the credits one sender can have outstanding; see FM_RING_TOTAL)",
      VMMC_CFG_SIZE, &cfg_ring},
+    {"FM_RING_TOTAL", "64M", "receive rings of all senders together: a large job gets smaller rings "
+     "(at least two packets each; 0: no limit)", VMMC_CFG_SIZE, &cfg_ring_total},
     {"FM_CREDIT_BATCH", "0", "FM returns credits after consuming this many bytes (0: ring/4)",
      VMMC_CFG_SIZE, &cfg_batch},
     {"FM_STACK", "256K", "stack of an FM handler that is suspended in fm_receive", VMMC_CFG_SIZE,
@@ -138,8 +141,22 @@ static int fm_setup_params(fm_t *fm, const fm_params_t *pa)
     uint64_t r2 = FM_LINE;
     while (r2 < fm->ring_size)
         r2 <<= 1;
-    fm->ring_size = r2;
     uint64_t slot = fm_align64(FM_HDR + fm->packet_size);
+    /* Rings from the settings share VMMC_FM_RING_TOTAL among the senders,
+     * so that a large job does not spend R bytes per peer: the largest
+     * power of two that fits the share, but never less than two packets. */
+    if (!(pa && (pa->field_mask & FM_PARAM_RING_SIZE)) && fm->size > 1 && cfg_ring_total) {
+        uint64_t share = cfg_ring_total / (uint64_t)(fm->size - 1), p2 = FM_LINE, min2 = FM_LINE;
+        while (p2 * 2 <= share)
+            p2 <<= 1;
+        while (min2 < 2 * slot)
+            min2 <<= 1;
+        if (p2 < min2)
+            p2 = min2;
+        if (r2 > p2)
+            r2 = p2;
+    }
+    fm->ring_size = r2;
     if (fm->ring_size < 2 * slot)
         return vmmc_error(VMMC_ERR_INVALID, "fm_init: ring of %llu bytes holds fewer than two "
                           "packets of %zu bytes (VMMC_FM_RING >= 2 * (VMMC_FM_PACKET + 64))",

@@ -155,7 +155,7 @@ int main(int argc, char **argv)
     }
     VT_CHECK(fm_counter(fm, "msg_recv") == nmsg * (uint64_t)np);
     VT_CHECK(fm_counter(fm, "unknown_handler") == 0);
-    if (np > 1 && !getenv("VMMC_FM_MAP"))
+    if (np > 1 && !getenv("VMMC_FM_MAP") && !vt_remote()) /* rings map on one host only */
         VT_CHECK(fm_counter(fm, "peers_mapped") == (uint64_t)(np - 1));
     printf("rank %d: %llu messages from %d ranks ok (suspended %llu times, credit waits %llu, "
            "%llu bytes placed directly)\n",

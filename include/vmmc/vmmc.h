@@ -168,11 +168,14 @@ VMMC_API int vmmc_mem_key(vmmc_ep_t *ep, const void *addr, size_t len, int rank,
                           vmmc_mkey_t *key);
 /**
  * @brief Attach @p rank's @p key: *@p ptr points at the start of its range,
- * valid until vmmc_mem_detach(). Waits at most @p timeout_ms (-1: forever)
- * for the first attach of an allocation. VMMC_ERR_UNSUPPORTED if @p rank is
+ * valid until vmmc_mem_detach(). The first attach of an allocation imports
+ * and maps it: it waits at most @p timeout_ms (-1: until the import's own
+ * deadline); with 0 it does not wait: the mapping goes on in the background
+ * and VMMC_ERR_AGAIN says to try again later. VMMC_ERR_UNSUPPORTED if @p rank is
  * not reachable through shared memory, VMMC_ERR_PERMISSION if the key was not
  * issued to this rank, VMMC_ERR_STALE if the owner freed the allocation,
- * VMMC_ERR_AGAIN if every cache entry is attached.
+ * VMMC_ERR_AGAIN if every cache entry is attached (or, with timeout 0, the
+ * mapping is not ready yet).
  */
 VMMC_API int vmmc_mem_attach(vmmc_ep_t *ep, int rank, const vmmc_mkey_t *key,
                              int timeout_ms, void **ptr);

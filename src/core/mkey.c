@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 
 #include "core/export.h"
 #include "util/config.h"
@@ -45,6 +46,7 @@ typedef struct mkey_ent {
     char *base;              /* the allocation, mapped here */
     size_t len;
     int pins;
+    int pending;             /* import started, not answered yet */
     uint64_t used;           /* LRU clock */
 } mkey_ent_t;
 
@@ -223,6 +225,47 @@ static void ent_drop(mkey_ent_t *e)
     e->rank = -1;
 }
 
+/* With c->lock held: the pending import of @e was answered (or timed out).
+ * Map it, or drop the entry and return the error. */
+static int ent_finish(mkey_ent_t *e, int rc)
+{
+    void *base;
+    if (rc == VMMC_OK && (e->px->export_id != e->id || e->px->gen != e->gen))
+        rc = vmmc_error(VMMC_ERR_STALE, "vmmc_mem_attach: rank %d no longer has the allocation "
+                        "this key names", e->rank);
+    if (rc == VMMC_OK)
+        rc = vmmc_proxy_map(e->px, &base);
+    if (rc != VMMC_OK) {
+        ent_drop(e);
+        return rc;
+    }
+    e->base = base;
+    e->len = vmmc_proxy_length(e->px);
+    e->pending = 0;
+    return VMMC_OK;
+}
+
+/* With c->lock held: wait for @e's import up to @timeout_ms (0: not at all,
+ * -1: its own deadline). */
+static int ent_wait(mkey_ent_t *e, int timeout_ms)
+{
+    uint64_t end = timeout_ms > 0 ? vmmc_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
+    int rc;
+    while ((rc = vmmc_import_test(e->px)) == VMMC_INPROGRESS) {
+        if (timeout_ms == 0)
+            return vmmc_error(VMMC_ERR_AGAIN, "vmmc_mem_attach: still mapping rank %d's memory",
+                              e->rank);
+        if (end && vmmc_now_ns() > end) {
+            ent_drop(e);
+            return vmmc_error(VMMC_ERR_TIMEOUT, "vmmc_mem_attach: rank %d did not answer within "
+                              "%d ms", e->rank, timeout_ms);
+        }
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, NULL);
+    }
+    return ent_finish(e, rc);
+}
+
 int vmmc_mem_attach(vmmc_ep_t *ep, int rank, const vmmc_mkey_t *key, int timeout_ms, void **ptr)
 {
     if (!ep || !key || !ptr)
@@ -244,9 +287,13 @@ int vmmc_mem_attach(vmmc_ep_t *ep, int rank, const vmmc_mkey_t *key, int timeout
     mkey_ent_t *e = &c->e[c->last];
     if (e->rank != rank || e->id != id || e->gen != gen || e->cookie != cookie)
         e = lookup(c, rank, id, gen, cookie);
-    if (e && atomic_load(&e->px->state) != PX_ACTIVE && e->pins == 0) {
+    if (e && !e->pending && atomic_load(&e->px->state) != PX_ACTIVE && e->pins == 0) {
         ent_drop(e); /* the owner freed that allocation */
         e = NULL;
+    }
+    if (e && e->pending && (rc = ent_wait(e, timeout_ms)) != VMMC_OK) {
+        pthread_mutex_unlock(&c->lock);
+        return rc;
     }
     if (!e) {
         mkey_ent_t *victim = NULL;
@@ -270,20 +317,12 @@ int vmmc_mem_attach(vmmc_ep_t *ep, int rank, const vmmc_mkey_t *key, int timeout
         mkey_name(name, sizeof name, kname, cookie);
         vmmc_proxy_t *px;
         /* The import needs only the owner's control thread, never this
-         * cache: holding the lock meanwhile keeps one import per entry. */
-        if ((rc = vmmc_import(ep, rank, name, timeout_ms, &px)) != VMMC_OK) {
-            pthread_mutex_unlock(&c->lock);
-            return rc;
-        }
-        void *base;
-        if (px->export_id != id || px->gen != gen) {
-            vmmc_unimport(px);
-            pthread_mutex_unlock(&c->lock);
-            return vmmc_error(VMMC_ERR_STALE, "vmmc_mem_attach: rank %d no longer has the "
-                              "allocation this key names", rank);
-        }
-        if ((rc = vmmc_proxy_map(px, &base)) != VMMC_OK) {
-            vmmc_unimport(px);
+         * cache: holding the lock while waiting keeps one import per entry.
+         * With timeout 0 the import goes on in the background and a later
+         * attach finds it done. */
+        int deadline = timeout_ms > 0 ? timeout_ms
+                                      : (int)(vmmc_core_cfg.connect_timeout_ns / 1000000);
+        if ((rc = vmmc_import_start(ep, rank, name, deadline, &px)) < 0) {
             pthread_mutex_unlock(&c->lock);
             return rc;
         }
@@ -293,9 +332,15 @@ int vmmc_mem_attach(vmmc_ep_t *ep, int rank, const vmmc_mkey_t *key, int timeout
         e->gen = gen;
         e->cookie = cookie;
         e->px = px;
-        e->base = base;
-        e->len = vmmc_proxy_length(px);
+        e->base = NULL;
+        e->len = 0;
         e->pins = 0;
+        e->pending = 1;
+        e->used = ++c->clock;
+        if ((rc = ent_wait(e, timeout_ms)) != VMMC_OK) {
+            pthread_mutex_unlock(&c->lock);
+            return rc;
+        }
     }
     if (off > e->len || klen > e->len - off) {
         pthread_mutex_unlock(&c->lock);

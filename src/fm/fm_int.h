@@ -123,6 +123,9 @@ struct fm_stream {
     uint64_t zM, zN;  /* its range of the message */
     uint64_t zpend;   /* bytes placed, not yet announced by a DIRECT packet */
     int zc_waited;    /* the sender waited for the descriptor (once a message) */
+    int zretry;       /* a descriptor whose buffer is still being mapped: */
+    vmmc_mkey_t zkey; /* ... its key and range, tried again at packet boundaries */
+    uint64_t zkM, zkN;
     /* receive side */
     const char *rp;   /* payload of the current packet, NULL when consumed */
     size_t rlen, rpos;

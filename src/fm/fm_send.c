@@ -298,6 +298,32 @@ static void zc_detach(fm_t *fm, fm_stream_t *s)
     }
 }
 
+/* Attach the descriptor's buffer if its allocation is mapped here already;
+ * else the mapping goes on in the background (the first time the receiver
+ * uses an allocation) and this is tried again at the next packet boundary,
+ * while the bytes travel in packets meanwhile: a send never waits for an
+ * import. */
+static void zc_attach(fm_t *fm, fm_peer_t *p, fm_stream_t *s)
+{
+    void *ptr;
+    int st = vmmc_mem_attach(fm->ep, p->rank, &s->zkey, 0, &ptr);
+    if (st == VMMC_ERR_AGAIN)
+        return;
+    s->zretry = 0;
+    if (st != VMMC_OK) {
+        vmmc_debug("fm: cannot attach rank %d's buffer (%s); sending in packets", p->rank,
+                   vmmc_last_error());
+        return;
+    }
+    if (s->sent >= s->zkM + s->zkN) { /* too late: all of it went in packets */
+        vmmc_mem_detach(fm->ep, ptr);
+        return;
+    }
+    s->zdst = (char *)ptr + (s->sent - s->zkM);
+    s->zM = s->sent;
+    s->zN = s->zkM + s->zkN - s->sent;
+}
+
 /* Read a new descriptor for our current message, if there is one, and
  * attach it. Returns 1 if the receiver answered (a buffer, or "none"). */
 static int zc_check(fm_t *fm, fm_peer_t *p, fm_stream_t *s)
@@ -323,17 +349,11 @@ static int zc_check(fm_t *fm, fm_peer_t *p, fm_stream_t *s)
         len = s->bound - off;
     if (off > s->sent || off + len <= s->sent)
         return 1; /* nothing left of it for us: carry on in packets */
-    vmmc_mkey_t k;
-    memcpy(k.opaque, &d[FM_D_KEY], sizeof k.opaque);
-    void *ptr;
-    if (vmmc_mem_attach(fm->ep, p->rank, &k, 1000, &ptr) != VMMC_OK) {
-        vmmc_debug("fm: cannot attach rank %d's buffer (%s); sending in packets", p->rank,
-                   vmmc_last_error());
-        return 1;
-    }
-    s->zdst = ptr;
-    s->zM = off;
-    s->zN = len;
+    memcpy(s->zkey.opaque, &d[FM_D_KEY], sizeof s->zkey.opaque);
+    s->zkM = off;
+    s->zkN = len;
+    s->zretry = 1;
+    zc_attach(fm, p, s);
     return 1;
 }
 
@@ -532,6 +552,7 @@ static int begin_locked(fm_t *fm, fm_peer_t *p, size_t max_length, int handler, 
     s->zpend = 0;
     s->zdst = NULL;
     s->zc_waited = 0;
+    s->zretry = 0;
     if (s->zc)
         FM_CNT(fm, FM_C_ZC_MSG, 1);
     int st = pkt_start(fm, p, s, nb);
@@ -570,8 +591,8 @@ int fm_send_piece(fm_stream_t *s, const void *buf, size_t n)
             if (st == VMMC_OK && !s->first && !s->pk_open && !s->zdst) {
                 if (!s->zc_waited)
                     zc_wait(fm, p, s);
-                else
-                    zc_check(fm, p, s);
+                else if (!zc_check(fm, p, s) && s->zretry)
+                    zc_attach(fm, p, s);
             }
             if (st == VMMC_OK && s->zdst) {
                 uint64_t end = s->zM + s->zN;

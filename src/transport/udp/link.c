@@ -24,7 +24,7 @@
 
 static uint64_t cfg_dgram, cfg_sockbuf, cfg_rto_min, cfg_rto_max, cfg_rto_init;
 static uint64_t cfg_keepalive, cfg_peer_timeout, cfg_busy_retry;
-uint64_t vmmc_udp_cfg_poll_quiet, vmmc_udp_cfg_ack_delay;
+uint64_t vmmc_udp_cfg_poll_quiet, vmmc_udp_cfg_poll_recheck, vmmc_udp_cfg_ack_delay;
 static int64_t cfg_window;
 static const char *cfg_fault;
 static const vmmc_cfg_entry_t udp_entries[] = {
@@ -50,8 +50,12 @@ static const vmmc_cfg_entry_t udp_entries[] = {
      "it (sent at once after a quarter window); 0 acknowledges every receive at once",
      VMMC_CFG_TIME, &vmmc_udp_cfg_ack_delay},
     {"UDP_POLL_QUIET", "200us", "while the application polls (vmmc_progress) more often than "
-     "this, the progress thread leaves the socket to it and only checks timers",
+     "this, the progress thread leaves the socket to it and only runs the timers (0: never)",
      VMMC_CFG_TIME, &vmmc_udp_cfg_poll_quiet},
+    {"UDP_POLL_RECHECK", "5ms", "longest the progress thread leaves the socket to a polling "
+     "application before it looks again (it starts at UDP_POLL_QUIET and doubles while the "
+     "application keeps polling; a vmmc_wait() that goes to sleep hands the socket back at once)",
+     VMMC_CFG_TIME, &vmmc_udp_cfg_poll_recheck},
     {"UDP_FAULT", "", "TEST FACILITY: inject faults on received datagrams, e.g. "
      "drop=0.05,dup=0.01,reorder=0.02,delay=200us,seed=7", VMMC_CFG_STRING, &cfg_fault},
 };
@@ -79,6 +83,8 @@ static void settings_load(void)
                                       3600000000000ull);
     settings.busy_retry_ns = clampu(cfg_busy_retry, 1000, 1000000000ull);
     settings.fault = cfg_fault ? cfg_fault : "";
+    if (vmmc_udp_cfg_poll_recheck < vmmc_udp_cfg_poll_quiet)
+        vmmc_udp_cfg_poll_recheck = vmmc_udp_cfg_poll_quiet;
 }
 
 const vmmc_udp_settings_t *vmmc_udp_settings(void)
@@ -137,6 +143,7 @@ int vmmc_udp_link_open(const vmmc_udp_link_params_t *p, vmmc_udp_link_t **out)
     if (fam == AF_INET6 && l->dgram > 65527)
         l->dgram = 65527;
     l->payload = l->dgram - VMMC_UDP_HDR_SIZE;
+    l->recheck_ns = vmmc_udp_cfg_poll_quiet;
 
     if (p->bindings) {
         l->b = *p->bindings;
@@ -440,7 +447,7 @@ int vmmc_udp__xmit(vmmc_udp_link_t *l, peer_t *p, txslot_t **slots, unsigned n, 
     /* Data going back carried everything a delayed ACK would (acks, window,
      * and with F_DLV the delivery report): that ACK is no longer owed. */
     if (done && p->ack_owed_ns && p->dlv_pub == p->ack_pub) {
-        p->ack_owed_ns = 0;
+        vmmc_udp__ack_paid(l, p);
         p->ack_sent = p->ack_pub;
     }
     return VMMC_OK;
@@ -558,14 +565,18 @@ int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t 
     int first = 1, st = VMMC_OK;
     txslot_t *batch[TX_BATCH];
     unsigned nb = 0;
+    /* One clock reading per batch: the send times only feed RTT samples
+     * and timers, for which the time a batch was started is close enough. */
+    uint64_t now = vmmc_udp_now();
     do {
         if (p->snd_nxt - p->snd_una >= (p->peer_wnd < l->window ? p->peer_wnd : l->window)) {
             if (nb) {
-                vmmc_udp__xmit(l, p, batch, nb, vmmc_udp_now());
+                vmmc_udp__xmit(l, p, batch, nb, now);
                 nb = 0;
             }
             if ((st = wait_window(l, p, id)) != VMMC_OK)
                 break;
+            now = vmmc_udp_now();
         }
         size_t n = left < l->payload ? left : l->payload;
         txslot_t *t = &p->tx[p->snd_nxt % l->window];
@@ -591,15 +602,16 @@ int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t 
         t->len = (uint32_t)(VMMC_UDP_HDR_SIZE + n);
         t->retx = 0;
         t->sacked = 0;
-        t->first_ns = vmmc_udp_now();
+        t->first_ns = now;
         if (p->snd_nxt == p->snd_una)
-            p->unacked_since = t->first_ns;
+            p->unacked_since = now;
         p->snd_nxt++;
         CNT(l, tx_data, 1);
         batch[nb++] = t;
         if (nb == TX_BATCH) {
-            vmmc_udp__xmit(l, p, batch, nb, t->first_ns);
+            vmmc_udp__xmit(l, p, batch, nb, now);
             nb = 0;
+            now = vmmc_udp_now();
         }
         src += n;
         off += n;
@@ -607,7 +619,7 @@ int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t 
         first = 0;
     } while (left);
     if (nb)
-        vmmc_udp__xmit(l, p, batch, nb, vmmc_udp_now());
+        vmmc_udp__xmit(l, p, batch, nb, now);
     pthread_mutex_unlock(&p->lock);
     return st;
 }

@@ -108,6 +108,7 @@ typedef struct udp_ep {
     pthread_mutex_t qlock;           /* control queue */
     ctl_q_t *qhead, **qtail;
     int qlen;
+    int hooked;                      /* udp_arm is a progress hook of ep */
 } udp_ep_t;
 
 static udp_ep_t *U(vmmc_ep_t *ep)
@@ -478,6 +479,16 @@ fail:
     return rc;
 }
 
+/* Progress hook "arm": the endpoint is about to sleep in vmmc_wait(), so
+ * nobody polls the socket until it wakes: hand it back to the progress
+ * thread now (it delivers, and the delivery wakes the sleeper). */
+static int udp_arm(void *arg)
+{
+    udp_ep_t *u = arg;
+    vmmc_udp_link_idle(u->link);
+    return 0;
+}
+
 static int udp_ep_start(vmmc_ep_t *ep)
 {
     udp_ep_t *u = U(ep);
@@ -509,6 +520,9 @@ static int udp_ep_start(vmmc_ep_t *ep)
     if (rc != VMMC_OK)
         return rc;
     u->fd = -1; /* the link owns it */
+    if ((rc = vmmc_progress_hook_add(ep, NULL, udp_arm, u)) != VMMC_OK)
+        return rc;
+    u->hooked = 1;
     for (int r = 0; r < ep->size; r++) {
         if (!uses_udp(ep, r))
             continue;
@@ -531,6 +545,8 @@ static void udp_ep_close(vmmc_ep_t *ep)
     udp_ep_t *u = U(ep);
     if (!u)
         return;
+    if (u->hooked)
+        (void)vmmc_progress_hook_remove(ep, NULL, u);
     if (u->link) {
         /* Let queued control messages (revocations, unimports) go first. */
         for (int i = 0; i < 1000; i++) {
@@ -736,8 +752,13 @@ static int udp_signal(vmmc_ep_t *ep, vmmc_peer_t *peer)
 static int udp_progress(vmmc_ep_t *ep)
 {
     udp_ep_t *u = U(ep);
-    if (u && u->link)
+    if (u && u->link) {
         (void)vmmc_udp_link_poll(u->link);
+        /* With the event fd armed the application sleeps in its own poll
+         * between calls: the progress thread must keep the socket. */
+        if (__atomic_load_n(&ep->evfd_mode, __ATOMIC_RELAXED))
+            vmmc_udp_link_idle(u->link);
+    }
     /* Not events by themselves: data lands silently (as with shm), and the
      * notifications it queued are counted when the core runs them. */
     return 0;

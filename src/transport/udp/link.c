@@ -423,8 +423,8 @@ int vmmc_udp__xmit(vmmc_udp_link_t *l, peer_t *p, txslot_t **slots, unsigned n, 
         int r = l->b.sendmmsg(l->b.ctx, l->fd, msg + done, n - done);
         if (r > 0) {
             for (unsigned i = done; i < done + (unsigned)r; i++) {
-                CNT(l, tx_dgrams, 1);
-                CNT(l, tx_bytes, slots[i]->len);
+                CNT_TX(p, tx_dgrams, 1);
+                CNT_TX(p, tx_bytes, slots[i]->len);
             }
             done += (unsigned)r;
             continue;
@@ -440,7 +440,7 @@ int vmmc_udp__xmit(vmmc_udp_link_t *l, peer_t *p, txslot_t **slots, unsigned n, 
         }
         /* Anything else (unreachable, ...) is treated as loss: the
          * retransmission timer and the peer timeout take over. */
-        CNT(l, send_errors, n - done);
+        CNT_TX(p, send_errors, n - done);
         break;
     }
     p->last_tx_ns = now;
@@ -482,14 +482,14 @@ void vmmc_udp__send_ctl(vmmc_udp_link_t *l, uint32_t id, peer_t *p, uint8_t type
         r = l->b.sendmmsg(l->b.ctx, l->fd, &m, 1);
     while (r < 0 && errno == EINTR);
     if (r == 1) {
-        CNT(l, tx_dgrams, 1);
-        CNT(l, tx_bytes, sizeof buf);
+        CNT_TX(p, tx_dgrams, 1);
+        CNT_TX(p, tx_bytes, sizeof buf);
         if (type == VMMC_UDP_T_ACK)
-            CNT(l, acks_sent, 1);
+            CNT_TX(p, acks_sent, 1);
         else if (type == VMMC_UDP_T_KEEPALIVE)
-            CNT(l, keepalives_sent, 1);
+            CNT_TX(p, keepalives_sent, 1);
     } else {
-        CNT(l, send_errors, 1);
+        CNT_TX(p, send_errors, 1);
     }
     p->last_tx_ns = vmmc_udp_now();
 }
@@ -515,7 +515,7 @@ static int wait_window(vmmc_udp_link_t *l, peer_t *p, uint32_t id)
         uint32_t wnd = p->peer_wnd < l->window ? p->peer_wnd : l->window;
         if (p->snd_nxt - p->snd_una < wnd)
             return VMMC_OK;
-        CNT(l, window_waits, 1);
+        CNT_TX(p, window_waits, 1);
         if (in_progress_thread) {
             pthread_mutex_unlock(&p->lock);
             vmmc_udp__progress_nested(l, 1000000);
@@ -606,7 +606,7 @@ int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t 
         if (p->snd_nxt == p->snd_una)
             p->unacked_since = now;
         p->snd_nxt++;
-        CNT(l, tx_data, 1);
+        CNT_TX(p, tx_data, 1);
         batch[nb++] = t;
         if (nb == TX_BATCH) {
             vmmc_udp__xmit(l, p, batch, nb, now);
@@ -708,12 +708,18 @@ static const struct {
 };
 #undef C
 
+static uint64_t counter_sum(vmmc_udp_link_t *l, size_t off)
+{
+    uint64_t v = __atomic_load_n((uint64_t *)((char *)&l->c + off), __ATOMIC_RELAXED);
+    for (uint32_t i = 0; i < l->p.max_peers; i++)
+        v += __atomic_load_n((uint64_t *)((char *)&l->peers[i].c + off), __ATOMIC_RELAXED);
+    return v;
+}
+
 void vmmc_udp_link_counters(vmmc_udp_link_t *l, vmmc_udp_counters_t *c)
 {
-    for (size_t i = 0; i < sizeof counter_names / sizeof counter_names[0]; i++) {
-        uint64_t *src = (uint64_t *)((char *)&l->c + counter_names[i].off);
-        *(uint64_t *)((char *)c + counter_names[i].off) = __atomic_load_n(src, __ATOMIC_RELAXED);
-    }
+    for (size_t i = 0; i < sizeof counter_names / sizeof counter_names[0]; i++)
+        *(uint64_t *)((char *)c + counter_names[i].off) = counter_sum(l, counter_names[i].off);
 }
 
 int vmmc_udp_link_counter_get(vmmc_udp_link_t *l, int i, const char **name, uint64_t *value)
@@ -721,6 +727,6 @@ int vmmc_udp_link_counter_get(vmmc_udp_link_t *l, int i, const char **name, uint
     if (i < 0 || (size_t)i >= sizeof counter_names / sizeof counter_names[0])
         return VMMC_ERR_NOT_FOUND;
     *name = counter_names[i].name;
-    *value = __atomic_load_n((uint64_t *)((char *)&l->c + counter_names[i].off), __ATOMIC_RELAXED);
+    *value = counter_sum(l, counter_names[i].off);
     return VMMC_OK;
 }

@@ -72,6 +72,7 @@ typedef struct peer {
     _Atomic uint64_t busy_until;        /* receiver refused: retry delivery then */
     unsigned busy_streak;               /* refusals in a row (retry backoff) */
     _Atomic uint64_t last_rx_ns;
+    vmmc_udp_counters_t c;              /* send-side counters (under lock) */
 } peer_t;
 
 struct vmmc_udp_link {
@@ -115,10 +116,19 @@ struct vmmc_udp_link {
      * burst may be arriving: receive in batches). */
     int acks_pending, rx_backlog, rx_streak;
 
-    vmmc_udp_counters_t c;               /* updated with relaxed atomics */
+    vmmc_udp_counters_t c;               /* receive owner's counters, and peers_dead */
 };
 
+/* Counters (vmmc_udp_link_counters() sums them). Most have a single writer
+ * and need no locked instruction on the data path: the receive owner's
+ * (rx_*, delivered_*, drop_*, deliver_busy) are in the link, the send side's
+ * (tx_*, retransmits, acks, ...) in each peer, written under p->lock. Readers
+ * use relaxed loads. */
 #define CNT(l, f, n) __atomic_fetch_add(&(l)->c.f, (uint64_t)(n), __ATOMIC_RELAXED)
+#define CNT_ADD1(x, n) \
+    __atomic_store_n(&(x), __atomic_load_n(&(x), __ATOMIC_RELAXED) + (uint64_t)(n), __ATOMIC_RELAXED)
+#define CNT_RX(l, f, n) CNT_ADD1((l)->c.f, n) /* receive owner only */
+#define CNT_TX(p, f, n) CNT_ADD1((p)->c.f, n) /* under p->lock */
 
 /* link.c */
 int vmmc_udp__xmit(vmmc_udp_link_t *l, peer_t *p, txslot_t **slots, unsigned n, uint64_t now);

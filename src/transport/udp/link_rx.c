@@ -160,8 +160,8 @@ static int on_ack(vmmc_udp_link_t *l, peer_t *p, const vmmc_udp_hdr_t *h, uint64
                 continue;
             t->retx++;
             batch[nb++] = t;
-            CNT(l, fast_retransmits, 1);
-            CNT(l, retransmits, 1);
+            CNT_TX(p, fast_retransmits, 1);
+            CNT_TX(p, retransmits, 1);
             if (nb == TX_BATCH) {
                 vmmc_udp__xmit(l, p, batch, nb, now);
                 nb = 0;
@@ -201,7 +201,7 @@ static int deliver(vmmc_udp_link_t *l, uint32_t id, peer_t *p, const vmmc_udp_hd
     vmmc_udp_rec_t r;
     to_rec(h, &r);
     if (VMMC_UNLIKELY(l->p.deliver(l->p.arg, id, &r, payload, h->length) != 0)) {
-        CNT(l, deliver_busy, 1);
+        CNT_RX(l, deliver_busy, 1);
         /* Retry soon, then less often while the receiver stays busy. */
         if (!p->busy_until)
             ack_later(l, p); /* tell the sender */
@@ -213,8 +213,8 @@ static int deliver(vmmc_udp_link_t *l, uint32_t id, peer_t *p, const vmmc_udp_hd
         ack_later(l, p); /* tell the sender we take data again */
     p->busy_until = 0;
     p->busy_streak = 0;
-    CNT(l, delivered_frags, 1);
-    CNT(l, delivered_bytes, h->length);
+    CNT_RX(l, delivered_frags, 1);
+    CNT_RX(l, delivered_bytes, h->length);
     return 0;
 }
 
@@ -275,11 +275,11 @@ static uint64_t sack_bits(vmmc_udp_link_t *l, peer_t *p)
 static void count_verdict(vmmc_udp_link_t *l, vmmc_udp_verdict_t v)
 {
     switch (v) {
-    case VMMC_UDP_BAD_TRUNCATED: CNT(l, drop_truncated, 1); break;
-    case VMMC_UDP_BAD_MAGIC: CNT(l, drop_magic, 1); break;
-    case VMMC_UDP_BAD_VERSION: CNT(l, drop_version, 1); break;
-    case VMMC_UDP_BAD_HEADER: CNT(l, drop_header, 1); break;
-    case VMMC_UDP_BAD_CRC: CNT(l, drop_crc, 1); break;
+    case VMMC_UDP_BAD_TRUNCATED: CNT_RX(l, drop_truncated, 1); break;
+    case VMMC_UDP_BAD_MAGIC: CNT_RX(l, drop_magic, 1); break;
+    case VMMC_UDP_BAD_VERSION: CNT_RX(l, drop_version, 1); break;
+    case VMMC_UDP_BAD_HEADER: CNT_RX(l, drop_header, 1); break;
+    case VMMC_UDP_BAD_CRC: CNT_RX(l, drop_crc, 1); break;
     case VMMC_UDP_OK: break;
     }
 }
@@ -289,8 +289,8 @@ static void count_verdict(vmmc_udp_link_t *l, vmmc_udp_verdict_t v)
 static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void *from,
                    socklen_t fromlen, int nested, uint64_t now)
 {
-    CNT(l, rx_dgrams, 1);
-    CNT(l, rx_bytes, n);
+    CNT_RX(l, rx_dgrams, 1);
+    CNT_RX(l, rx_bytes, n);
     vmmc_udp_hdr_t h;
     vmmc_udp_verdict_t v = vmmc_udp_decode(buf, n, &h);
     if (VMMC_UNLIKELY(v != VMMC_UDP_OK)) {
@@ -298,17 +298,17 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
         return;
     }
     if (VMMC_UNLIKELY(h.dst != l->p.self || h.src >= l->p.max_peers)) {
-        CNT(l, drop_unknown_peer, 1);
+        CNT_RX(l, drop_unknown_peer, 1);
         return;
     }
     peer_t *p = &l->peers[h.src];
     int state = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
     if (VMMC_UNLIKELY(state == PEER_NONE || !addr_eq(&p->addr, p->alen, from, fromlen))) {
-        CNT(l, drop_unknown_peer, 1);
+        CNT_RX(l, drop_unknown_peer, 1);
         return;
     }
     if (VMMC_UNLIKELY(state != PEER_ALIVE)) {
-        CNT(l, drop_dead_peer, 1);
+        CNT_RX(l, drop_dead_peer, 1);
         return;
     }
     /* Capability: region 0 and unsequenced datagrams carry our link token;
@@ -317,14 +317,14 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
                      ? memcmp(h.token, l->p.token, VMMC_UDP_TOKEN_SIZE) != 0
                      : (l->p.accept && l->p.accept(l->p.arg, h.src, h.region, h.gen, h.token) != 0);
     if (VMMC_UNLIKELY(forged)) {
-        CNT(l, drop_bad_token, 1);
+        CNT_RX(l, drop_bad_token, 1);
         return;
     }
     pthread_mutex_lock(&p->lock);
     int bad = on_ack(l, p, &h, now);
     pthread_mutex_unlock(&p->lock);
     if (VMMC_UNLIKELY(bad)) {
-        CNT(l, drop_bad_ack, 1);
+        CNT_RX(l, drop_bad_ack, 1);
         return;
     }
     atomic_store_explicit(&p->last_rx_ns, now, memory_order_relaxed);
@@ -340,14 +340,14 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
     if (d < 0) {
         /* Already received: our ack was lost or the datagram duplicated. */
         if (d >= -(int32_t)(4 * l->window))
-            CNT(l, drop_duplicate, 1);
+            CNT_RX(l, drop_duplicate, 1);
         else
-            CNT(l, drop_window, 1);
+            CNT_RX(l, drop_window, 1);
         ack_later(l, p);
         return;
     }
     if ((int32_t)(h.seq - p->dlv_nxt) >= (int32_t)l->window) {
-        CNT(l, drop_window, 1);
+        CNT_RX(l, drop_window, 1);
         return;
     }
     ack_later(l, p);
@@ -373,11 +373,11 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
         return;
     }
     if (s->present && s->hdr.seq == h.seq) {
-        CNT(l, drop_duplicate, 1);
+        CNT_RX(l, drop_duplicate, 1);
         return;
     }
     if (VMMC_UNLIKELY(!s->buf) && !(s->buf = malloc(l->dgram))) {
-        CNT(l, drop_window, 1); /* no memory: behave as if lost */
+        CNT_RX(l, drop_window, 1); /* no memory: behave as if lost */
         return;
     }
     memcpy(s->buf, buf, n);
@@ -563,7 +563,7 @@ static uint64_t timers(vmmc_udp_link_t *l, uint64_t now)
                     t->retx++;
                     batch[nb++] = t;
                     expired = 1;
-                    CNT(l, retransmits, 1);
+                    CNT_TX(p, retransmits, 1);
                     if (nb == TX_BATCH) {
                         vmmc_udp__xmit(l, p, batch, nb, now);
                         nb = 0;
@@ -576,7 +576,7 @@ static uint64_t timers(vmmc_udp_link_t *l, uint64_t now)
             if (nb)
                 vmmc_udp__xmit(l, p, batch, nb, now);
             if (expired) {
-                CNT(l, rto_expiries, 1);
+                CNT_TX(p, rto_expiries, 1);
                 p->rto = p->rto * 2 > s->rto_max_ns ? s->rto_max_ns : p->rto * 2;
             }
             if (since(now, p->last_tx_ns) >= s->keepalive_ns)

@@ -408,10 +408,13 @@ int vmmc_udp__xmit(vmmc_udp_link_t *l, peer_t *p, txslot_t **slots, unsigned n, 
         t->hdr.wnd = p->busy_pub ? 0 : (uint16_t)l->window;
         t->hdr.flags = (uint8_t)((t->hdr.flags & ~VMMC_UDP_F_DLV) |
                                  (p->dlv_pub == p->ack_pub ? VMMC_UDP_F_DLV : 0));
-        vmmc_udp_encode(t->buf, &t->hdr, t->pcrc);
+        /* The header ends where the payload starts: its length varies
+         * with the fields present (sack, imm). */
+        uint8_t *start = t->buf + VMMC_UDP_HDR_SIZE - vmmc_udp_hdr_len(&t->hdr);
+        unsigned hl = vmmc_udp_encode(start, &t->hdr, t->pcrc);
         t->sent_ns = now;
-        iov[i].iov_base = t->buf;
-        iov[i].iov_len = t->len;
+        iov[i].iov_base = start;
+        iov[i].iov_len = hl + t->plen;
         msg[i].msg_hdr.msg_iov = &iov[i];
         msg[i].msg_hdr.msg_iovlen = 1;
         msg[i].msg_hdr.msg_name = &p->addr;
@@ -424,7 +427,7 @@ int vmmc_udp__xmit(vmmc_udp_link_t *l, peer_t *p, txslot_t **slots, unsigned n, 
         if (r > 0) {
             for (unsigned i = done; i < done + (unsigned)r; i++) {
                 CNT_TX(p, tx_dgrams, 1);
-                CNT_TX(p, tx_bytes, slots[i]->len);
+                CNT_TX(p, tx_bytes, iov[i].iov_len);
             }
             done += (unsigned)r;
             continue;
@@ -469,8 +472,7 @@ void vmmc_udp__send_ctl(vmmc_udp_link_t *l, uint32_t id, peer_t *p, uint8_t type
     h.ack = p->ack_pub;
     h.sack = p->sack_pub;
     h.imm = p->dlv_pub;
-    vmmc_udp_encode(buf, &h, 0);
-    struct iovec iov = {buf, sizeof buf};
+    struct iovec iov = {buf, vmmc_udp_encode(buf, &h, 0)};
     struct mmsghdr m;
     memset(&m, 0, sizeof m);
     m.msg_hdr.msg_iov = &iov;
@@ -483,7 +485,7 @@ void vmmc_udp__send_ctl(vmmc_udp_link_t *l, uint32_t id, peer_t *p, uint8_t type
     while (r < 0 && errno == EINTR);
     if (r == 1) {
         CNT_TX(p, tx_dgrams, 1);
-        CNT_TX(p, tx_bytes, sizeof buf);
+        CNT_TX(p, tx_bytes, iov.iov_len);
         if (type == VMMC_UDP_T_ACK)
             CNT_TX(p, acks_sent, 1);
         else if (type == VMMC_UDP_T_KEEPALIVE)
@@ -599,7 +601,7 @@ int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t 
         h->seq = p->snd_nxt;
         h->imm = rec->imm;
         t->pcrc = vmmc_crc32c_copy(0, t->buf + VMMC_UDP_HDR_SIZE, src, n);
-        t->len = (uint32_t)(VMMC_UDP_HDR_SIZE + n);
+        t->plen = (uint32_t)n;
         t->retx = 0;
         t->sacked = 0;
         t->first_ns = now;

@@ -17,8 +17,10 @@ enum { DOWN_TIMEOUT = 0, DOWN_KILLED = 1, DOWN_BYE = 2 }; /* why a peer went dow
 #define SACK_BITS 64
 
 typedef struct txslot {
-    uint8_t *buf;        /* header + payload, dgram_size bytes, kept once allocated */
-    uint32_t len;        /* datagram length */
+    /* dgram_size bytes, kept once allocated: the payload at
+     * VMMC_UDP_HDR_SIZE, the header (of variable length) right before it. */
+    uint8_t *buf;
+    uint32_t plen;       /* payload length */
     uint32_t pcrc;       /* CRC32C of the payload */
     vmmc_udp_hdr_t hdr;  /* re-stamped with current acks on every (re)send */
     uint64_t sent_ns, first_ns;
@@ -29,7 +31,7 @@ typedef struct txslot {
 typedef struct rxslot {
     uint8_t *buf;
     uint8_t present;
-    vmmc_udp_hdr_t hdr;  /* payload at buf + VMMC_UDP_HDR_SIZE */
+    vmmc_udp_hdr_t hdr;  /* payload at buf + hdr.hlen */
 } rxslot_t;
 
 typedef struct peer {

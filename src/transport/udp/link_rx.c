@@ -244,7 +244,7 @@ static void drain(vmmc_udp_link_t *l, uint32_t id, peer_t *p)
     while (p->dlv_nxt != p->rcv_nxt && !atomic_load(&l->stop) && !busy(p)) {
         rxslot_t *s = &p->rx[p->dlv_nxt % l->ring];
         p->dlv_nxt++; /* before the callback: a nested pass sees it as delivered */
-        if (deliver(l, id, p, &s->hdr, s->buf + VMMC_UDP_HDR_SIZE) != 0) {
+        if (deliver(l, id, p, &s->hdr, s->buf + s->hdr.hlen) != 0) {
             p->dlv_nxt--; /* keep it: offered again later */
             break;
         }
@@ -355,7 +355,7 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
     if (d == 0 && !nested && p->dlv_nxt == p->rcv_nxt && !busy(p)) {
         p->rcv_nxt++;
         p->dlv_nxt++;
-        if (VMMC_LIKELY(deliver(l, h.src, p, &h, buf + VMMC_UDP_HDR_SIZE) == 0)) {
+        if (VMMC_LIKELY(deliver(l, h.src, p, &h, buf + h.hlen) == 0)) {
             advance(l, p);
             drain(l, h.src, p);
             return;

@@ -585,12 +585,13 @@ static int test_async(vb_t *v)
 static int wait_notified(vb_t *v, int mode, int epfd, uint64_t target)
 {
     double t0 = bench_now_ns();
+    unsigned long spins = 0;
     while (atomic_load_explicit(&v->notified, memory_order_acquire) < target) {
         int rc = 0;
         if (mode == MODE_POLL) {
             rc = vmmc_progress(v->ep);
-            if (rc == 0 && v->drive)
-                sched_yield(); /* the progress thread shares this cpu */
+            if (rc == 0 && v->drive && (++spins & 63) == 0)
+                sched_yield(); /* now and then: see wait_word() */
         } else if (mode == MODE_BLOCK) {
             rc = vmmc_wait(v->ep, 1000);
         } else if (mode == MODE_EPOLL) {

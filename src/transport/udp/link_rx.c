@@ -625,30 +625,21 @@ static int app_polling(vmmc_udp_link_t *l)
     return polled && !atomic_load_explicit(&l->app_idle, memory_order_relaxed);
 }
 
+/* Sleep until @deadline, an event-fd wake-up, or (unless @app) a datagram.
+ * @app: the application polls, so the socket is left to it (progress thread
+ * only). The caller bounds @deadline by the look-back interval; the
+ * application's announcement that it goes to sleep (vmmc_udp_link_idle) and
+ * this decision are ordered Dekker-style (each side stores its flag, then
+ * reads the other's), so one of them sees the other: the application never
+ * sleeps while this thread ignores the socket for a whole interval. */
 static void wait_events(vmmc_udp_link_t *l, uint64_t deadline, uint64_t now, int app)
 {
-    /* An application thread that polls receives by itself; waking this
-     * thread for each datagram would only preempt it. Look again after a
-     * quiet period (then after twice as long, up to POLL_RECHECK, while it
-     * keeps polling), and at once when it announces that it sleeps. The
-     * announcement and this decision are ordered Dekker-style (each side
-     * stores its flag, then reads the other's), so one of them sees the
-     * other: the application never sleeps while this thread ignores the
-     * socket for a whole interval. */
     if (app) {
         atomic_store(&l->skipping, 1);
         if (atomic_load(&l->app_idle)) {
             app = 0;
             atomic_store_explicit(&l->skipping, 0, memory_order_relaxed);
         }
-    }
-    if (app) {
-        if (deadline > now + l->recheck_ns)
-            deadline = now + l->recheck_ns;
-        uint64_t r = l->recheck_ns * 2;
-        l->recheck_ns = r > vmmc_udp_cfg_poll_recheck ? vmmc_udp_cfg_poll_recheck : r;
-    } else {
-        l->recheck_ns = vmmc_udp_cfg_poll_quiet;
     }
     uint64_t ns = deadline > now ? deadline - now : 0;
     struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
@@ -674,7 +665,10 @@ void *vmmc_udp__progress_main(void *arg)
     while (!atomic_load(&l->stop)) {
         /* While the application polls, receiving is its business: this
          * thread only runs the timers (and the tick), without taking the
-         * receive lock from under it. */
+         * receive lock from under it, and waking it for each datagram would
+         * only preempt it. It looks again after a quiet period, then after
+         * twice as long each time, up to POLL_RECHECK, while the
+         * application keeps polling; at once when it announces a sleep. */
         int app = app_polling(l);
         if (!app) {
             pthread_mutex_lock(&l->rx_lock);
@@ -689,6 +683,14 @@ void *vmmc_udp__progress_main(void *arg)
         next = timers(l, now);
         if (atomic_load(&l->stop))
             break;
+        if (app) {
+            if (next > now + l->recheck_ns)
+                next = now + l->recheck_ns;
+            uint64_t r = l->recheck_ns * 2;
+            l->recheck_ns = r > vmmc_udp_cfg_poll_recheck ? vmmc_udp_cfg_poll_recheck : r;
+        } else {
+            l->recheck_ns = vmmc_udp_cfg_poll_quiet;
+        }
         wait_events(l, next, now, app);
     }
     pthread_mutex_lock(&l->rx_lock);

@@ -523,6 +523,9 @@ static int wait_window(vmmc_udp_link_t *l, peer_t *p, uint32_t id)
             vmmc_udp__progress_nested(l, 1000000);
             pthread_mutex_lock(&p->lock);
         } else {
+            /* This thread stops polling while it waits: the acks come
+             * through the progress thread. */
+            vmmc_udp_link_idle(l);
             struct timespec ts;
             abs_deadline(&ts, 100000000); /* re-check at least every 100 ms */
             pthread_cond_timedwait(&p->cond, &p->lock, &ts);
@@ -660,6 +663,8 @@ static int vmmc_udp__wait(vmmc_udp_link_t *l, uint32_t id, int timeout_ms, int d
     int in_progress_thread = vmmc_udp__rx_owner(l);
     int st = VMMC_OK;
     pthread_mutex_lock(&p->lock);
+    if (!in_progress_thread && outstanding(p, delivered))
+        vmmc_udp_link_idle(l); /* the reports come through the progress thread */
     while (outstanding(p, delivered)) {
         if (p->state != PEER_ALIVE) {
             st = peer_status(l, p, id);

@@ -730,6 +730,7 @@ static int udp_get(vmmc_proxy_t *px, size_t off, void *dst, size_t len)
     memset(&rec, 0, sizeof rec);
     rec.kind = K_GET_REQ;
     int st = vmmc_udp_link_send(u->link, (uint32_t)px->rank, &rec, &w, sizeof w);
+    vmmc_udp_link_idle(u->link); /* the reply comes through the progress thread */
     pthread_mutex_lock(&u->lock);
     if (st != VMMC_OK)
         g.status = st;

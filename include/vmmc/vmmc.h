@@ -138,8 +138,46 @@ VMMC_API int vmmc_peer_alive(vmmc_ep_t *ep, int rank);
 
 /** @brief Allocate @p size bytes of page-aligned, zeroed, shareable memory. */
 VMMC_API int vmmc_mem_alloc(vmmc_ep_t *ep, size_t size, void **ptr);
-/** @brief Free memory from vmmc_mem_alloc(). Exports inside it must be gone. */
+/** @brief Free memory from vmmc_mem_alloc(). Exports inside it must be gone
+ *  (the one behind vmmc_mem_key() is withdrawn here). */
 VMMC_API int vmmc_mem_free(vmmc_ep_t *ep, void *ptr);
+/** @} */
+
+/* ------------------------------------------------------------------------- */
+/** @name Memory keys and the translation cache
+ *  A key lets one peer rank on this host write and read a range of this
+ *  process's vmmc_mem_alloc() memory with ordinary loads and stores, without
+ *  an export per buffer (like an RDMA rkey; the grant covers the allocation
+ *  that holds the range, the registration unit). Pass the key to the peer in
+ *  any message; the peer attaches it. The first key for an allocation exports
+ *  it under a secret name; the first attach by a peer imports and maps it;
+ *  later attaches are a lookup in that peer's translation cache (at most
+ *  VMMC_MKEY_CACHE allocations, least recently used ones unmapped).
+ *  @{ */
+
+/** @brief A key: plain data, valid for the rank it was issued to. */
+typedef struct vmmc_mkey {
+    uint64_t opaque[4];
+} vmmc_mkey_t;
+
+/**
+ * @brief Issue a key for [@p addr, @p addr + @p len), which must lie in one
+ * vmmc_mem_alloc() allocation (else VMMC_ERR_UNSUPPORTED), to @p rank.
+ */
+VMMC_API int vmmc_mem_key(vmmc_ep_t *ep, const void *addr, size_t len, int rank,
+                          vmmc_mkey_t *key);
+/**
+ * @brief Attach @p rank's @p key: *@p ptr points at the start of its range,
+ * valid until vmmc_mem_detach(). Waits at most @p timeout_ms (-1: forever)
+ * for the first attach of an allocation. VMMC_ERR_UNSUPPORTED if @p rank is
+ * not reachable through shared memory, VMMC_ERR_PERMISSION if the key was not
+ * issued to this rank, VMMC_ERR_STALE if the owner freed the allocation,
+ * VMMC_ERR_AGAIN if every cache entry is attached.
+ */
+VMMC_API int vmmc_mem_attach(vmmc_ep_t *ep, int rank, const vmmc_mkey_t *key,
+                             int timeout_ms, void **ptr);
+/** @brief Release a pointer from vmmc_mem_attach() (the mapping stays cached). */
+VMMC_API int vmmc_mem_detach(vmmc_ep_t *ep, void *ptr);
 /** @} */
 
 /* ------------------------------------------------------------------------- */

@@ -25,6 +25,7 @@
 #include "vmmc/vmmc.h"
 
 #define VMMC_NAME_MAX 64
+#define VMMC_MKEY_PREFIX "vmmc.mem." /* exports behind memory keys (mkey.c) */
 #define VMMC_CACHELINE 64
 
 /* ---- settings (core.c declares the table) ---- */
@@ -75,6 +76,9 @@ typedef struct vmmc_mem {
     char *base;
     size_t len;
     int fd;
+    struct vmmc_export *kex;   /* export behind vmmc_mem_key(), or NULL */
+    uint64_t kcookie, kname;   /* its name's parts */
+    int klast;                 /* rank granted last (fast path of vmmc_mem_key) */
     struct vmmc_mem *next;
 } vmmc_mem_t;
 
@@ -192,6 +196,7 @@ struct vmmc_ep {
 
     vmmc_mem_t *mem;           /* library memory */
     pthread_mutex_t mem_lock;
+    struct vmmc_mkey_cache *_Atomic mkeys; /* translation cache (mkey.c), made on first use */
 
     /* barrier */
     uint64_t barrier_epoch, barrier_done;
@@ -263,6 +268,7 @@ void vmmc_peer_mark_dead(vmmc_ep_t *ep, int rank, int wstatus, const char *why);
 int vmmc_peer_error(const vmmc_peer_t *peer);
 vmmc_mem_t *vmmc_mem_find(vmmc_ep_t *ep, const void *addr, size_t len);
 void vmmc_mem_release(vmmc_mem_t *m);
+void vmmc_mkey_cache_destroy(vmmc_ep_t *ep);
 
 /* Wake this endpoint's sleepers (after queueing an event for it). */
 void vmmc_ep_wake(vmmc_ep_t *ep);

@@ -299,6 +299,7 @@ int vmmc_finalize(vmmc_ep_t *ep)
     vmmc_ctl_stop(ep);
     if (ep->udp && vmmc_tl_udp.ep_close)
         vmmc_tl_udp.ep_close(ep);
+    vmmc_mkey_cache_destroy(ep);
     vmmc_import_all_destroy(ep);
     vmmc_export_all_destroy(ep);
     vmmc_tl_shm.ep_close(ep);

@@ -106,6 +106,11 @@ void vmmc_export_serve_import(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m)
             ex = ep->exports[i];
     if (ex) {
         answer(ep, rank, m->id, ex);
+    } else if (!strncmp(m->name, VMMC_MKEY_PREFIX, strlen(VMMC_MKEY_PREFIX))) {
+        /* A key's export exists before the key does: if it is gone, the
+         * allocation was freed. */
+        reply(ep, rank, m->id, NULL, VMMC_ERR_STALE,
+              "the memory that key names was freed by its owner");
     } else {
         /* Not exported yet: answer when it is (the importer has a deadline). */
         pending_import_t *pi = calloc(1, sizeof *pi);

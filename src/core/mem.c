@@ -68,6 +68,19 @@ int vmmc_mem_free(vmmc_ep_t *ep, void *ptr)
     while (*pm && (*pm)->base != ptr)
         pm = &(*pm)->next;
     vmmc_mem_t *m = *pm;
+    if (m && m->kex) {
+        /* Withdraw the key export (vmmc_mem_key): peers that attached it
+         * keep the pages they mapped until they drop them, and can reach
+         * nothing else. */
+        vmmc_export_t *kex = m->kex;
+        m->kex = NULL;
+        pthread_mutex_unlock(&ep->mem_lock);
+        vmmc_unexport(kex);
+        pthread_mutex_lock(&ep->mem_lock);
+        for (pm = &ep->mem; *pm && (*pm)->base != ptr;)
+            pm = &(*pm)->next;
+        m = *pm;
+    }
     if (!m) {
         pthread_mutex_unlock(&ep->mem_lock);
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_mem_free: %p was not returned by vmmc_mem_alloc", ptr);

@@ -14,6 +14,8 @@ static uint64_t cfg_stack;
 static int64_t cfg_handlers;
 static int cfg_map;
 static int cfg_nonblock;
+static uint64_t cfg_zcopy;
+static uint64_t cfg_zcopy_wait;
 
 static const vmmc_cfg_entry_t fm_entries[] = {
     {"FM_PACKET", "8K", "largest payload of one FM packet (the unit of credit and of extract pacing)",
@@ -27,6 +29,11 @@ static const vmmc_cfg_entry_t fm_entries[] = {
     {"FM_HANDLERS", "256", "FM handler ids per endpoint", VMMC_CFG_INT, &cfg_handlers},
     {"FM_MAP", "y", "FM writes packets through a mapping of the receiver's ring when possible",
      VMMC_CFG_BOOL, &cfg_map},
+    {"FM_ZCOPY", "16K", "FM messages of at least this bound may be placed straight into the "
+     "handler's buffer when it is vmmc_mem_alloc() memory on this host (0: never)",
+     VMMC_CFG_SIZE, &cfg_zcopy},
+    {"FM_ZCOPY_WAIT", "20us", "how long an FM sender waits for the receiver's buffer before it "
+     "sends the rest of such a message in packets", VMMC_CFG_TIME, &cfg_zcopy_wait},
     {"FM_NONBLOCK", "n", "FM sends never wait for credits (VMMC_ERR_AGAIN instead)", VMMC_CFG_BOOL,
      &cfg_nonblock},
 };
@@ -41,6 +48,9 @@ static const char *const cnt_names[FM_C_COUNT] = {
     [FM_C_CREDIT_WAIT] = "credit_wait",   [FM_C_AGAIN] = "send_again",
     [FM_C_CREDIT_RET] = "credit_return",  [FM_C_CREDIT_REQ] = "credit_request",
     [FM_C_PROTOCOL] = "protocol_error",   [FM_C_MAPPED] = "peers_mapped",
+    [FM_C_ZC_MSG] = "zcopy_msg",          [FM_C_ZC_SENT] = "zcopy_bytes_sent",
+    [FM_C_ZC_RECV] = "zcopy_bytes_recv",
+    [FM_C_ZC_POST] = "zcopy_desc",        [FM_C_ZC_WAIT] = "zcopy_wait",
 };
 
 int fm_counter_get(const fm_t *fm, int i, const char **name, uint64_t *value)
@@ -96,6 +106,8 @@ static int fm_setup_params(fm_t *fm, const fm_params_t *pa)
     fm->packet_size = cfg_packet;
     fm->credit_batch = cfg_batch;
     fm->stack_size = cfg_stack;
+    fm->zc_min = cfg_zcopy;
+    fm->zc_wait_ns = cfg_zcopy_wait;
     fm->max_handlers = (int)cfg_handlers;
     if (pa) {
         if (pa->field_mask & FM_PARAM_FLAGS) {

@@ -4,7 +4,8 @@
  *
  *   [0, 64)     credit word: bytes B has consumed of A's ring at B (written by B)
  *   [64, 128)   credit request counter (written by B: "return my credits")
- *   [128, 128+R) the ring B writes packets into
+ *   [128, 192)  placement descriptor for A's current message to B (written by B)
+ *   [192, 192+R) the ring B writes packets into
  *
  * so everything B writes to A goes into one import and stays in order. Ring
  * positions are absolute byte counts; R is a power of two (offset = pos & (R-1)).
@@ -13,7 +14,20 @@
  * last (release): the receiver takes a packet when word1's seq is the one it
  * expects. A packet never wraps: if it does not fit before the end, a SKIP
  * packet fills the rest. Consuming a packet zeroes word1 of every line it
- * covered, so stale payload can never look like a header. */
+ * covered, so stale payload can never look like a header.
+ *
+ * Zero-copy (fm_send.c, fm_recv.c): a message whose bound is at least
+ * VMMC_FM_ZCOPY, to a peer whose ring is mapped, carries ZC on its first
+ * packet. When its handler asks fm_receive() for more than the packets at
+ * hand hold, into vmmc_mem_alloc() memory, the receiver writes a descriptor
+ * (message number, message offset, length, memory key) into the sender's
+ * region; the sender attaches the key and copies the rest of the message
+ * straight into the handler's buffer, then puts a DIRECT packet (header only,
+ * len = bytes placed) into the ring. The ring still says, in order, where
+ * every byte of the message is, so the descriptor is only advice: bytes the
+ * sender sent before it saw the descriptor travel in ordinary packets. A
+ * descriptor of length 0 says "not into this buffer": the sender, which
+ * waits a little for a descriptor after the first packet, stops waiting. */
 #ifndef VMMC_FM_INT_H
 #define VMMC_FM_INT_H
 
@@ -25,10 +39,15 @@
 #include "vmmc/fm.h"
 
 #define FM_HDR 16u
-#define FM_CTRL 128u
+#define FM_CTRL 192u
 #define FM_LINE 64u
 #define FM_CREDIT_OFF 0u
 #define FM_REQ_OFF 64u
+#define FM_DESC_OFF 128u
+
+/* Descriptor words (FM_DESC_OFF): seq (written last), message number,
+ * message offset, length (0: none), memory key. */
+enum { FM_D_SEQ, FM_D_MSG, FM_D_OFF, FM_D_LEN, FM_D_KEY, FM_D_WORDS = FM_D_KEY + 4 };
 
 /* Messages whose bound is at most this are assembled in a local staging
  * packet and copied into a mapped ring in one go: the reader polling the
@@ -38,6 +57,16 @@
 #define FM_F_FIRST 1u
 #define FM_F_LAST 2u
 #define FM_F_SKIP 4u
+/* The smallest rest of a message worth placing directly. */
+#define FM_ZC_POST_MIN 4096u
+#define FM_F_ZC 8u      /* first packet: the sender will look for a descriptor */
+#define FM_F_DIRECT 16u /* no payload: len bytes were placed in the posted buffer */
+
+/* Ring bytes of a packet with @len payload bytes and @flags. */
+static inline uint64_t fm_slot(uint64_t len, unsigned flags)
+{
+    return (flags & FM_F_DIRECT) ? 64u : (len + 16u + 63u) & ~(uint64_t)63u;
+}
 
 static inline uint64_t fm_align64(uint64_t x) { return (x + FM_LINE - 1) & ~(uint64_t)(FM_LINE - 1); }
 static inline uint32_t fm_seq_next(uint32_t s) { return s + 1 ? s + 1 : 1; }
@@ -60,6 +89,11 @@ enum {
     FM_C_CREDIT_REQ,
     FM_C_PROTOCOL,
     FM_C_MAPPED,
+    FM_C_ZC_MSG,
+    FM_C_ZC_SENT,
+    FM_C_ZC_RECV,
+    FM_C_ZC_POST,
+    FM_C_ZC_WAIT,
     FM_C_COUNT
 };
 
@@ -83,11 +117,22 @@ struct fm_stream {
     size_t pk_len, pk_cap;
     int pk_open;      /* a packet is being filled */
     int staged;       /* ... in the staging packet although the ring is mapped */
+    int zc;           /* the message may be placed directly (ZC) */
+    char *zdst;       /* attached descriptor: where message offset zM lands */
+    uint64_t zM, zN;  /* its range of the message */
+    uint64_t zpend;   /* bytes placed, not yet announced by a DIRECT packet */
+    int zc_waited;    /* the sender waited for the descriptor (once a message) */
     /* receive side */
     const char *rp;   /* payload of the current packet, NULL when consumed */
     size_t rlen, rpos;
     int rlast;
+    int rdirect;      /* the current packet is a DIRECT one */
+    size_t rslot;     /* ring bytes the current packet occupies */
     int inline_run;
+    uint64_t mbase;   /* message offset of the current packet's first byte */
+    int rzc;          /* the message is ZC */
+    int zstate;       /* ZC: 0 may post a descriptor, 1 posted, 2 never (said "none") */
+    char *zbuf;       /* posted buffer for message offsets [zM, zM + zN) */
 };
 
 typedef struct fm_peer {
@@ -107,6 +152,9 @@ typedef struct fm_peer {
     int sdead;
     char *staging;              /* packet assembly (unmapped, or short messages) */
     uint64_t pk_pos;            /* ring position of the packet being filled */
+    uint64_t smsg;              /* messages begun (first packets published) */
+    uint64_t dseen;             /* descriptor seq last read */
+    unsigned zc_skip;           /* ZC messages to send without waiting (after a "none") */
     fm_stream_t ss;
     /* --- receiving from this peer --- */
     char *ring;                 /* our ring for this sender */
@@ -117,6 +165,8 @@ typedef struct fm_peer {
     uint64_t returned;          /* tail value last given back */
     uint64_t req_seen;
     int req_pending;
+    uint64_t rmsg;              /* messages begun by this sender (first packets seen) */
+    uint64_t dseq;              /* descriptors posted to it */
     uint64_t seen;              /* progress hook's look-ahead position */
     uint32_t seen_seq;
     int rstate;
@@ -140,6 +190,8 @@ struct fm {
     size_t packet_size;
     uint64_t credit_batch;
     size_t stack_size;
+    uint64_t zc_min;            /* VMMC_FM_ZCOPY (0: never) */
+    uint64_t zc_wait_ns;        /* VMMC_FM_ZCOPY_WAIT */
     int max_handlers;
     fm_hentry_t *handlers;
     fm_peer_t *peers;
@@ -186,5 +238,8 @@ void fm_runlock(struct fm *fm);
 /* fm_send.c */
 int fm_send_request_credit(struct fm *fm, fm_peer_t *p);
 int fm_send_credit(struct fm *fm, fm_peer_t *p, uint64_t consumed);
+/* Post a placement descriptor for @p's current message (len 0: none). */
+int fm_send_desc(struct fm *fm, fm_peer_t *p, uint64_t msg, uint64_t off, uint64_t len,
+                 const vmmc_mkey_t *key);
 
 #endif

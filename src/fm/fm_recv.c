@@ -52,9 +52,10 @@ static inline int peek_at(const fm_peer_t *p, uint64_t pos, uint32_t seq, uint64
 static inline uint64_t slot_of(const fm_peer_t *p, uint64_t pos, uint64_t w0, uint32_t len)
 {
     uint64_t room = p->rR - (pos & (p->rR - 1));
-    if ((w0 >> 16) & FM_F_SKIP)
+    unsigned flags = (unsigned)(w0 >> 16) & 0xff;
+    if (flags & FM_F_SKIP)
         return room;
-    uint64_t slot = fm_align64(FM_HDR + (uint64_t)len);
+    uint64_t slot = fm_slot(len, flags);
     return slot <= room ? slot : 0;
 }
 
@@ -99,7 +100,7 @@ static inline void consume(fm_t *fm, fm_peer_t *p, uint64_t slot, int skip)
 static inline uint64_t drainable(const fm_peer_t *p, uint64_t *w0, uint32_t *len)
 {
     if (p->rstate != FM_R_DRAIN || p->broken || p->rdead ||
-        !peek_at(p, p->tail, p->rseq, w0, len) || ((*w0 >> 16) & FM_F_FIRST))
+        !peek_at(p, p->tail, p->rseq, w0, len) || ((*w0 >> 16) & (FM_F_FIRST | FM_F_DIRECT)))
         return 0;
     return slot_of(p, p->tail, *w0, *len);
 }
@@ -136,9 +137,33 @@ static void consume_current(fm_t *fm, fm_peer_t *p)
 {
     fm_stream_t *s = &p->rs;
     fm->cnt[FM_C_DRAINED] += s->rlen - s->rpos;
-    consume(fm, p, fm_align64(FM_HDR + s->rlen), 0);
+    consume(fm, p, s->rslot, 0);
+    s->mbase += s->rlen;
     s->rp = NULL;
     s->rlen = s->rpos = 0;
+    s->rdirect = 0;
+}
+
+/* ZC message: the handler wants @want more bytes at @dst than the current
+ * packet holds. Post @dst for them if it can take them directly. */
+static void zc_post(fm_t *fm, fm_peer_t *p, fm_stream_t *s, char *dst, size_t want)
+{
+    vmmc_mkey_t k;
+    uint64_t off = s->mbase + s->rlen;
+    if (want < FM_ZC_POST_MIN)
+        return;
+    if (vmmc_mem_key(fm->ep, dst, want, p->rank, &k) != VMMC_OK) {
+        /* Not communication memory: the rest comes in packets. */
+        fm_send_desc(fm, p, p->rmsg, 0, 0, NULL);
+        s->zstate = 2;
+        return;
+    }
+    if (fm_send_desc(fm, p, p->rmsg, off, want, &k) == VMMC_OK) {
+        s->zstate = 1;
+        s->zbuf = dst;
+        s->zM = off;
+        s->zN = want;
+    }
 }
 
 ssize_t fm_receive(void *buf, fm_stream_t *s, size_t n)
@@ -149,11 +174,25 @@ ssize_t fm_receive(void *buf, fm_stream_t *s, size_t n)
         return vmmc_error(VMMC_ERR_INVALID, "fm_receive: NULL buffer");
     char *b = buf;
     size_t got = 0;
+    if (VMMC_UNLIKELY(s->rzc) && s->zstate == 0 && !s->rlast && n > s->rlen - s->rpos)
+        zc_post(s->fm, s->peer, s, b + (s->rlen - s->rpos), n - (s->rlen - s->rpos));
     for (;;) {
         size_t avail = s->rlen - s->rpos;
         if (VMMC_LIKELY(avail && got < n)) {
             size_t c = n - got < avail ? n - got : avail;
-            memcpy(b + got, s->rp + s->rpos, c);
+            if (VMMC_UNLIKELY(s->rdirect)) {
+                /* Already in place (the sender wrote it where this call's
+                 * descriptor said); step() checked the range. */
+                if (s->zbuf + (s->mbase + s->rpos - s->zM) != b + got || c != avail) {
+                    s->zstate = 2;
+                    s->peer->broken = 1;
+                    return vmmc_error(VMMC_ERR_PROTOCOL, "fm_receive: rank %d placed data "
+                                      "outside the buffer of this call", s->peer->rank);
+                }
+                s->fm->cnt[FM_C_ZC_RECV] += c;
+            } else {
+                memcpy(b + got, s->rp + s->rpos, c);
+            }
             s->rpos += c;
             got += c;
         }
@@ -171,6 +210,8 @@ ssize_t fm_receive(void *buf, fm_stream_t *s, size_t n)
         fm->cnt[FM_C_SUSPEND]++;
         fm_ctx_yield(fm);
     }
+    if (VMMC_UNLIKELY(s->zstate == 1))
+        s->zstate = 0; /* the descriptor ends with this call */
     return (ssize_t)got;
 }
 
@@ -186,6 +227,10 @@ static void run_ctx(fm_t *fm, fm_peer_t *p)
         return;
     fm_ctx_put(fm, p->ctx);
     p->ctx = NULL;
+    if (VMMC_UNLIKELY(p->rs.rzc) && p->rs.zstate == 0 && !p->rs.rlast && !p->broken &&
+        !p->rs.mbase && !p->rs.rdirect)
+        fm_send_desc(fm, p, p->rmsg, 0, 0, NULL); /* no buffer will come */
+    p->rs.rzc = 0;
     if (p->rs.rp) {
         int last = p->rs.rlast;
         consume_current(fm, p);
@@ -231,20 +276,32 @@ static inline int step(fm_t *fm, fm_peer_t *p, uint64_t w0, uint32_t len, unsign
             protocol_error(fm, p, "continuation packet without a message");
             return 0;
         }
+        if (VMMC_UNLIKELY(flags & FM_F_DIRECT)) {
+            protocol_error(fm, p, "a message starts with placed data");
+            return 0;
+        }
         fm->cnt[FM_C_MSG_RECV]++;
+        p->rmsg++;
         unsigned id = (unsigned)(w0 & 0xffff);
         fm_hentry_t *h = id < (unsigned)fm->max_handlers ? &fm->handlers[id] : NULL;
         if (VMMC_UNLIKELY(!h || !h->fn)) {
             unknown_handler(fm, p, id);
             fm->cnt[FM_C_DRAINED] += len;
-            consume(fm, p, fm_align64(FM_HDR + len), 0);
+            consume(fm, p, fm_slot(len, flags), 0);
             p->rstate = (flags & FM_F_LAST) ? FM_R_IDLE : FM_R_DRAIN;
+            if ((flags & (FM_F_ZC | FM_F_LAST)) == FM_F_ZC)
+                fm_send_desc(fm, p, p->rmsg, 0, 0, NULL);
             return 0;
         }
         s->rp = payload;
         s->rlen = len;
+        s->rslot = fm_slot(len, flags);
         s->rpos = 0;
         s->rlast = (flags & FM_F_LAST) != 0;
+        s->rdirect = 0;
+        s->mbase = 0;
+        s->rzc = (flags & FM_F_ZC) != 0;
+        s->zstate = 0;
         s->err = 0;
         if (VMMC_LIKELY(s->rlast)) {
             /* Whole message here: run on the caller's stack. */
@@ -277,19 +334,27 @@ static inline int step(fm_t *fm, fm_peer_t *p, uint64_t w0, uint32_t len, unsign
             protocol_error(fm, p, "new message inside a message");
             return 0;
         }
+        if (VMMC_UNLIKELY(flags & FM_F_DIRECT) &&
+            (s->zstate != 1 || s->mbase < s->zM || len > s->zM + s->zN - s->mbase)) {
+            protocol_error(fm, p, "placed data outside the posted buffer");
+            return 0;
+        }
         s->rp = payload;
         s->rlen = len;
+        s->rslot = fm_slot(len, flags);
         s->rpos = 0;
         s->rlast = (flags & FM_F_LAST) != 0;
+        s->rdirect = (flags & FM_F_DIRECT) != 0;
         run_ctx(fm, p);
         return 0;
     default: /* FM_R_DRAIN */
-        if (VMMC_UNLIKELY(flags & FM_F_FIRST)) {
-            protocol_error(fm, p, "new message inside a message");
+        if (VMMC_UNLIKELY(flags & (FM_F_FIRST | FM_F_DIRECT))) {
+            protocol_error(fm, p, (flags & FM_F_FIRST) ? "new message inside a message"
+                                                       : "placed data after the handler returned");
             return 0;
         }
         fm->cnt[FM_C_DRAINED] += len;
-        consume(fm, p, fm_align64(FM_HDR + len), 0);
+        consume(fm, p, fm_slot(len, flags), 0);
         if (flags & FM_F_LAST)
             p->rstate = FM_R_IDLE;
         return 0;

@@ -6,7 +6,8 @@
  * that goes out with vmmc_send(). Messages of at most FM_STAGE_MAX bytes are
  * staged locally even with a mapping and copied in one go, so that the
  * receiver, which polls the packet's first line, does not take that line
- * away between pieces. A full packet goes out at once, unless the
+ * away between pieces; in longer packets only the first line is assembled
+ * aside, for the same reason. A full packet goes out at once, unless the
  * message's bound says nothing can follow it; the last packet goes out at
  * end_message. So a message shorter than a packet always travels as one
  * packet (FIRST|LAST) and its handler never needs a context of its own.
@@ -18,6 +19,7 @@
  * reserve exactly the space the whole message will take. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fm/fm_int.h"
 
@@ -102,6 +104,38 @@ int fm_send_credit(fm_t *fm, fm_peer_t *p, uint64_t consumed)
     return st;
 }
 
+/* Used by the receive side to post a placement descriptor (fm_recv.c): the
+ * words first, the sequence number last, so a sender never reads a
+ * half-written one (and re-checks the sequence after reading, since the
+ * next descriptor may overwrite this one while it reads). */
+int fm_send_desc(fm_t *fm, fm_peer_t *p, uint64_t msg, uint64_t off, uint64_t len,
+                 const vmmc_mkey_t *key)
+{
+    uint64_t d[FM_D_WORDS] = {0};
+    d[FM_D_SEQ] = ++p->dseq;
+    d[FM_D_MSG] = msg;
+    d[FM_D_OFF] = off;
+    d[FM_D_LEN] = len;
+    if (key)
+        memcpy(&d[FM_D_KEY], key->opaque, sizeof key->opaque);
+    fm->cnt[FM_C_ZC_POST]++;
+    if (p->map) {
+        _Atomic uint64_t *w = (_Atomic uint64_t *)(p->map + FM_DESC_OFF);
+        atomic_store_explicit(&w[FM_D_SEQ], 0, memory_order_relaxed);
+        atomic_thread_fence(memory_order_release);
+        for (int i = 1; i < FM_D_WORDS; i++)
+            atomic_store_explicit(&w[i], d[i], memory_order_relaxed);
+        atomic_store_explicit(&w[FM_D_SEQ], d[FM_D_SEQ], memory_order_release);
+        return VMMC_OK;
+    }
+    int st = vmmc_send(p->px, FM_DESC_OFF + 8, &d[1], sizeof d - 8, 0);
+    if (st == VMMC_OK)
+        st = vmmc_send(p->px, FM_DESC_OFF, &d[0], 8, 0);
+    if (st == VMMC_ERR_PEER_DEAD)
+        p->sdead = 1;
+    return st;
+}
+
 /* Wait until @need bytes of credit are there: extract our own receive side
  * meanwhile (so two ranks sending to each other cannot deadlock), then sleep
  * in vmmc_wait(); the receiver's credit write and signal wake us. */
@@ -166,6 +200,11 @@ static VMMC_COLD int send_again(fm_t *fm, fm_peer_t *p)
 static inline int publish(fm_t *fm, fm_peer_t *p, fm_stream_t *s, unsigned flags)
 {
     size_t len = s->pk_len;
+    if (flags & FM_F_FIRST) {
+        p->smsg++;
+        if (s->zc)
+            flags |= FM_F_ZC;
+    }
     uint64_t off = p->pk_pos & (p->R - 1);
     uint64_t w0 = (uint64_t)s->handler | ((uint64_t)flags << 16);
     uint64_t w1 = (uint64_t)p->seq | ((uint64_t)len << 32);
@@ -177,6 +216,9 @@ static inline int publish(fm_t *fm, fm_peer_t *p, fm_stream_t *s, unsigned flags
             st[1] = 0;
             memcpy(h, st, FM_HDR + len);
         } else {
+            /* The first line's payload was held back (fm_send_piece). */
+            size_t first = len < FM_LINE - FM_HDR ? len : FM_LINE - FM_HDR;
+            memcpy(h + FM_HDR, p->staging + FM_HDR, first);
             *(uint64_t *)h = w0;
         }
         atomic_store_explicit((_Atomic uint64_t *)(h + 8), w1, memory_order_release);
@@ -223,6 +265,134 @@ static int write_skip(fm_t *fm, fm_peer_t *p, uint64_t skip)
     }
     p->head += skip;
     p->seq = fm_seq_next(p->seq);
+    return VMMC_OK;
+}
+
+/* ---- direct placement (zero-copy; see fm_int.h) ---- */
+
+static void zc_detach(fm_t *fm, fm_stream_t *s)
+{
+    if (s->zdst) {
+        vmmc_mem_detach(fm->ep, s->zdst);
+        s->zdst = NULL;
+    }
+}
+
+/* Read a new descriptor for our current message, if there is one, and
+ * attach it. Returns 1 if the receiver answered (a buffer, or "none"). */
+static int zc_check(fm_t *fm, fm_peer_t *p, fm_stream_t *s)
+{
+    const _Atomic uint64_t *w = (const _Atomic uint64_t *)(p->ctrl + FM_DESC_OFF);
+    uint64_t seq = atomic_load_explicit(&w[FM_D_SEQ], memory_order_acquire);
+    if (VMMC_LIKELY(seq == p->dseen) || seq == 0)
+        return 0;
+    uint64_t d[FM_D_WORDS];
+    for (int i = 1; i < FM_D_WORDS; i++)
+        d[i] = atomic_load_explicit(&w[i], memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&w[FM_D_SEQ], memory_order_relaxed) != seq)
+        return 0; /* being rewritten: read it next time */
+    p->dseen = seq;
+    if (d[FM_D_MSG] != p->smsg)
+        return 0; /* about an earlier message */
+    uint64_t off = d[FM_D_OFF], len = d[FM_D_LEN];
+    /* The receiver does not know the bound: a handler may ask for more. */
+    if (len == 0 || off > s->bound)
+        return 1;
+    if (len > s->bound - off)
+        len = s->bound - off;
+    if (off > s->sent || off + len <= s->sent)
+        return 1; /* nothing left of it for us: carry on in packets */
+    vmmc_mkey_t k;
+    memcpy(k.opaque, &d[FM_D_KEY], sizeof k.opaque);
+    void *ptr;
+    if (vmmc_mem_attach(fm->ep, p->rank, &k, 1000, &ptr) != VMMC_OK) {
+        vmmc_debug("fm: cannot attach rank %d's buffer (%s); sending in packets", p->rank,
+                   vmmc_last_error());
+        return 1;
+    }
+    s->zdst = ptr;
+    s->zM = off;
+    s->zN = len;
+    return 1;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* The first packet of a ZC message is out and more data follows: give the
+ * receiver a moment (VMMC_FM_ZCOPY_WAIT at most) to post its buffer, since
+ * a byte sent in a packet costs the receiver a copy. After a while, serve
+ * our own receive side meanwhile (the peer may be waiting for us the same
+ * way). A receiver that answered "none" or did not answer in time lately is
+ * not waited for (its descriptors are still used when they come). */
+static void zc_wait(fm_t *fm, fm_peer_t *p, fm_stream_t *s)
+{
+    s->zc_waited = 1;
+    if (p->zc_skip) {
+        p->zc_skip--;
+        zc_check(fm, p, s);
+        return;
+    }
+    fm->cnt[FM_C_ZC_WAIT]++;
+    uint64_t t0 = 0;
+    for (unsigned i = 1;; i++) {
+        if (zc_check(fm, p, s)) {
+            if (!s->zdst)
+                p->zc_skip = 16;
+            return;
+        }
+        if (VMMC_UNLIKELY((i & 1023) == 0)) {
+            uint64_t t = now_ns();
+            if (!t0) {
+                t0 = t;
+            } else if (t - t0 > fm->zc_wait_ns) {
+                p->zc_skip = 16; /* the receiver is busy: do not hold the next ones up */
+                return;
+            } else if (!fm->in_extract && !fm->in_handler) {
+                fm_rlock(fm);
+                fm->in_extract = 1;
+                int n = fm_extract_locked(fm, p->paymax);
+                fm->in_extract = 0;
+                fm_runlock(fm);
+                if (n < 0)
+                    return;
+            }
+        }
+        if ((i & 7) == 0)
+            __builtin_ia32_pause();
+    }
+}
+
+/* Announce the bytes placed directly: a header-only DIRECT packet. */
+static int publish_direct(fm_t *fm, fm_peer_t *p, fm_stream_t *s, unsigned flags)
+{
+    uint64_t skip;
+    uint64_t need = next_need(p, 0, &skip);
+    if (VMMC_UNLIKELY(!has_space(p, need))) {
+        int st = wait_space(fm, p, &need, 0, &skip);
+        if (st != VMMC_OK)
+            return st;
+    }
+    if (VMMC_UNLIKELY(skip)) {
+        int st = write_skip(fm, p, skip);
+        if (st != VMMC_OK)
+            return st;
+    }
+    char *h = p->map + FM_CTRL + (p->head & (p->R - 1));
+    *(uint64_t *)h = (uint64_t)s->handler | ((uint64_t)(flags | FM_F_DIRECT) << 16);
+    atomic_store_explicit((_Atomic uint64_t *)(h + 8), (uint64_t)p->seq | (s->zpend << 32),
+                          memory_order_release);
+    p->head += fm_slot(0, FM_F_DIRECT);
+    p->seq = fm_seq_next(p->seq);
+    fm->cnt[FM_C_PKT_SENT]++;
+    fm->cnt[FM_C_BYTES_SENT] += s->zpend;
+    s->zpend = 0;
+    vmmc_signal(fm->ep, p->rank);
     return VMMC_OK;
 }
 
@@ -300,6 +470,12 @@ int fm_begin_message(fm_t *fm, int dest, size_t max_length, int handler, fm_stre
     s->bound = max_length;
     s->sent = 0;
     s->nb = nb;
+    s->zc = !nb && fm->zc_min && max_length >= fm->zc_min && p->map && p->px;
+    s->zpend = 0;
+    s->zdst = NULL;
+    s->zc_waited = 0;
+    if (s->zc)
+        fm->cnt[FM_C_ZC_MSG]++;
     int st = pkt_start(fm, p, s, nb);
     if (VMMC_UNLIKELY(st != VMMC_OK)) {
         s->open = 0;
@@ -324,7 +500,54 @@ int fm_send_piece(fm_stream_t *s, const void *buf, size_t n)
     fm_peer_t *p = s->peer;
     const char *b = buf;
     while (n) {
+        if (VMMC_UNLIKELY(s->zc)) {
+            int st = VMMC_OK;
+            if (s->first && s->pk_open && n > s->pk_cap - s->pk_len) {
+                /* The piece overflows the first packet: send what it holds
+                 * now, so the receiver can post its buffer for the rest. */
+                st = publish(fm, p, s, FM_F_FIRST);
+                s->first = 0;
+                s->pk_open = 0;
+            }
+            if (st == VMMC_OK && !s->first && !s->pk_open && !s->zdst) {
+                if (!s->zc_waited)
+                    zc_wait(fm, p, s);
+                else
+                    zc_check(fm, p, s);
+            }
+            if (st == VMMC_OK && s->zdst) {
+                uint64_t end = s->zM + s->zN;
+                size_t c = n < end - s->sent ? n : (size_t)(end - s->sent);
+                memcpy(s->zdst + (s->sent - s->zM), b, c);
+                s->sent += c;
+                s->zpend += c;
+                fm->cnt[FM_C_ZC_SENT] += c;
+                b += c;
+                n -= c;
+                if (s->sent == end || s->zpend >= ((uint64_t)1 << 30)) {
+                    if (s->sent == end)
+                        zc_detach(fm, s);
+                    /* The last bytes of the message wait for end_message,
+                     * which announces them with LAST. */
+                    if (s->sent < s->bound || s->zdst)
+                        st = publish_direct(fm, p, s, 0);
+                }
+            }
+            if (st != VMMC_OK) {
+                s->err = st;
+                return st;
+            }
+            if (s->zdst || !n)
+                continue;
+        }
         if (VMMC_UNLIKELY(!s->pk_open)) {
+            if (VMMC_UNLIKELY(s->zpend)) {
+                int st = publish_direct(fm, p, s, 0);
+                if (st != VMMC_OK) {
+                    s->err = st;
+                    return st;
+                }
+            }
             int st = pkt_start(fm, p, s, s->nb);
             if (st != VMMC_OK) {
                 s->err = st;
@@ -334,7 +557,18 @@ int fm_send_piece(fm_stream_t *s, const void *buf, size_t n)
         size_t c = s->pk_cap - s->pk_len;
         if (c > n)
             c = n;
-        memcpy(s->pk + s->pk_len, b, c);
+        if (VMMC_UNLIKELY(s->pk_len < FM_LINE - FM_HDR) && p->map && !s->staged) {
+            /* The first line (header + 48 payload bytes) is assembled
+             * aside and written once at publish: the receiver spins on
+             * it, and every earlier write would take it away. */
+            size_t h = FM_LINE - FM_HDR - s->pk_len;
+            if (h > c)
+                h = c;
+            memcpy(p->staging + FM_HDR + s->pk_len, b, h);
+            memcpy(s->pk + s->pk_len + h, b + h, c - h);
+        } else {
+            memcpy(s->pk + s->pk_len, b, c);
+        }
         s->pk_len += c;
         s->sent += c;
         b += c;
@@ -360,6 +594,17 @@ int fm_end_message(fm_stream_t *s)
         return vmmc_error(VMMC_ERR_INVALID, "fm_end_message: not an open send stream");
     fm_t *fm = s->fm;
     int st = s->err;
+    if (VMMC_UNLIKELY(s->zc)) {
+        zc_detach(fm, s);
+        if (st == VMMC_OK && s->zpend) {
+            /* Placed bytes end the message. */
+            st = publish_direct(fm, s->peer, s, FM_F_LAST);
+            s->open = 0;
+            if (st == VMMC_OK)
+                fm->cnt[FM_C_MSG_SENT]++;
+            return st;
+        }
+    }
     if (VMMC_UNLIKELY(st == VMMC_OK && !s->pk_open))
         st = pkt_start(fm, s->peer, s, s->nb); /* an empty packet carries LAST */
     if (VMMC_LIKELY(st == VMMC_OK))
@@ -387,13 +632,18 @@ int fm_send(fm_t *fm, int dest, int handler, const void *buf, size_t n)
         if (VMMC_LIKELY(p->map && n <= p->paymax && !p->ss.open && !p->sdead &&
                         p->R - off >= slot && has_space(p, slot))) {
             char *h = p->map + FM_CTRL + off;
-            if (n)
-                memcpy(h + FM_HDR, buf, n);
+            /* The first line last: the receiver spins on it. */
+            size_t first = n < FM_LINE - FM_HDR ? n : FM_LINE - FM_HDR;
+            if (n > first)
+                memcpy(h + FM_LINE, (const char *)buf + first, n - first);
+            if (first)
+                memcpy(h + FM_HDR, buf, first);
             *(uint64_t *)h = (uint64_t)handler | ((uint64_t)(FM_F_FIRST | FM_F_LAST) << 16);
             atomic_store_explicit((_Atomic uint64_t *)(h + 8), (uint64_t)p->seq | ((uint64_t)n << 32),
                                   memory_order_release);
             p->head += slot;
             p->seq = fm_seq_next(p->seq);
+            p->smsg++;
             fm->cnt[FM_C_MSG_SENT]++;
             fm->cnt[FM_C_PKT_SENT]++;
             fm->cnt[FM_C_BYTES_SENT] += n;

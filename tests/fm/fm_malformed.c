@@ -33,7 +33,7 @@ int main(void)
         VT_SKIP("needs 3 ranks");
     int me = vmmc_rank(ep);
     unsigned long long rng = 4242;
-    for (int kase = 0; kase < 4; kase++) {
+    for (int kase = 0; kase < 6; kase++) {
         fm_t *fm;
         fm_params_t pa = {.field_mask = FM_PARAM_RING_SIZE, .ring_size = 64 * 1024};
         VT_OK(fm_init(ep, &pa, &fm));
@@ -58,6 +58,17 @@ int main(void)
                 w[0] = 1 | ((uint64_t)(FM_F_FIRST | FM_F_LAST) << 16);
                 w[1] = 1 | ((uint64_t)(64 * 1024) << 32);
                 break;
+            case 3: /* a message that starts with placed data */
+                w[0] = 2 | ((uint64_t)(FM_F_FIRST | FM_F_DIRECT) << 16);
+                w[1] = 1 | ((uint64_t)4096 << 32);
+                break;
+            case 4: { /* placed data that no descriptor asked for */
+                uint64_t d[2] = {2 | ((uint64_t)FM_F_DIRECT << 16), 2 | ((uint64_t)4096 << 32)};
+                VT_OK(vmmc_send(px, FM_CTRL + 64, d, sizeof d, 0));
+                w[0] = 2 | ((uint64_t)(FM_F_FIRST | FM_F_ZC) << 16);
+                w[1] = 1;
+                break;
+            }
             default: /* random flags, handler and length, valid sequence */
                 w[0] = vt_rand(&rng);
                 w[1] = 1 | (vt_rand(&rng) & 0xffffffff00000000ull);
@@ -66,7 +77,8 @@ int main(void)
             static uint8_t junk[64 * 1024];
             for (size_t i = 0; i < sizeof junk; i++)
                 junk[i] = (uint8_t)vt_rand(&rng);
-            VT_OK(vmmc_send(px, FM_CTRL + FM_HDR, junk, sizeof junk - FM_HDR, 0));
+            if (kase != 4)
+                VT_OK(vmmc_send(px, FM_CTRL + FM_HDR, junk, sizeof junk - FM_HDR, 0));
             VT_OK(vmmc_send(px, FM_CTRL, w, sizeof w, 0));
             VT_OK(vmmc_barrier(ep)); /* A: the bad packet is in place */
             VT_OK(vmmc_unimport(px));
@@ -80,13 +92,13 @@ int main(void)
             VT_OK(vmmc_barrier(ep)); /* A: everything below is already in the rings */
             uint64_t want = (uint64_t)(kase + 1) * GOOD;
             while (good_seen < want ||
-                   (kase < 3 && fm_counter(fm, "protocol_error") == 0))
+                   (kase < 5 && fm_counter(fm, "protocol_error") == 0))
                 VT_CHECK(fm_extract_wait(fm, FM_EXTRACT_ALL, 1000) >= 0);
-            if (kase < 3)
+            if (kase < 5)
                 VT_CHECK(fm_counter(fm, "protocol_error") == 1);
             VT_CHECK(fm_extract(fm, FM_EXTRACT_ALL) >= 0);
             /* The random header (fixed seed) must have been met one way or another. */
-            if (kase == 3)
+            if (kase == 5)
                 VT_CHECK(fm_counter(fm, "protocol_error") + fm_counter(fm, "unknown_handler") +
                              fm_counter(fm, "msg_recv") > GOOD);
             printf("case %d: protocol errors %llu, unknown handler %llu, %llu good messages\n",

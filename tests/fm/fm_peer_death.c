@@ -5,6 +5,9 @@
  * wait must return it. Rank 1 keeps sending to rank 2 (blocking) until its
  * send fails with VMMC_ERR_PEER_DEAD.
  *
+ * With "zcopy", rank 0 receives into communication memory, so rank 2 places
+ * the bytes straight there and dies before announcing them.
+ *
  * `vmmc run` fails a job whose rank died, so this program is its own driver:
  * started plainly, it runs `vmmc run -n 3 -- <itself> --child <dir>` and
  * checks what the survivors wrote into <dir>. */
@@ -19,6 +22,8 @@ static const char *dir;
 static int me;
 static int big_rc = 1;
 static size_t big_got;
+static int zcopy;
+static uint8_t *zbuf; /* 1 MiB of communication memory (zcopy) */
 
 static void report(const char *what)
 {
@@ -34,6 +39,11 @@ static void report(const char *what)
 
 static void h_big(fm_stream_t *s, int sender, void *arg)
 {
+    if (zcopy) {
+        ssize_t n = fm_receive(zbuf, s, 1 << 20);
+        big_rc = n < 0 ? (int)n : 0;
+        return;
+    }
     uint8_t buf[4096];
     for (;;) {
         ssize_t n = fm_receive(buf, s, sizeof buf);
@@ -61,6 +71,8 @@ static int child(void)
     VT_CHECK(fm_numnodes(fm) == 3);
     VT_CHECK(fm_register_handler(fm, 1, h_big, NULL) == 1);
     VT_CHECK(fm_register_handler(fm, 2, h_sink, NULL) == 2);
+    if (zcopy)
+        VT_OK(vmmc_mem_alloc(ep, 1 << 20, (void **)&zbuf));
     VT_OK(vmmc_barrier(ep));
     if (me == 2) {
         static uint8_t part[300 * 1024];
@@ -69,7 +81,7 @@ static int child(void)
         VT_OK(fm_begin_message(fm, 0, 1 << 20, 1, &s));
         VT_OK(fm_send_piece(s, part, sizeof part));
         /* Let rank 0 start the handler on what arrived, then die. */
-        while (fm_counter(fm, "pkt_sent") < 10)
+        while (zcopy ? fm_counter(fm, "zcopy_bytes_sent") == 0 : fm_counter(fm, "pkt_sent") < 10)
             ;
         usleep(50000);
         raise(SIGKILL);
@@ -101,6 +113,7 @@ int main(int argc, char **argv)
 {
     if (argc >= 3 && !strcmp(argv[1], "--child")) {
         dir = argv[2];
+        zcopy = argc >= 4 && !strcmp(argv[3], "zcopy");
         return child();
     }
     if (argc < 2)
@@ -112,7 +125,8 @@ int main(int argc, char **argv)
     VT_CHECK(l > 0);
     self[l] = 0;
     char cmd[9000];
-    snprintf(cmd, sizeof cmd, "'%s' run -n 3 -- '%s' --child '%s'", argv[1], self, tmpl);
+    snprintf(cmd, sizeof cmd, "'%s' run -n 3 -- '%s' --child '%s' %s", argv[1], self, tmpl,
+             argc >= 3 ? argv[2] : "");
     int st = system(cmd);
     printf("job exit status %d (a rank was killed, so non-zero is expected)\n", st);
     int ok = 1;

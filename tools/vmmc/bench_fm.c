@@ -19,8 +19,14 @@
  *                           papers define it (full runs)
  *   fm_msg_rate     Mmsg/s  rank 0 streams messages, rank 1 extracts them
  *   fm_send_overhead ns     time per fm_send() while streaming (rank 0's view)
- *   fm_bw           GB/s    streaming bandwidth, message size = size;
- *                           reference vmmc/memalloc_bw */
+ *   fm_bw           GB/s    streaming bandwidth, message size = size, the
+ *                           handler receiving into vmmc_mem_alloc() memory
+ *                           (large messages are placed there directly);
+ *                           reference vmmc/memalloc_bw
+ *   fm_bw_malloc    GB/s    the same into malloc() memory (copied out of the
+ *                           ring); reference fm/fm_bw
+ *
+ * Receive buffers are vmmc_mem_alloc() memory unless named otherwise. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -37,7 +43,8 @@
 #define MAX_SIZE ((size_t)16 << 20)
 
 enum { H_CTL = 1, H_DATA = 2, H_GDATA = 3, H_ACK = 4 };
-enum { OP_PINGPONG = 1, OP_GPINGPONG, OP_SPINGPONG, OP_BLOCKPP, OP_STREAM, OP_QUIT };
+enum { OP_PINGPONG = 1, OP_GPINGPONG, OP_SPINGPONG, OP_BLOCKPP, OP_STREAM, OP_STREAM_MALLOC,
+       OP_QUIT };
 
 typedef struct ctl {
     uint64_t op, n, count, seq;
@@ -47,7 +54,9 @@ typedef struct fb {
     bench_ctx_t *c;
     fm_t *fm;
     int me, peer;
-    char *ubuf; /* receive buffer (user memory) */
+    char *ubuf; /* receive buffer: communication memory */
+    char *mbuf; /* receive buffer: malloc() memory */
+    char *dst;  /* the one the data handlers use now */
     char *src;
     volatile uint64_t got;     /* data messages handled */
     volatile uint64_t acks;
@@ -63,13 +72,14 @@ static void h_ctl(fm_stream_t *s, int sender, void *arg)
 {
     if (fm_receive(&g.cmd, s, sizeof g.cmd) == (ssize_t)sizeof g.cmd) {
         g.cmd_base = g.got; /* data sent after the command may be handled in the same extract */
+        g.dst = g.cmd.op == OP_STREAM_MALLOC ? g.mbuf : g.ubuf;
         g.have_cmd = 1;
     }
 }
 
 static void h_data(fm_stream_t *s, int sender, void *arg)
 {
-    if (fm_receive(g.ubuf, s, MAX_SIZE) < 0)
+    if (fm_receive(g.dst, s, MAX_SIZE) < 0)
         g.err = 1;
     g.got++;
 }
@@ -77,7 +87,7 @@ static void h_data(fm_stream_t *s, int sender, void *arg)
 static void h_gdata(fm_stream_t *s, int sender, void *arg)
 {
     char hdr[24];
-    if (fm_receive(hdr, s, sizeof hdr) < 0 || fm_receive(g.ubuf, s, MAX_SIZE) < 0)
+    if (fm_receive(hdr, s, sizeof hdr) < 0 || fm_receive(g.dst, s, MAX_SIZE) < 0)
         g.err = 1;
     g.got++;
 }
@@ -138,6 +148,7 @@ static int serve(void)
             }
             break;
         case OP_STREAM:
+        case OP_STREAM_MALLOC:
             if (wait_for(&g.got, g.cmd_base + c.count, 0) || fm_send_4(g.fm, g.peer, H_ACK, 0, 0, 0, 0))
                 return -1;
             break;
@@ -181,10 +192,10 @@ static int pingpong(uint64_t op, size_t n, long it, double *out)
 
 /* Streaming: @count messages of @n bytes then an ack. rate[] in Mmsg/s,
  * bw[] in GB/s, ovh[] in ns per fm_send. */
-static int stream(size_t n, long count, double *rate, double *bw, double *ovh)
+static int stream(uint64_t op, size_t n, long count, double *rate, double *bw, double *ovh)
 {
     for (int rep = -1; rep < g.c->reps; rep++) {
-        if (command(OP_STREAM, n, count))
+        if (command(op, n, count))
             return -1;
         uint64_t want = g.acks + 1;
         double t0 = bench_now_ns();
@@ -283,7 +294,7 @@ static int drive(void)
         size_t n = rate_sizes[i];
         if (!want(n))
             continue;
-        if (stream(n, g.c->quick ? 100000 : 1000000, s, s2, s3))
+        if (stream(OP_STREAM, n, g.c->quick ? 100000 : 1000000, s, s2, s3))
             return -1;
         bench_report(g.c, "fm_msg_rate", n, "Mmsg/s", bench_stats(s, g.c->reps), NULL);
         bench_report(g.c, "fm_send_overhead", n, "ns", bench_stats(s3, g.c->reps), NULL);
@@ -297,7 +308,7 @@ static int drive(void)
         size_t n = B[i];
         if (!want(n))
             continue;
-        if (stream(n, iters_for(n, 100000), s, s2, s3))
+        if (stream(OP_STREAM, n, iters_for(n, 100000), s, s2, s3))
             return -1;
         bench_report(g.c, "fm_bw", n, "GB/s", bench_stats(s2, g.c->reps), "vmmc/memalloc_bw");
         if (nbw < 32) {
@@ -306,6 +317,11 @@ static int drive(void)
                 bwc[nbw][r] = (double)n / s2[r]; /* time per message (ns) */
             nbw++;
         }
+        if (n < 4096)
+            continue;
+        if (stream(OP_STREAM_MALLOC, n, iters_for(n, 100000), s, s2, s3))
+            return -1;
+        bench_report(g.c, "fm_bw_malloc", n, "GB/s", bench_stats(s2, g.c->reps), "fm/fm_bw");
     }
     /* N1/2 as the FM papers measure it: the message size at which streaming
      * reaches half of its peak bandwidth (fm_n_half above is from the
@@ -328,12 +344,15 @@ static int run_fm(bench_ctx_t *c)
         bench_note(c, "fm: fm_init failed: %s", vmmc_last_error());
         return -1;
     }
-    g.ubuf = malloc(MAX_SIZE);
+    if (vmmc_mem_alloc(c->ep, MAX_SIZE, (void **)&g.ubuf) != VMMC_OK)
+        g.ubuf = NULL;
+    g.mbuf = malloc(MAX_SIZE);
     g.src = malloc(MAX_SIZE);
-    int ok = g.ubuf && g.src;
+    g.dst = g.ubuf;
+    int ok = g.ubuf && g.mbuf && g.src;
     if (ok) {
         memset(g.src, 0x5a, MAX_SIZE);
-        memset(g.ubuf, 0, MAX_SIZE);
+        memset(g.mbuf, 0, MAX_SIZE);
         ok = fm_register_handler(g.fm, H_CTL, h_ctl, NULL) == H_CTL &&
              fm_register_handler(g.fm, H_DATA, h_data, NULL) == H_DATA &&
              fm_register_handler(g.fm, H_GDATA, h_gdata, NULL) == H_GDATA &&
@@ -354,7 +373,9 @@ static int run_fm(bench_ctx_t *c)
         vmmc_barrier(c->ep);
     if (ok)
         fm_finalize(g.fm);
-    free(g.ubuf);
+    if (g.ubuf)
+        vmmc_mem_free(c->ep, g.ubuf);
+    free(g.mbuf);
     free(g.src);
     return ok ? 0 : -1;
 }

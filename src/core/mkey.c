@@ -1,0 +1,343 @@
+/* Memory keys and the translation cache (VMMC-2's user-managed TLB).
+ *
+ * A key names a range of one vmmc_mem_alloc() allocation. Issuing the first
+ * key for an allocation exports the whole allocation under a name that holds
+ * a random 64-bit cookie ("vmmc.mem.<n>.<cookie>"), importable only by the
+ * ranks a key was issued for; the key carries (export id, generation, cookie,
+ * allocation length, offset, length). The holder of the key attaches it: the
+ * first time, an import of that name and a mapping of the memfd; later, a
+ * lookup in a bounded cache of mappings. So granting a peer direct access to a
+ * buffer costs one round trip per allocation, not per buffer, and never
+ * grants anything outside that allocation (the registration unit, as an RDMA
+ * memory region is).
+ *
+ * Cache entries are pinned while attached (vmmc_mem_attach ..
+ * vmmc_mem_detach) and evicted least recently used otherwise; an eviction
+ * unimports, which unmaps. An entry whose proxy went stale (the owner freed
+ * the allocation) is dropped at its next lookup. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "core/export.h"
+#include "util/config.h"
+
+static struct {
+    int64_t entries;
+} mkey_cfg;
+
+static const vmmc_cfg_entry_t mkey_entries[] = {
+    {"MKEY_CACHE", "64", "translation cache: peer allocations kept attached (vmmc_mem_attach)",
+     VMMC_CFG_INT, &mkey_cfg.entries},
+};
+VMMC_CONFIG_TABLE(mkey_cfg_table, "core", mkey_entries);
+
+/* Key layout (opaque to users). */
+enum { K_ID = 0, K_COOKIE, K_OFF, K_LEN };
+
+typedef struct mkey_ent {
+    int rank;                /* -1: free */
+    uint32_t id, gen;
+    uint64_t cookie;
+    vmmc_proxy_t *px;
+    char *base;              /* the allocation, mapped here */
+    size_t len;
+    int pins;
+    uint64_t used;           /* LRU clock */
+} mkey_ent_t;
+
+struct vmmc_mkey_cache {
+    pthread_mutex_t lock;    /* the entries */
+    pthread_mutex_t klock;   /* issuing keys */
+    int n;
+    int last;                /* entry of the last attach */
+    uint64_t clock;
+    uint64_t next_name;
+    mkey_ent_t e[];
+};
+
+static struct vmmc_mkey_cache *cache_of(vmmc_ep_t *ep, int *rc)
+{
+    struct vmmc_mkey_cache *c = atomic_load_explicit(&ep->mkeys, memory_order_acquire);
+    if (c)
+        return c;
+    int n = mkey_cfg.entries > 0 ? (int)mkey_cfg.entries : 64;
+    if (n > 65536)
+        n = 65536;
+    c = calloc(1, sizeof *c + sizeof(mkey_ent_t) * (size_t)n);
+    if (!c) {
+        *rc = vmmc_error(VMMC_ERR_NOMEM, "no memory for the translation cache");
+        return NULL;
+    }
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->klock, NULL);
+    c->n = n;
+    for (int i = 0; i < n; i++)
+        c->e[i].rank = -1;
+    struct vmmc_mkey_cache *expect = NULL;
+    if (!atomic_compare_exchange_strong(&ep->mkeys, &expect, c)) {
+        pthread_mutex_destroy(&c->lock);
+        pthread_mutex_destroy(&c->klock);
+        free(c);
+        c = expect;
+    }
+    return c;
+}
+
+static void mkey_name(char *buf, size_t cap, uint64_t n, uint64_t cookie)
+{
+    snprintf(buf, cap, VMMC_MKEY_PREFIX "%" PRIu64 ".%016" PRIx64, n, cookie);
+}
+
+static void key_fill(vmmc_mkey_t *key, const vmmc_mem_t *m, const char *a, size_t len)
+{
+    key->opaque[K_ID] = (uint64_t)m->kex->id | (uint64_t)m->kex->gen << 32;
+    key->opaque[K_COOKIE] = m->kcookie;
+    key->opaque[K_OFF] = (uint64_t)(a - m->base) | (uint64_t)m->kname << 40;
+    key->opaque[K_LEN] = (uint64_t)len;
+}
+
+int vmmc_mem_key(vmmc_ep_t *ep, const void *addr, size_t len, int rank, vmmc_mkey_t *key)
+{
+    if (!ep || !addr || !key)
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_mem_key: NULL %s",
+                          !ep ? "endpoint" : !addr ? "address" : "key");
+    if (len == 0)
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_mem_key: length is 0");
+    if (rank < 0 || rank >= ep->size)
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_mem_key: rank %d is not in the job (size %d)",
+                          rank, ep->size);
+    int rc = VMMC_OK;
+    struct vmmc_mkey_cache *c = cache_of(ep, &rc);
+    if (!c)
+        return rc;
+    const char *a = addr;
+    /* Fast path: the allocation has its export and @rank was the last
+     * grantee (a receiver posting buffers to one sender after another). */
+    pthread_mutex_lock(&ep->mem_lock);
+    for (vmmc_mem_t *m = ep->mem; m; m = m->next) {
+        if (a >= m->base && a + len >= a && a + len <= m->base + m->len) {
+            if (m->kex && m->klast == rank) {
+                key_fill(key, m, a, len);
+                pthread_mutex_unlock(&ep->mem_lock);
+                return VMMC_OK;
+            }
+            break;
+        }
+    }
+    pthread_mutex_unlock(&ep->mem_lock);
+    /* Creating the key export goes through vmmc_export(), which looks the
+     * allocation up itself: done outside mem_lock, one creator at a time. */
+    pthread_mutex_lock(&c->klock);
+    pthread_mutex_lock(&ep->mem_lock);
+    vmmc_mem_t *m = ep->mem;
+    while (m && !(a >= m->base && a + len >= a && a + len <= m->base + m->len))
+        m = m->next;
+    if (!m) {
+        pthread_mutex_unlock(&ep->mem_lock);
+        pthread_mutex_unlock(&c->klock);
+        return vmmc_error(VMMC_ERR_UNSUPPORTED, "vmmc_mem_key: [%p, +%zu) is not inside one "
+                          "vmmc_mem_alloc() allocation", addr, len);
+    }
+    if (!m->kex) {
+        char *base = m->base;
+        size_t mlen = m->len;
+        pthread_mutex_unlock(&ep->mem_lock);
+        uint64_t cookie;
+        if (getrandom(&cookie, sizeof cookie, 0) != (ssize_t)sizeof cookie)
+            cookie = vmmc_now_ns() * 0x9E3779B97F4A7C15ull ^ (uintptr_t)base;
+        uint64_t n = c->next_name++;
+        char name[VMMC_NAME_MAX];
+        mkey_name(name, sizeof name, n, cookie);
+        vmmc_export_params_t pa = {
+            .field_mask = VMMC_EXPORT_PARAM_IMPORTERS,
+            .name = name,
+            .addr = base,
+            .length = mlen,
+            .importers = &rank,
+            .num_importers = 1,
+        };
+        vmmc_export_t *ex;
+        if ((rc = vmmc_export(ep, &pa, &ex)) != VMMC_OK) {
+            pthread_mutex_unlock(&c->klock);
+            return rc;
+        }
+        pthread_mutex_lock(&ep->mem_lock);
+        for (m = ep->mem; m && m->base != base; m = m->next)
+            ;
+        if (!m) { /* freed meanwhile by another thread */
+            pthread_mutex_unlock(&ep->mem_lock);
+            pthread_mutex_unlock(&c->klock);
+            vmmc_unexport(ex);
+            return vmmc_error(VMMC_ERR_INVALID, "vmmc_mem_key: the allocation at %p was freed",
+                              (void *)base);
+        }
+        m->kex = ex;
+        m->kcookie = cookie;
+        m->kname = n;
+    } else {
+        /* Grant @rank too if it is new. */
+        vmmc_export_t *ex = m->kex;
+        pthread_mutex_lock(&ep->lock);
+        int have = 0;
+        for (int i = 0; i < ex->num_importers && !have; i++)
+            have = ex->importers[i] == rank;
+        if (!have) {
+            int *ni = realloc(ex->importers, sizeof(int) * (size_t)(ex->num_importers + 1));
+            if (!ni) {
+                pthread_mutex_unlock(&ep->lock);
+                pthread_mutex_unlock(&ep->mem_lock);
+                pthread_mutex_unlock(&c->klock);
+                return vmmc_error(VMMC_ERR_NOMEM, "vmmc_mem_key: out of memory");
+            }
+            ni[ex->num_importers++] = rank;
+            ex->importers = ni;
+        }
+        pthread_mutex_unlock(&ep->lock);
+    }
+    m->klast = rank;
+    key_fill(key, m, a, len);
+    pthread_mutex_unlock(&ep->mem_lock);
+    pthread_mutex_unlock(&c->klock);
+    return VMMC_OK;
+}
+
+/* With c->lock held: the entry for (rank, id, gen, cookie), or NULL. */
+static mkey_ent_t *lookup(struct vmmc_mkey_cache *c, int rank, uint32_t id, uint32_t gen,
+                          uint64_t cookie)
+{
+    for (int i = 0; i < c->n; i++) {
+        mkey_ent_t *e = &c->e[i];
+        if (e->rank == rank && e->id == id && e->gen == gen && e->cookie == cookie)
+            return e;
+    }
+    return NULL;
+}
+
+static void ent_drop(mkey_ent_t *e)
+{
+    vmmc_unimport(e->px);
+    memset(e, 0, sizeof *e);
+    e->rank = -1;
+}
+
+int vmmc_mem_attach(vmmc_ep_t *ep, int rank, const vmmc_mkey_t *key, int timeout_ms, void **ptr)
+{
+    if (!ep || !key || !ptr)
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_mem_attach: NULL %s",
+                          !ep ? "endpoint" : !key ? "key" : "result pointer");
+    if (rank < 0 || rank >= ep->size)
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_mem_attach: rank %d is not in the job (size %d)",
+                          rank, ep->size);
+    int rc = VMMC_OK;
+    struct vmmc_mkey_cache *c = cache_of(ep, &rc);
+    if (!c)
+        return rc;
+    uint32_t id = (uint32_t)key->opaque[K_ID], gen = (uint32_t)(key->opaque[K_ID] >> 32);
+    uint64_t cookie = key->opaque[K_COOKIE];
+    uint64_t off = key->opaque[K_OFF] & (((uint64_t)1 << 40) - 1);
+    uint64_t kname = key->opaque[K_OFF] >> 40;
+    uint64_t klen = key->opaque[K_LEN];
+    pthread_mutex_lock(&c->lock);
+    mkey_ent_t *e = &c->e[c->last];
+    if (e->rank != rank || e->id != id || e->gen != gen || e->cookie != cookie)
+        e = lookup(c, rank, id, gen, cookie);
+    if (e && atomic_load(&e->px->state) != PX_ACTIVE && e->pins == 0) {
+        ent_drop(e); /* the owner freed that allocation */
+        e = NULL;
+    }
+    if (!e) {
+        mkey_ent_t *victim = NULL;
+        for (int i = 0; i < c->n; i++) {
+            mkey_ent_t *x = &c->e[i];
+            if (x->rank < 0) {
+                victim = x;
+                break;
+            }
+            if (x->pins == 0 && (!victim || x->used < victim->used))
+                victim = x;
+        }
+        if (!victim) {
+            pthread_mutex_unlock(&c->lock);
+            return vmmc_error(VMMC_ERR_AGAIN, "vmmc_mem_attach: all %d translation cache entries "
+                              "are attached (VMMC_MKEY_CACHE)", c->n);
+        }
+        if (victim->rank >= 0)
+            ent_drop(victim);
+        char name[VMMC_NAME_MAX];
+        mkey_name(name, sizeof name, kname, cookie);
+        vmmc_proxy_t *px;
+        /* The import needs only the owner's control thread, never this
+         * cache: holding the lock meanwhile keeps one import per entry. */
+        if ((rc = vmmc_import(ep, rank, name, timeout_ms, &px)) != VMMC_OK) {
+            pthread_mutex_unlock(&c->lock);
+            return rc;
+        }
+        void *base;
+        if (px->export_id != id || px->gen != gen) {
+            vmmc_unimport(px);
+            pthread_mutex_unlock(&c->lock);
+            return vmmc_error(VMMC_ERR_STALE, "vmmc_mem_attach: rank %d no longer has the "
+                              "allocation this key names", rank);
+        }
+        if ((rc = vmmc_proxy_map(px, &base)) != VMMC_OK) {
+            vmmc_unimport(px);
+            pthread_mutex_unlock(&c->lock);
+            return rc;
+        }
+        e = victim;
+        e->rank = rank;
+        e->id = id;
+        e->gen = gen;
+        e->cookie = cookie;
+        e->px = px;
+        e->base = base;
+        e->len = vmmc_proxy_length(px);
+        e->pins = 0;
+    }
+    if (off > e->len || klen > e->len - off) {
+        pthread_mutex_unlock(&c->lock);
+        return vmmc_error(VMMC_ERR_BOUNDS, "vmmc_mem_attach: key range [%" PRIu64 ", +%" PRIu64
+                          ") lies outside rank %d's allocation of %zu bytes", off, klen, rank,
+                          e->len);
+    }
+    e->pins++;
+    e->used = ++c->clock;
+    c->last = (int)(e - c->e);
+    *ptr = e->base + off;
+    pthread_mutex_unlock(&c->lock);
+    return VMMC_OK;
+}
+
+int vmmc_mem_detach(vmmc_ep_t *ep, void *ptr)
+{
+    if (!ep || !ptr)
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_mem_detach: NULL %s", !ep ? "endpoint" : "pointer");
+    struct vmmc_mkey_cache *c = atomic_load_explicit(&ep->mkeys, memory_order_acquire);
+    if (c) {
+        const char *p = ptr;
+        pthread_mutex_lock(&c->lock);
+        for (int k = -1; k < c->n; k++) {
+            mkey_ent_t *e = &c->e[k < 0 ? c->last : k]; /* the last attached first */
+            if (e->rank >= 0 && e->pins > 0 && p >= e->base && p <= e->base + e->len) {
+                e->pins--;
+                pthread_mutex_unlock(&c->lock);
+                return VMMC_OK;
+            }
+        }
+        pthread_mutex_unlock(&c->lock);
+    }
+    return vmmc_error(VMMC_ERR_INVALID, "vmmc_mem_detach: %p is not an attached pointer", ptr);
+}
+
+void vmmc_mkey_cache_destroy(vmmc_ep_t *ep)
+{
+    struct vmmc_mkey_cache *c = atomic_exchange(&ep->mkeys, NULL);
+    if (!c)
+        return;
+    pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->klock);
+    free(c); /* the proxies go with the endpoint's import list */
+}

@@ -121,11 +121,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             len = size - pos;
         int i = F.n++;
         F.stranger[i] = (mode & 2) && (data[pos - 1] & 0x80);
-        if ((mode & 1) && len >= VMMC_UDP_HDR_SIZE && len <= sizeof F.fixed[i]) {
+        if ((mode & 1) && len >= VMMC_UDP_HDR_MIN && len <= sizeof F.fixed[i]) {
             uint8_t *b = F.fixed[i];
             memcpy(b, data + pos, len);
-            uint32_t plen = (uint32_t)(len - VMMC_UDP_HDR_SIZE);
-            b[0] = 0x56, b[1] = 0x4D, b[2] = 1;
+            uint32_t plen = (uint32_t)(len - VMMC_UDP_HDR_MIN);
+            b[0] = 0x56, b[1] = 0x4D, b[2] = VMMC_UDP_VERSION;
             b[36] = (uint8_t)plen, b[37] = (uint8_t)(plen >> 8), b[38] = b[39] = 0;
             b[8] = 1, b[9] = b[10] = b[11] = 0;  /* src: the peer */
             b[12] = b[13] = b[14] = b[15] = 0;   /* dst: us */
@@ -134,10 +134,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 b[32] = (uint8_t)region, b[33] = b[34] = b[35] = 0;
                 tok(b + 16, region ? 5 : 0);
             }
-            b[4] &= 7;
-            uint32_t crc = vmmc_crc32c(vmmc_crc32c(0, b + VMMC_UDP_HDR_SIZE, plen), b, 76);
-            b[76] = (uint8_t)crc, b[77] = (uint8_t)(crc >> 8), b[78] = (uint8_t)(crc >> 16),
-            b[79] = (uint8_t)(crc >> 24);
+            b[4] &= 7; /* no sack, no imm: the 64-byte header */
+            uint32_t crc = vmmc_crc32c(vmmc_crc32c(0, b + VMMC_UDP_HDR_MIN, plen), b, 60);
+            b[60] = (uint8_t)crc, b[61] = (uint8_t)(crc >> 8), b[62] = (uint8_t)(crc >> 16),
+            b[63] = (uint8_t)(crc >> 24);
             F.d[i] = b;
         } else {
             F.d[i] = data + pos;

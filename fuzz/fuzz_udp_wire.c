@@ -17,11 +17,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(copy, data, size);
     vmmc_udp_hdr_t h;
     if (vmmc_udp_decode(copy, size, &h) == VMMC_UDP_OK) {
-        if (h.length != size - VMMC_UDP_HDR_SIZE)
+        if (h.hlen < VMMC_UDP_HDR_MIN || h.hlen > VMMC_UDP_HDR_SIZE || h.length != size - h.hlen)
             abort();
         uint8_t re[VMMC_UDP_HDR_SIZE];
-        vmmc_udp_encode(re, &h, vmmc_crc32c(0, copy + VMMC_UDP_HDR_SIZE, h.length));
-        if (memcmp(re, copy, VMMC_UDP_HDR_SIZE) != 0)
+        unsigned hl = vmmc_udp_encode(re, &h, vmmc_crc32c(0, copy + h.hlen, h.length));
+        if (hl != h.hlen || memcmp(re, copy, hl) != 0)
             abort();
     }
     free(copy);

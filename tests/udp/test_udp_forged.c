@@ -26,9 +26,9 @@ static uint8_t pkt[70000];
 
 static size_t make(const vmmc_udp_hdr_t *h, const void *payload)
 {
-    memcpy(pkt + VMMC_UDP_HDR_SIZE, payload, h->length);
-    vmmc_udp_encode(pkt, h, vmmc_crc32c(0, payload, h->length));
-    return VMMC_UDP_HDR_SIZE + h->length;
+    unsigned hl = vmmc_udp_encode(pkt, h, vmmc_crc32c(0, payload, h->length));
+    memcpy(pkt + hl, payload, h->length);
+    return hl + h->length;
 }
 
 static vmmc_udp_link_t *target;
@@ -105,7 +105,7 @@ int main(void)
     EXPECT_COUNT(drop_truncated, 1);
     size_t n = make(&good, payload);
     fire(pfd, pkt, n - 1);
-    fire(pfd, pkt, VMMC_UDP_HDR_SIZE - 1);
+    fire(pfd, pkt, VMMC_UDP_HDR_MIN - 1);
     EXPECT_COUNT(drop_truncated, 3);
     static uint8_t huge[65000];
     memcpy(huge, pkt, n);
@@ -120,7 +120,7 @@ int main(void)
     fire(pfd, pkt, n);
     EXPECT_COUNT(drop_version, 1);
     n = make(&good, payload);
-    pkt[VMMC_UDP_HDR_SIZE + 50] ^= 4;
+    pkt[n - 10] ^= 4; /* in the payload */
     fire(pfd, pkt, n);
     EXPECT_COUNT(drop_crc, 1);
 

@@ -69,7 +69,7 @@ int main(void)
     VT_OK(vmmc_udp_link_local_addr(e[0].l, &to, &tl));
     vmmc_udp_counters_t c0, c1;
     vmmc_udp_link_counters(e[0].l, &c0);
-    uint8_t junk[VMMC_UDP_HDR_SIZE] = {0x56, 0x4D, 1, VMMC_UDP_T_KEEPALIVE};
+    uint8_t junk[VMMC_UDP_HDR_MIN] = {0x56, 0x4D, VMMC_UDP_VERSION, VMMC_UDP_T_KEEPALIVE};
     /* Several: the injector drops some of what arrives. */
     for (int i = 0; i < 20; i++)
         VT_CHECK(sendto(s6, junk, sizeof junk, 0, (struct sockaddr *)&to, tl) ==

@@ -9,9 +9,10 @@
 
 static size_t build(uint8_t *buf, const vmmc_udp_hdr_t *h, const void *payload)
 {
-    memcpy(buf + VMMC_UDP_HDR_SIZE, payload, h->length);
-    vmmc_udp_encode(buf, h, vmmc_crc32c(0, payload, h->length));
-    return VMMC_UDP_HDR_SIZE + h->length;
+    unsigned hl = vmmc_udp_encode(buf, h, vmmc_crc32c(0, payload, h->length));
+    VT_CHECK(hl == vmmc_udp_hdr_len(h));
+    memcpy(buf + hl, payload, h->length);
+    return hl + h->length;
 }
 
 static void expect(const uint8_t *buf, size_t n, vmmc_udp_verdict_t want, const char *what)
@@ -49,18 +50,54 @@ int main(void)
     h.gen = 0x0BADF00Du;
     size_t n = build(buf, &h, payload);
 
-    /* Round trip, and the documented byte layout (little-endian). */
+    /* Round trip, and the documented byte layout (little-endian): with sack
+     * and imm, the largest header. */
     memset(&d, 0, sizeof d);
+    VT_CHECK(n == VMMC_UDP_HDR_SIZE + 1000);
     VT_CHECK(vmmc_udp_decode(buf, n, &d) == VMMC_UDP_OK);
     VT_CHECK(!memcmp(&d.token, &h.token, 16));
     VT_CHECK(d.type == h.type && d.flags == h.flags && d.kind == h.kind && d.wnd == h.wnd);
     VT_CHECK(d.src == h.src && d.dst == h.dst && d.region == h.region && d.length == h.length);
     VT_CHECK(d.offset == h.offset && d.seq == h.seq && d.ack == h.ack && d.sack == h.sack);
-    VT_CHECK(d.imm == h.imm && d.gen == h.gen);
-    VT_CHECK(buf[72] == 0x0D && buf[75] == 0x0B);
-    VT_CHECK(buf[0] == 0x56 && buf[1] == 0x4D && buf[2] == 1 && buf[3] == VMMC_UDP_T_DATA);
+    VT_CHECK(d.imm == h.imm && d.gen == h.gen && d.hlen == VMMC_UDP_HDR_SIZE);
+    VT_CHECK(buf[56] == 0x0D && buf[59] == 0x0B);
+    VT_CHECK(buf[0] == 0x56 && buf[1] == 0x4D && buf[2] == VMMC_UDP_VERSION &&
+             buf[3] == VMMC_UDP_T_DATA);
+    VT_CHECK(buf[4] == (VMMC_UDP_F_FIRST | VMMC_UDP_F_NOTIFY | VMMC_UDP_F_SACK | VMMC_UDP_F_IMM));
     VT_CHECK(buf[12] == 0x04 && buf[15] == 0x01 && buf[40] == 0x88 && buf[47] == 0x11);
+    VT_CHECK(buf[60] == 0x01 && buf[67] == 0x80 && buf[68] == 0x78 && buf[75] == 0xCA);
     VT_CHECK(!memcmp(buf + VMMC_UDP_HDR_SIZE, payload, 1000));
+
+    /* Zero sack and imm are left out: 64-byte header, 128 bytes for 64 of
+     * payload; either alone takes 8 bytes. */
+    vmmc_udp_hdr_t z = h;
+    z.sack = 0;
+    z.imm = 0;
+    z.length = 64;
+    size_t zn = build(copy, &z, payload);
+    VT_CHECK(zn == 128 && copy[4] == (VMMC_UDP_F_FIRST | VMMC_UDP_F_NOTIFY));
+    VT_CHECK(vmmc_udp_decode(copy, zn, &d) == VMMC_UDP_OK);
+    VT_CHECK(d.hlen == VMMC_UDP_HDR_MIN && d.sack == 0 && d.imm == 0 && d.gen == h.gen &&
+             d.flags == z.flags && !memcmp(copy + VMMC_UDP_HDR_MIN, payload, 64));
+    z.imm = 7;
+    zn = build(copy, &z, payload);
+    VT_CHECK(zn == 136 && vmmc_udp_decode(copy, zn, &d) == VMMC_UDP_OK && d.imm == 7 &&
+             d.sack == 0 && d.hlen == 72 && copy[60] == 7);
+    z.imm = 0;
+    z.sack = 9;
+    zn = build(copy, &z, payload);
+    VT_CHECK(zn == 136 && vmmc_udp_decode(copy, zn, &d) == VMMC_UDP_OK && d.sack == 9 &&
+             d.imm == 0 && d.hlen == 72);
+    /* A field flagged present must not be zero (one encoding per header). */
+    z.sack = 0;
+    z.imm = 1;
+    zn = build(copy, &z, payload);
+    memset(copy + 60, 0, 8);
+    {
+        uint32_t c = vmmc_crc32c(vmmc_crc32c(0, copy + 72, 64), copy, 68);
+        memcpy(copy + 68, &c, 4);
+    }
+    expect(copy, zn, VMMC_UDP_BAD_HEADER, "imm flagged but zero");
 
     /* Header-only datagrams. */
     vmmc_udp_hdr_t a;
@@ -68,8 +105,15 @@ int main(void)
     a.type = VMMC_UDP_T_ACK;
     a.ack = 5;
     size_t an = build(copy, &a, "");
-    VT_CHECK(an == VMMC_UDP_HDR_SIZE);
+    VT_CHECK(an == VMMC_UDP_HDR_MIN);
     expect(copy, an, VMMC_UDP_OK, "ack");
+    a.sack = 3;
+    a.imm = 4; /* an ACK's delivery report */
+    an = build(copy, &a, "");
+    VT_CHECK(an == VMMC_UDP_HDR_SIZE);
+    expect(copy, an, VMMC_UDP_OK, "ack with sack and delivery report");
+    a.sack = 0;
+    a.imm = 0;
 
     /* Truncation at every length below the full datagram. */
     for (size_t k = 0; k < n; k += (k < 100 ? 1 : 37))
@@ -86,11 +130,13 @@ int main(void)
         expect(copy, n, verdict, what);                                             \
     } while (0)
     MUTATE(copy[0] ^= 1, VMMC_UDP_BAD_MAGIC, "magic");
-    MUTATE(copy[2] = 2, VMMC_UDP_BAD_VERSION, "version");
+    MUTATE(copy[2] = 1, VMMC_UDP_BAD_VERSION, "version 1");
+    MUTATE(copy[2] = 3, VMMC_UDP_BAD_VERSION, "version 3");
     MUTATE(copy[3] = 0, VMMC_UDP_BAD_HEADER, "type 0");
     MUTATE(copy[3] = 5, VMMC_UDP_BAD_HEADER, "type 5");
-    MUTATE(copy[4] = 0x80, VMMC_UDP_BAD_HEADER, "unknown flag");
-    MUTATE(copy[73] ^= 1, VMMC_UDP_BAD_CRC, "generation");
+    MUTATE(copy[4] |= 0x80, VMMC_UDP_BAD_HEADER, "unknown flag");
+    MUTATE(copy[4] &= ~VMMC_UDP_F_IMM, VMMC_UDP_BAD_HEADER, "imm flag cleared (length)");
+    MUTATE(copy[57] ^= 1, VMMC_UDP_BAD_CRC, "generation");
     MUTATE(copy[36] = 0xE7 /* 999 */, VMMC_UDP_BAD_HEADER, "length short of datagram");
     MUTATE(copy[37] = 0xff, VMMC_UDP_BAD_TRUNCATED, "length beyond datagram");
     MUTATE(copy[76] ^= 1, VMMC_UDP_BAD_CRC, "crc field");
@@ -98,7 +144,7 @@ int main(void)
     for (size_t bit = 0; bit < n * 8; bit += 5) {
         size_t byte = bit / 8;
         if (byte < 8 || (byte >= 36 && byte < 40) || (byte >= 76 && byte < 80))
-            continue; /* fields with their own verdicts */
+            continue; /* fields with their own verdicts (flags, length, CRC) */
         MUTATE(copy[byte] ^= (uint8_t)(1u << (bit % 8)), VMMC_UDP_BAD_CRC, "bit flip");
     }
     /* A control datagram must not carry a payload or flags. */

@@ -24,7 +24,7 @@
 
 static uint64_t cfg_dgram, cfg_sockbuf, cfg_rto_min, cfg_rto_max, cfg_rto_init;
 static uint64_t cfg_keepalive, cfg_peer_timeout, cfg_busy_retry;
-uint64_t vmmc_udp_cfg_poll_quiet, vmmc_udp_cfg_ack_delay;
+uint64_t vmmc_udp_cfg_poll_quiet, vmmc_udp_cfg_poll_recheck, vmmc_udp_cfg_ack_delay;
 static int64_t cfg_window;
 static const char *cfg_fault;
 static const vmmc_cfg_entry_t udp_entries[] = {
@@ -50,8 +50,12 @@ static const vmmc_cfg_entry_t udp_entries[] = {
      "it (sent at once after a quarter window); 0 acknowledges every receive at once",
      VMMC_CFG_TIME, &vmmc_udp_cfg_ack_delay},
     {"UDP_POLL_QUIET", "200us", "while the application polls (vmmc_progress) more often than "
-     "this, the progress thread leaves the socket to it and only checks timers",
+     "this, the progress thread leaves the socket to it and only runs the timers (0: never)",
      VMMC_CFG_TIME, &vmmc_udp_cfg_poll_quiet},
+    {"UDP_POLL_RECHECK", "5ms", "longest the progress thread leaves the socket to a polling "
+     "application before it looks again (it starts at UDP_POLL_QUIET and doubles while the "
+     "application keeps polling; a vmmc_wait() that goes to sleep hands the socket back at once)",
+     VMMC_CFG_TIME, &vmmc_udp_cfg_poll_recheck},
     {"UDP_FAULT", "", "TEST FACILITY: inject faults on received datagrams, e.g. "
      "drop=0.05,dup=0.01,reorder=0.02,delay=200us,seed=7", VMMC_CFG_STRING, &cfg_fault},
 };
@@ -79,6 +83,8 @@ static void settings_load(void)
                                       3600000000000ull);
     settings.busy_retry_ns = clampu(cfg_busy_retry, 1000, 1000000000ull);
     settings.fault = cfg_fault ? cfg_fault : "";
+    if (vmmc_udp_cfg_poll_recheck < vmmc_udp_cfg_poll_quiet)
+        vmmc_udp_cfg_poll_recheck = vmmc_udp_cfg_poll_quiet;
 }
 
 const vmmc_udp_settings_t *vmmc_udp_settings(void)
@@ -137,6 +143,7 @@ int vmmc_udp_link_open(const vmmc_udp_link_params_t *p, vmmc_udp_link_t **out)
     if (fam == AF_INET6 && l->dgram > 65527)
         l->dgram = 65527;
     l->payload = l->dgram - VMMC_UDP_HDR_SIZE;
+    l->recheck_ns = vmmc_udp_cfg_poll_quiet;
 
     if (p->bindings) {
         l->b = *p->bindings;
@@ -401,10 +408,13 @@ int vmmc_udp__xmit(vmmc_udp_link_t *l, peer_t *p, txslot_t **slots, unsigned n, 
         t->hdr.wnd = p->busy_pub ? 0 : (uint16_t)l->window;
         t->hdr.flags = (uint8_t)((t->hdr.flags & ~VMMC_UDP_F_DLV) |
                                  (p->dlv_pub == p->ack_pub ? VMMC_UDP_F_DLV : 0));
-        vmmc_udp_encode(t->buf, &t->hdr, t->pcrc);
+        /* The header ends where the payload starts: its length varies
+         * with the fields present (sack, imm). */
+        uint8_t *start = t->buf + VMMC_UDP_HDR_SIZE - vmmc_udp_hdr_len(&t->hdr);
+        unsigned hl = vmmc_udp_encode(start, &t->hdr, t->pcrc);
         t->sent_ns = now;
-        iov[i].iov_base = t->buf;
-        iov[i].iov_len = t->len;
+        iov[i].iov_base = start;
+        iov[i].iov_len = hl + t->plen;
         msg[i].msg_hdr.msg_iov = &iov[i];
         msg[i].msg_hdr.msg_iovlen = 1;
         msg[i].msg_hdr.msg_name = &p->addr;
@@ -416,8 +426,8 @@ int vmmc_udp__xmit(vmmc_udp_link_t *l, peer_t *p, txslot_t **slots, unsigned n, 
         int r = l->b.sendmmsg(l->b.ctx, l->fd, msg + done, n - done);
         if (r > 0) {
             for (unsigned i = done; i < done + (unsigned)r; i++) {
-                CNT(l, tx_dgrams, 1);
-                CNT(l, tx_bytes, slots[i]->len);
+                CNT_TX(p, tx_dgrams, 1);
+                CNT_TX(p, tx_bytes, iov[i].iov_len);
             }
             done += (unsigned)r;
             continue;
@@ -433,14 +443,14 @@ int vmmc_udp__xmit(vmmc_udp_link_t *l, peer_t *p, txslot_t **slots, unsigned n, 
         }
         /* Anything else (unreachable, ...) is treated as loss: the
          * retransmission timer and the peer timeout take over. */
-        CNT(l, send_errors, n - done);
+        CNT_TX(p, send_errors, n - done);
         break;
     }
     p->last_tx_ns = now;
     /* Data going back carried everything a delayed ACK would (acks, window,
      * and with F_DLV the delivery report): that ACK is no longer owed. */
     if (done && p->ack_owed_ns && p->dlv_pub == p->ack_pub) {
-        p->ack_owed_ns = 0;
+        vmmc_udp__ack_paid(l, p);
         p->ack_sent = p->ack_pub;
     }
     return VMMC_OK;
@@ -462,8 +472,7 @@ void vmmc_udp__send_ctl(vmmc_udp_link_t *l, uint32_t id, peer_t *p, uint8_t type
     h.ack = p->ack_pub;
     h.sack = p->sack_pub;
     h.imm = p->dlv_pub;
-    vmmc_udp_encode(buf, &h, 0);
-    struct iovec iov = {buf, sizeof buf};
+    struct iovec iov = {buf, vmmc_udp_encode(buf, &h, 0)};
     struct mmsghdr m;
     memset(&m, 0, sizeof m);
     m.msg_hdr.msg_iov = &iov;
@@ -475,14 +484,14 @@ void vmmc_udp__send_ctl(vmmc_udp_link_t *l, uint32_t id, peer_t *p, uint8_t type
         r = l->b.sendmmsg(l->b.ctx, l->fd, &m, 1);
     while (r < 0 && errno == EINTR);
     if (r == 1) {
-        CNT(l, tx_dgrams, 1);
-        CNT(l, tx_bytes, sizeof buf);
+        CNT_TX(p, tx_dgrams, 1);
+        CNT_TX(p, tx_bytes, iov.iov_len);
         if (type == VMMC_UDP_T_ACK)
-            CNT(l, acks_sent, 1);
+            CNT_TX(p, acks_sent, 1);
         else if (type == VMMC_UDP_T_KEEPALIVE)
-            CNT(l, keepalives_sent, 1);
+            CNT_TX(p, keepalives_sent, 1);
     } else {
-        CNT(l, send_errors, 1);
+        CNT_TX(p, send_errors, 1);
     }
     p->last_tx_ns = vmmc_udp_now();
 }
@@ -508,12 +517,15 @@ static int wait_window(vmmc_udp_link_t *l, peer_t *p, uint32_t id)
         uint32_t wnd = p->peer_wnd < l->window ? p->peer_wnd : l->window;
         if (p->snd_nxt - p->snd_una < wnd)
             return VMMC_OK;
-        CNT(l, window_waits, 1);
+        CNT_TX(p, window_waits, 1);
         if (in_progress_thread) {
             pthread_mutex_unlock(&p->lock);
             vmmc_udp__progress_nested(l, 1000000);
             pthread_mutex_lock(&p->lock);
         } else {
+            /* This thread stops polling while it waits: the acks come
+             * through the progress thread. */
+            vmmc_udp_link_idle(l);
             struct timespec ts;
             abs_deadline(&ts, 100000000); /* re-check at least every 100 ms */
             pthread_cond_timedwait(&p->cond, &p->lock, &ts);
@@ -558,14 +570,18 @@ int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t 
     int first = 1, st = VMMC_OK;
     txslot_t *batch[TX_BATCH];
     unsigned nb = 0;
+    /* One clock reading per batch: the send times only feed RTT samples
+     * and timers, for which the time a batch was started is close enough. */
+    uint64_t now = vmmc_udp_now();
     do {
         if (p->snd_nxt - p->snd_una >= (p->peer_wnd < l->window ? p->peer_wnd : l->window)) {
             if (nb) {
-                vmmc_udp__xmit(l, p, batch, nb, vmmc_udp_now());
+                vmmc_udp__xmit(l, p, batch, nb, now);
                 nb = 0;
             }
             if ((st = wait_window(l, p, id)) != VMMC_OK)
                 break;
+            now = vmmc_udp_now();
         }
         size_t n = left < l->payload ? left : l->payload;
         txslot_t *t = &p->tx[p->snd_nxt % l->window];
@@ -588,18 +604,19 @@ int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t 
         h->seq = p->snd_nxt;
         h->imm = rec->imm;
         t->pcrc = vmmc_crc32c_copy(0, t->buf + VMMC_UDP_HDR_SIZE, src, n);
-        t->len = (uint32_t)(VMMC_UDP_HDR_SIZE + n);
+        t->plen = (uint32_t)n;
         t->retx = 0;
         t->sacked = 0;
-        t->first_ns = vmmc_udp_now();
+        t->first_ns = now;
         if (p->snd_nxt == p->snd_una)
-            p->unacked_since = t->first_ns;
+            p->unacked_since = now;
         p->snd_nxt++;
-        CNT(l, tx_data, 1);
+        CNT_TX(p, tx_data, 1);
         batch[nb++] = t;
         if (nb == TX_BATCH) {
-            vmmc_udp__xmit(l, p, batch, nb, t->first_ns);
+            vmmc_udp__xmit(l, p, batch, nb, now);
             nb = 0;
+            now = vmmc_udp_now();
         }
         src += n;
         off += n;
@@ -607,7 +624,7 @@ int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t 
         first = 0;
     } while (left);
     if (nb)
-        vmmc_udp__xmit(l, p, batch, nb, vmmc_udp_now());
+        vmmc_udp__xmit(l, p, batch, nb, now);
     pthread_mutex_unlock(&p->lock);
     return st;
 }
@@ -646,6 +663,8 @@ static int vmmc_udp__wait(vmmc_udp_link_t *l, uint32_t id, int timeout_ms, int d
     int in_progress_thread = vmmc_udp__rx_owner(l);
     int st = VMMC_OK;
     pthread_mutex_lock(&p->lock);
+    if (!in_progress_thread && outstanding(p, delivered))
+        vmmc_udp_link_idle(l); /* the reports come through the progress thread */
     while (outstanding(p, delivered)) {
         if (p->state != PEER_ALIVE) {
             st = peer_status(l, p, id);
@@ -696,12 +715,18 @@ static const struct {
 };
 #undef C
 
+static uint64_t counter_sum(vmmc_udp_link_t *l, size_t off)
+{
+    uint64_t v = __atomic_load_n((uint64_t *)((char *)&l->c + off), __ATOMIC_RELAXED);
+    for (uint32_t i = 0; i < l->p.max_peers; i++)
+        v += __atomic_load_n((uint64_t *)((char *)&l->peers[i].c + off), __ATOMIC_RELAXED);
+    return v;
+}
+
 void vmmc_udp_link_counters(vmmc_udp_link_t *l, vmmc_udp_counters_t *c)
 {
-    for (size_t i = 0; i < sizeof counter_names / sizeof counter_names[0]; i++) {
-        uint64_t *src = (uint64_t *)((char *)&l->c + counter_names[i].off);
-        *(uint64_t *)((char *)c + counter_names[i].off) = __atomic_load_n(src, __ATOMIC_RELAXED);
-    }
+    for (size_t i = 0; i < sizeof counter_names / sizeof counter_names[0]; i++)
+        *(uint64_t *)((char *)c + counter_names[i].off) = counter_sum(l, counter_names[i].off);
 }
 
 int vmmc_udp_link_counter_get(vmmc_udp_link_t *l, int i, const char **name, uint64_t *value)
@@ -709,6 +734,6 @@ int vmmc_udp_link_counter_get(vmmc_udp_link_t *l, int i, const char **name, uint
     if (i < 0 || (size_t)i >= sizeof counter_names / sizeof counter_names[0])
         return VMMC_ERR_NOT_FOUND;
     *name = counter_names[i].name;
-    *value = __atomic_load_n((uint64_t *)((char *)&l->c + counter_names[i].off), __ATOMIC_RELAXED);
+    *value = counter_sum(l, counter_names[i].off);
     return VMMC_OK;
 }

@@ -97,6 +97,12 @@ void vmmc_udp_link_close(vmmc_udp_link_t *l, int timeout_ms);
  * progress thread's wake-up. */
 int vmmc_udp_link_poll(vmmc_udp_link_t *l);
 
+/* The polling thread is about to sleep (or will not poll for a while):
+ * the progress thread takes the socket back at once instead of after its
+ * look-back interval (VMMC_UDP_POLL_QUIET .. VMMC_UDP_POLL_RECHECK). The
+ * next vmmc_udp_link_poll() undoes it. */
+void vmmc_udp_link_idle(vmmc_udp_link_t *l);
+
 /* Wake the progress thread (it then runs a pass, and the tick). */
 void vmmc_udp_link_wake(vmmc_udp_link_t *l);
 

@@ -17,8 +17,10 @@ enum { DOWN_TIMEOUT = 0, DOWN_KILLED = 1, DOWN_BYE = 2 }; /* why a peer went dow
 #define SACK_BITS 64
 
 typedef struct txslot {
-    uint8_t *buf;        /* header + payload, dgram_size bytes, kept once allocated */
-    uint32_t len;        /* datagram length */
+    /* dgram_size bytes, kept once allocated: the payload at
+     * VMMC_UDP_HDR_SIZE, the header (of variable length) right before it. */
+    uint8_t *buf;
+    uint32_t plen;       /* payload length */
     uint32_t pcrc;       /* CRC32C of the payload */
     vmmc_udp_hdr_t hdr;  /* re-stamped with current acks on every (re)send */
     uint64_t sent_ns, first_ns;
@@ -29,7 +31,7 @@ typedef struct txslot {
 typedef struct rxslot {
     uint8_t *buf;
     uint8_t present;
-    vmmc_udp_hdr_t hdr;  /* payload at buf + VMMC_UDP_HDR_SIZE */
+    vmmc_udp_hdr_t hdr;  /* payload at buf + hdr.hlen */
 } rxslot_t;
 
 typedef struct peer {
@@ -72,6 +74,7 @@ typedef struct peer {
     _Atomic uint64_t busy_until;        /* receiver refused: retry delivery then */
     unsigned busy_streak;               /* refusals in a row (retry backoff) */
     _Atomic uint64_t last_rx_ns;
+    vmmc_udp_counters_t c;              /* send-side counters (under lock) */
 } peer_t;
 
 struct vmmc_udp_link {
@@ -84,10 +87,20 @@ struct vmmc_udp_link {
     pthread_t thread;
     int thread_started;
     atomic_int stop, closing;
-    /* When an application thread last received inline (vmmc_progress): while
-     * it keeps polling, the progress thread stays off the socket so that a
-     * datagram does not wake it onto the poller's CPU. */
-    _Atomic uint64_t app_poll_ns;
+    /* The application polls (vmmc_udp_link_poll, from vmmc_progress): while
+     * it keeps doing so, the progress thread stays off the socket, so that a
+     * datagram does not wake it onto the poller's CPU. app_polls counts the
+     * polls (the progress thread only looks whether it changed); app_idle:
+     * the application is about to sleep (vmmc_udp_link_idle), take the
+     * socket back at once; skipping: the progress thread sleeps without the
+     * socket. */
+    _Atomic uint64_t app_polls;
+    atomic_int app_idle, skipping;
+    uint64_t seen_polls;                 /* progress thread: app_polls when it last looked */
+    uint64_t recheck_ns;                 /* progress thread: current look-back interval */
+    /* Delayed ACKs owed (peers with ack_owed_ns set): lets a poll skip the
+     * scan when none is. */
+    atomic_uint acks_owed;
     /* Receive side: whoever holds rx_lock (the progress thread, or a thread
      * in vmmc_udp_link_poll) owns the receive state of every peer, the
      * receive buffers and the bindings' recvmmsg/next_due. */
@@ -99,16 +112,39 @@ struct vmmc_udp_link {
     struct iovec rxiov[RX_BATCH + RX_BATCH_NESTED];
     struct mmsghdr rxmsg[RX_BATCH + RX_BATCH_NESTED];
     int rxmsg_ready;                     /* rxmsg/rxiov set up (once) */
+    /* Receive owner: some peer had acknowledgements to publish; data waits
+     * in a reorder ring for delivery (stored by a nested pass, or refused
+     * by a busy receiver); the last application poll received something (a
+     * burst may be arriving: receive in batches). */
+    int acks_pending, rx_backlog, rx_streak;
 
-    vmmc_udp_counters_t c;               /* updated with relaxed atomics */
+    vmmc_udp_counters_t c;               /* receive owner's counters, and peers_dead */
 };
 
+/* Counters (vmmc_udp_link_counters() sums them). Most have a single writer
+ * and need no locked instruction on the data path: the receive owner's
+ * (rx_*, delivered_*, drop_*, deliver_busy) are in the link, the send side's
+ * (tx_*, retransmits, acks, ...) in each peer, written under p->lock. Readers
+ * use relaxed loads. */
 #define CNT(l, f, n) __atomic_fetch_add(&(l)->c.f, (uint64_t)(n), __ATOMIC_RELAXED)
+#define CNT_ADD1(x, n) \
+    __atomic_store_n(&(x), __atomic_load_n(&(x), __ATOMIC_RELAXED) + (uint64_t)(n), __ATOMIC_RELAXED)
+#define CNT_RX(l, f, n) CNT_ADD1((l)->c.f, n) /* receive owner only */
+#define CNT_TX(p, f, n) CNT_ADD1((p)->c.f, n) /* under p->lock */
 
 /* link.c */
 int vmmc_udp__xmit(vmmc_udp_link_t *l, peer_t *p, txslot_t **slots, unsigned n, uint64_t now);
 void vmmc_udp__send_ctl(vmmc_udp_link_t *l, uint32_t id, peer_t *p, uint8_t type);
 void vmmc_udp__peer_down(vmmc_udp_link_t *l, uint32_t id, int state, int why);
+/* The delayed ACK owed to @p is no longer owed (sent, or carried by data).
+ * Caller holds p->lock. */
+static inline void vmmc_udp__ack_paid(vmmc_udp_link_t *l, peer_t *p)
+{
+    if (p->ack_owed_ns) {
+        p->ack_owed_ns = 0;
+        atomic_fetch_sub_explicit(&l->acks_owed, 1, memory_order_relaxed);
+    }
+}
 
 /* Is the calling thread the receive owner of @l (holds rx_lock)? */
 int vmmc_udp__rx_owner(const vmmc_udp_link_t *l);

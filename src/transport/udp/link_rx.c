@@ -160,8 +160,8 @@ static int on_ack(vmmc_udp_link_t *l, peer_t *p, const vmmc_udp_hdr_t *h, uint64
                 continue;
             t->retx++;
             batch[nb++] = t;
-            CNT(l, fast_retransmits, 1);
-            CNT(l, retransmits, 1);
+            CNT_TX(p, fast_retransmits, 1);
+            CNT_TX(p, retransmits, 1);
             if (nb == TX_BATCH) {
                 vmmc_udp__xmit(l, p, batch, nb, now);
                 nb = 0;
@@ -174,6 +174,13 @@ static int on_ack(vmmc_udp_link_t *l, peer_t *p, const vmmc_udp_hdr_t *h, uint64
 }
 
 /* ---- receive ------------------------------------------------------------ */
+
+/* @p has acknowledgements (or a delivery report) to publish. Receive owner. */
+static inline void ack_later(vmmc_udp_link_t *l, peer_t *p)
+{
+    p->ack_pending = 1;
+    l->acks_pending = 1;
+}
 
 static void to_rec(const vmmc_udp_hdr_t *h, vmmc_udp_rec_t *r)
 {
@@ -194,20 +201,20 @@ static int deliver(vmmc_udp_link_t *l, uint32_t id, peer_t *p, const vmmc_udp_hd
     vmmc_udp_rec_t r;
     to_rec(h, &r);
     if (VMMC_UNLIKELY(l->p.deliver(l->p.arg, id, &r, payload, h->length) != 0)) {
-        CNT(l, deliver_busy, 1);
+        CNT_RX(l, deliver_busy, 1);
         /* Retry soon, then less often while the receiver stays busy. */
         if (!p->busy_until)
-            p->ack_pending = 1; /* tell the sender */
+            ack_later(l, p); /* tell the sender */
         unsigned k = p->busy_streak < 6 ? p->busy_streak++ : 6;
         p->busy_until = vmmc_udp_now() + (vmmc_udp_settings()->busy_retry_ns << k);
         return -1;
     }
     if (p->busy_until)
-        p->ack_pending = 1; /* tell the sender we take data again */
+        ack_later(l, p); /* tell the sender we take data again */
     p->busy_until = 0;
     p->busy_streak = 0;
-    CNT(l, delivered_frags, 1);
-    CNT(l, delivered_bytes, h->length);
+    CNT_RX(l, delivered_frags, 1);
+    CNT_RX(l, delivered_bytes, h->length);
     return 0;
 }
 
@@ -237,12 +244,12 @@ static void drain(vmmc_udp_link_t *l, uint32_t id, peer_t *p)
     while (p->dlv_nxt != p->rcv_nxt && !atomic_load(&l->stop) && !busy(p)) {
         rxslot_t *s = &p->rx[p->dlv_nxt % l->ring];
         p->dlv_nxt++; /* before the callback: a nested pass sees it as delivered */
-        if (deliver(l, id, p, &s->hdr, s->buf + VMMC_UDP_HDR_SIZE) != 0) {
+        if (deliver(l, id, p, &s->hdr, s->buf + s->hdr.hlen) != 0) {
             p->dlv_nxt--; /* keep it: offered again later */
             break;
         }
         s->present = 0;
-        p->ack_pending = 1; /* report the delivery */
+        ack_later(l, p); /* report the delivery */
         advance(l, p);
     }
 }
@@ -268,11 +275,11 @@ static uint64_t sack_bits(vmmc_udp_link_t *l, peer_t *p)
 static void count_verdict(vmmc_udp_link_t *l, vmmc_udp_verdict_t v)
 {
     switch (v) {
-    case VMMC_UDP_BAD_TRUNCATED: CNT(l, drop_truncated, 1); break;
-    case VMMC_UDP_BAD_MAGIC: CNT(l, drop_magic, 1); break;
-    case VMMC_UDP_BAD_VERSION: CNT(l, drop_version, 1); break;
-    case VMMC_UDP_BAD_HEADER: CNT(l, drop_header, 1); break;
-    case VMMC_UDP_BAD_CRC: CNT(l, drop_crc, 1); break;
+    case VMMC_UDP_BAD_TRUNCATED: CNT_RX(l, drop_truncated, 1); break;
+    case VMMC_UDP_BAD_MAGIC: CNT_RX(l, drop_magic, 1); break;
+    case VMMC_UDP_BAD_VERSION: CNT_RX(l, drop_version, 1); break;
+    case VMMC_UDP_BAD_HEADER: CNT_RX(l, drop_header, 1); break;
+    case VMMC_UDP_BAD_CRC: CNT_RX(l, drop_crc, 1); break;
     case VMMC_UDP_OK: break;
     }
 }
@@ -282,8 +289,8 @@ static void count_verdict(vmmc_udp_link_t *l, vmmc_udp_verdict_t v)
 static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void *from,
                    socklen_t fromlen, int nested, uint64_t now)
 {
-    CNT(l, rx_dgrams, 1);
-    CNT(l, rx_bytes, n);
+    CNT_RX(l, rx_dgrams, 1);
+    CNT_RX(l, rx_bytes, n);
     vmmc_udp_hdr_t h;
     vmmc_udp_verdict_t v = vmmc_udp_decode(buf, n, &h);
     if (VMMC_UNLIKELY(v != VMMC_UDP_OK)) {
@@ -291,17 +298,17 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
         return;
     }
     if (VMMC_UNLIKELY(h.dst != l->p.self || h.src >= l->p.max_peers)) {
-        CNT(l, drop_unknown_peer, 1);
+        CNT_RX(l, drop_unknown_peer, 1);
         return;
     }
     peer_t *p = &l->peers[h.src];
     int state = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
     if (VMMC_UNLIKELY(state == PEER_NONE || !addr_eq(&p->addr, p->alen, from, fromlen))) {
-        CNT(l, drop_unknown_peer, 1);
+        CNT_RX(l, drop_unknown_peer, 1);
         return;
     }
     if (VMMC_UNLIKELY(state != PEER_ALIVE)) {
-        CNT(l, drop_dead_peer, 1);
+        CNT_RX(l, drop_dead_peer, 1);
         return;
     }
     /* Capability: region 0 and unsequenced datagrams carry our link token;
@@ -310,14 +317,14 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
                      ? memcmp(h.token, l->p.token, VMMC_UDP_TOKEN_SIZE) != 0
                      : (l->p.accept && l->p.accept(l->p.arg, h.src, h.region, h.gen, h.token) != 0);
     if (VMMC_UNLIKELY(forged)) {
-        CNT(l, drop_bad_token, 1);
+        CNT_RX(l, drop_bad_token, 1);
         return;
     }
     pthread_mutex_lock(&p->lock);
     int bad = on_ack(l, p, &h, now);
     pthread_mutex_unlock(&p->lock);
     if (VMMC_UNLIKELY(bad)) {
-        CNT(l, drop_bad_ack, 1);
+        CNT_RX(l, drop_bad_ack, 1);
         return;
     }
     atomic_store_explicit(&p->last_rx_ns, now, memory_order_relaxed);
@@ -333,22 +340,22 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
     if (d < 0) {
         /* Already received: our ack was lost or the datagram duplicated. */
         if (d >= -(int32_t)(4 * l->window))
-            CNT(l, drop_duplicate, 1);
+            CNT_RX(l, drop_duplicate, 1);
         else
-            CNT(l, drop_window, 1);
-        p->ack_pending = 1;
+            CNT_RX(l, drop_window, 1);
+        ack_later(l, p);
         return;
     }
     if ((int32_t)(h.seq - p->dlv_nxt) >= (int32_t)l->window) {
-        CNT(l, drop_window, 1);
+        CNT_RX(l, drop_window, 1);
         return;
     }
-    p->ack_pending = 1;
+    ack_later(l, p);
     rxslot_t *s = &p->rx[h.seq % l->ring];
     if (d == 0 && !nested && p->dlv_nxt == p->rcv_nxt && !busy(p)) {
         p->rcv_nxt++;
         p->dlv_nxt++;
-        if (VMMC_LIKELY(deliver(l, h.src, p, &h, buf + VMMC_UDP_HDR_SIZE) == 0)) {
+        if (VMMC_LIKELY(deliver(l, h.src, p, &h, buf + h.hlen) == 0)) {
             advance(l, p);
             drain(l, h.src, p);
             return;
@@ -362,19 +369,21 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
         memcpy(s->buf, buf, n);
         s->hdr = h;
         s->present = 1;
+        l->rx_backlog = 1;
         return;
     }
     if (s->present && s->hdr.seq == h.seq) {
-        CNT(l, drop_duplicate, 1);
+        CNT_RX(l, drop_duplicate, 1);
         return;
     }
     if (VMMC_UNLIKELY(!s->buf) && !(s->buf = malloc(l->dgram))) {
-        CNT(l, drop_window, 1); /* no memory: behave as if lost */
+        CNT_RX(l, drop_window, 1); /* no memory: behave as if lost */
         return;
     }
     memcpy(s->buf, buf, n);
     s->hdr = h;
     s->present = 1;
+    l->rx_backlog = 1;
     if ((int32_t)(h.seq - p->rx_hi) > 0)
         p->rx_hi = h.seq;
     if (d == 0)
@@ -383,12 +392,12 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
         drain(l, h.src, p);
 }
 
-extern uint64_t vmmc_udp_cfg_ack_delay, vmmc_udp_cfg_poll_quiet;
+extern uint64_t vmmc_udp_cfg_ack_delay, vmmc_udp_cfg_poll_quiet, vmmc_udp_cfg_poll_recheck;
 
 /* Send the ACK owed to @p now. Caller holds p->lock. */
 static void ack_now(vmmc_udp_link_t *l, uint32_t i, peer_t *p)
 {
-    p->ack_owed_ns = 0;
+    vmmc_udp__ack_paid(l, p);
     p->ack_sent = p->ack_pub;
     if (p->state == PEER_ALIVE)
         vmmc_udp__send_ctl(l, i, p, VMMC_UDP_T_ACK);
@@ -400,9 +409,11 @@ static void ack_now(vmmc_udp_link_t *l, uint32_t i, peer_t *p)
  * datagrams, or when the receiver's busy state changed; otherwise the
  * timers send it UDP_ACK_DELAY later. Delivery reports (for senders waiting
  * for remote completion) travel in the ACK too. */
-static void send_acks(vmmc_udp_link_t *l, int force)
+static void send_acks(vmmc_udp_link_t *l, int force, uint64_t now)
 {
-    uint64_t now = vmmc_udp_now();
+    if (!l->acks_pending)
+        return;
+    l->acks_pending = 0;
     for (uint32_t i = 0; i < l->p.max_peers; i++) {
         peer_t *p = &l->peers[i];
         if (!p->ack_pending)
@@ -416,8 +427,10 @@ static void send_acks(vmmc_udp_link_t *l, int force)
         p->dlv_pub = p->dlv_nxt - 1;
         p->sack_pub = sack;
         p->busy_pub = busy;
-        if (!p->ack_owed_ns)
+        if (!p->ack_owed_ns) {
             p->ack_owed_ns = now;
+            atomic_fetch_add_explicit(&l->acks_owed, 1, memory_order_relaxed);
+        }
         /* A quarter window unacknowledged: the sender may be about to stall.
          * A hole (datagrams held above one missing): the sender's fast
          * retransmit needs the selective acks now, not a delay later. */
@@ -433,6 +446,8 @@ static void send_acks(vmmc_udp_link_t *l, int force)
 static uint64_t owed_acks(vmmc_udp_link_t *l, uint64_t now)
 {
     uint64_t next = UINT64_MAX;
+    if (!atomic_load_explicit(&l->acks_owed, memory_order_relaxed))
+        return next;
     for (uint32_t i = 0; i < l->p.max_peers; i++) {
         peer_t *p = &l->peers[i];
         if (!__atomic_load_n(&p->ack_owed_ns, __ATOMIC_RELAXED))
@@ -449,8 +464,12 @@ static uint64_t owed_acks(vmmc_udp_link_t *l, uint64_t now)
     return next;
 }
 
-/* Receive until the socket is empty (bounded per call). Returns datagrams. */
-static int rx_pass(vmmc_udp_link_t *l, int nested)
+/* Receive until the socket is empty (bounded per call). Returns datagrams.
+ * @one (an application poll that found nothing last time): ask for a single
+ * datagram first and end the pass once one came, so that it goes back to
+ * the application at once (ping-pong); while polls keep finding data they
+ * receive in batches. */
+static int rx_pass(vmmc_udp_link_t *l, int nested, int one)
 {
     unsigned base = nested ? RX_BATCH : 0, nb = nested ? RX_BATCH_NESTED : RX_BATCH;
     int total = 0;
@@ -465,7 +484,10 @@ static int rx_pass(vmmc_udp_link_t *l, int nested)
         }
         l->rxmsg_ready = 1;
     }
-    for (int round = 0; round < 64 && !atomic_load(&l->stop); round++) {
+    if (one)
+        nb = 1;
+    for (int round = 0; round < 64 && !atomic_load_explicit(&l->stop, memory_order_relaxed);
+         round++) {
         /* Only the in/out fields change between calls (the bindings may
          * also permute entries within the vector, which keeps each one's
          * buffer and address pointers valid). */
@@ -486,18 +508,23 @@ static int rx_pass(vmmc_udp_link_t *l, int nested)
                    m->msg_hdr.msg_namelen, nested, now);
         }
         total += r;
-        send_acks(l, nested);
-        if ((unsigned)r < nb)
+        send_acks(l, nested, now);
+        if (one || (unsigned)r < nb)
             break;
     }
-    if (!nested) {
-        /* Data stored by a nested pass may now be deliverable. */
+    if (!nested && l->rx_backlog) {
+        /* Data stored by a nested pass (or refused by a busy receiver) may
+         * now be deliverable. */
+        int held = 0;
         for (uint32_t i = 0; i < l->p.max_peers; i++) {
             peer_t *p = &l->peers[i];
-            if (p->rx && p->dlv_nxt != p->rcv_nxt && p->state == PEER_ALIVE)
+            if (p->rx && p->dlv_nxt != p->rcv_nxt && p->state == PEER_ALIVE) {
                 drain(l, i, p);
+                held |= p->dlv_nxt != p->rcv_nxt;
+            }
         }
-        send_acks(l, 0);
+        l->rx_backlog = held;
+        send_acks(l, 0, vmmc_udp_now());
     }
     return total;
 }
@@ -536,7 +563,7 @@ static uint64_t timers(vmmc_udp_link_t *l, uint64_t now)
                     t->retx++;
                     batch[nb++] = t;
                     expired = 1;
-                    CNT(l, retransmits, 1);
+                    CNT_TX(p, retransmits, 1);
                     if (nb == TX_BATCH) {
                         vmmc_udp__xmit(l, p, batch, nb, now);
                         nb = 0;
@@ -549,7 +576,7 @@ static uint64_t timers(vmmc_udp_link_t *l, uint64_t now)
             if (nb)
                 vmmc_udp__xmit(l, p, batch, nb, now);
             if (expired) {
-                CNT(l, rto_expiries, 1);
+                CNT_TX(p, rto_expiries, 1);
                 p->rto = p->rto * 2 > s->rto_max_ns ? s->rto_max_ns : p->rto * 2;
             }
             if (since(now, p->last_tx_ns) >= s->keepalive_ns)
@@ -586,23 +613,41 @@ static uint64_t timers(vmmc_udp_link_t *l, uint64_t now)
 
 /* ---- thread ------------------------------------------------------------- */
 
-static void wait_events(vmmc_udp_link_t *l, uint64_t deadline, uint64_t now)
+/* Has the application polled since the progress thread last looked (and
+ * not announced that it is going to sleep)? Progress thread only. */
+static int app_polling(vmmc_udp_link_t *l)
 {
-    /* An application thread that polls receives by itself; waking this
-     * thread for each datagram would only preempt it. Check back within one
-     * quiet period, so receiving resumes here as soon as it stops polling. */
-    int skip_sock = 0;
-    uint64_t polled = atomic_load_explicit(&l->app_poll_ns, memory_order_relaxed);
-    if (vmmc_udp_cfg_poll_quiet && polled && now - polled < vmmc_udp_cfg_poll_quiet) {
-        skip_sock = 1;
-        if (deadline > now + vmmc_udp_cfg_poll_quiet)
-            deadline = now + vmmc_udp_cfg_poll_quiet;
+    if (!vmmc_udp_cfg_poll_quiet)
+        return 0;
+    uint64_t polls = atomic_load_explicit(&l->app_polls, memory_order_relaxed);
+    int polled = polls != l->seen_polls;
+    l->seen_polls = polls;
+    return polled && !atomic_load_explicit(&l->app_idle, memory_order_relaxed);
+}
+
+/* Sleep until @deadline, an event-fd wake-up, or (unless @app) a datagram.
+ * @app: the application polls, so the socket is left to it (progress thread
+ * only). The caller bounds @deadline by the look-back interval; the
+ * application's announcement that it goes to sleep (vmmc_udp_link_idle) and
+ * this decision are ordered Dekker-style (each side stores its flag, then
+ * reads the other's), so one of them sees the other: the application never
+ * sleeps while this thread ignores the socket for a whole interval. */
+static void wait_events(vmmc_udp_link_t *l, uint64_t deadline, uint64_t now, int app)
+{
+    if (app) {
+        atomic_store(&l->skipping, 1);
+        if (atomic_load(&l->app_idle)) {
+            app = 0;
+            atomic_store_explicit(&l->skipping, 0, memory_order_relaxed);
+        }
     }
     uint64_t ns = deadline > now ? deadline - now : 0;
     struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
-    struct pollfd pf[2] = {{.fd = skip_sock ? -1 : l->fd, .events = POLLIN},
+    struct pollfd pf[2] = {{.fd = app ? -1 : l->fd, .events = POLLIN},
                            {.fd = l->evfd, .events = POLLIN}};
     int r = ppoll(pf, 2, &ts, NULL);
+    if (app)
+        atomic_store_explicit(&l->skipping, 0, memory_order_relaxed);
     if (r > 0 && (pf[1].revents & POLLIN)) {
         uint64_t v;
         ssize_t rd = read(l->evfd, &v, sizeof v);
@@ -618,18 +663,35 @@ void *vmmc_udp__progress_main(void *arg)
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     uint64_t next;
     while (!atomic_load(&l->stop)) {
-        pthread_mutex_lock(&l->rx_lock);
-        tl_rx_owner = l;
-        rx_pass(l, 0);
-        tl_rx_owner = NULL;
-        pthread_mutex_unlock(&l->rx_lock);
+        /* While the application polls, receiving is its business: this
+         * thread only runs the timers (and the tick), without taking the
+         * receive lock from under it, and waking it for each datagram would
+         * only preempt it. It looks again after a quiet period, then after
+         * twice as long each time, up to POLL_RECHECK, while the
+         * application keeps polling; at once when it announces a sleep. */
+        int app = app_polling(l);
+        if (!app) {
+            pthread_mutex_lock(&l->rx_lock);
+            tl_rx_owner = l;
+            rx_pass(l, 0, 0);
+            tl_rx_owner = NULL;
+            pthread_mutex_unlock(&l->rx_lock);
+        }
         if (l->p.tick)
             l->p.tick(l->p.arg);
         uint64_t now = vmmc_udp_now();
         next = timers(l, now);
         if (atomic_load(&l->stop))
             break;
-        wait_events(l, next, now);
+        if (app) {
+            if (next > now + l->recheck_ns)
+                next = now + l->recheck_ns;
+            uint64_t r = l->recheck_ns * 2;
+            l->recheck_ns = r > vmmc_udp_cfg_poll_recheck ? vmmc_udp_cfg_poll_recheck : r;
+        } else {
+            l->recheck_ns = vmmc_udp_cfg_poll_quiet;
+        }
+        wait_events(l, next, now, app);
     }
     pthread_mutex_lock(&l->rx_lock);
     for (uint32_t i = 0; i < l->p.max_peers; i++) {
@@ -650,28 +712,44 @@ void *vmmc_udp__progress_main(void *arg)
 
 void vmmc_udp__progress_nested(vmmc_udp_link_t *l, uint64_t max_wait_ns)
 {
-    send_acks(l, 1); /* what the callback's own message needs acknowledged */
     uint64_t now = vmmc_udp_now();
-    if (rx_pass(l, 1) == 0) {
+    send_acks(l, 1, now); /* what the callback's own message needs acknowledged */
+    if (rx_pass(l, 1, 0) == 0) {
         uint64_t next = timers(l, now);
         if (next > now + max_wait_ns)
             next = now + max_wait_ns;
-        wait_events(l, next, now);
-        rx_pass(l, 1);
+        wait_events(l, next, now, 0);
+        rx_pass(l, 1, 0);
     }
     timers(l, vmmc_udp_now());
 }
 
 int vmmc_udp_link_poll(vmmc_udp_link_t *l)
 {
-    atomic_store_explicit(&l->app_poll_ns, vmmc_udp_now(), memory_order_relaxed);
-    if (tl_rx_owner == l || atomic_load(&l->stop) || pthread_mutex_trylock(&l->rx_lock) != 0)
+    /* A plain increment: the progress thread only looks for a change. */
+    atomic_store_explicit(&l->app_polls,
+                          atomic_load_explicit(&l->app_polls, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+    if (atomic_load_explicit(&l->app_idle, memory_order_relaxed))
+        atomic_store_explicit(&l->app_idle, 0, memory_order_relaxed);
+    if (tl_rx_owner == l || atomic_load_explicit(&l->stop, memory_order_relaxed) ||
+        pthread_mutex_trylock(&l->rx_lock) != 0)
         return 0; /* someone else is receiving (or we already are) */
     tl_rx_owner = l;
     uint64_t before = __atomic_load_n(&l->c.delivered_frags, __ATOMIC_RELAXED);
-    rx_pass(l, 0);
-    owed_acks(l, vmmc_udp_now());
+    int got = rx_pass(l, 0, !l->rx_streak);
+    l->rx_streak = got > 0;
+    if (atomic_load_explicit(&l->acks_owed, memory_order_relaxed))
+        owed_acks(l, vmmc_udp_now());
     tl_rx_owner = NULL;
     pthread_mutex_unlock(&l->rx_lock);
     return (int)(__atomic_load_n(&l->c.delivered_frags, __ATOMIC_RELAXED) - before);
+}
+
+void vmmc_udp_link_idle(vmmc_udp_link_t *l)
+{
+    if (!atomic_load_explicit(&l->app_idle, memory_order_relaxed))
+        atomic_store(&l->app_idle, 1);
+    if (atomic_load(&l->skipping))
+        vmmc_udp_link_wake(l);
 }

@@ -98,6 +98,7 @@ typedef struct udp_ep {
     vmmc_ep_t *ep;
     vmmc_udp_link_t *link;
     int fd;                          /* bound socket until the link adopts it */
+    int lo_fd;                       /* the same port on 127.0.0.1 (see loopback_job) */
     uint8_t token[VMMC_UDP_TOKEN_SIZE];
     udp_rx_t *rx;                    /* per rank: progress thread only */
     pthread_mutex_t lock;            /* gets */
@@ -108,6 +109,7 @@ typedef struct udp_ep {
     pthread_mutex_t qlock;           /* control queue */
     ctl_q_t *qhead, **qtail;
     int qlen;
+    int hooked;                      /* udp_arm is a progress hook of ep */
 } udp_ep_t;
 
 static udp_ep_t *U(vmmc_ep_t *ep)
@@ -413,7 +415,7 @@ static int udp_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
     if (!u)
         return vmmc_error(VMMC_ERR_NOMEM, "udp: out of memory");
     u->ep = ep;
-    u->fd = -1;
+    u->fd = u->lo_fd = -1;
     pthread_mutex_init(&u->lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -448,6 +450,20 @@ static int udp_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
     }
     len = sizeof ss;
     getsockname(u->fd, (struct sockaddr *)&ss, &len);
+    /* An interface address picked automatically: hold the same port on
+     * 127.0.0.1 too, for a job whose ranks all turn out to share this host
+     * (the loopback path is cheaper than a local interface address's). */
+    if (!(cfg_addr && cfg_addr[0]) && ss.ss_family == AF_INET &&
+        ((struct sockaddr_in *)&ss)->sin_addr.s_addr != htonl(INADDR_LOOPBACK)) {
+        struct sockaddr_in lo = *(struct sockaddr_in *)&ss;
+        lo.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        u->lo_fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (u->lo_fd >= 0 && bind(u->lo_fd, (struct sockaddr *)&lo, sizeof lo) != 0) {
+            vmmc_debug("udp: port %u is taken on 127.0.0.1: no loopback path", ntohs(lo.sin_port));
+            close(u->lo_fd);
+            u->lo_fd = -1;
+        }
+    }
     if (getrandom(u->token, sizeof u->token, 0) != (ssize_t)sizeof u->token) {
         rc = vmmc_error_sys("udp: getrandom for the link token");
         goto fail;
@@ -459,7 +475,8 @@ static int udp_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
     if (ss.ss_family == AF_INET) {
         struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
         inet_ntop(AF_INET, &a4->sin_addr, a, sizeof a);
-        n = snprintf(card, cap, "udp=%s:%u;utok=%s;", a, ntohs(a4->sin_port), hex);
+        n = snprintf(card, cap, "udp=%s:%u;utok=%s;%s", a, ntohs(a4->sin_port), hex,
+                     u->lo_fd >= 0 ? "ulo=1;" : "");
     } else {
         struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
         inet_ntop(AF_INET6, &a6->sin6_addr, a, sizeof a);
@@ -474,8 +491,38 @@ static int udp_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
 fail:
     if (u->fd >= 0)
         close(u->fd);
+    if (u->lo_fd >= 0)
+        close(u->lo_fd);
     free(u);
     return rc;
+}
+
+/* Does every rank of the job share this host and hold its port on
+ * 127.0.0.1 ("ulo" in its card)? Then the whole job talks over the
+ * loopback interface. Every rank sees the same cards, so all decide alike. */
+static int loopback_job(vmmc_ep_t *ep)
+{
+    udp_ep_t *u = U(ep);
+    if (u->lo_fd < 0 || !ep->boot.peers)
+        return 0;
+    for (int r = 0; r < ep->size; r++) {
+        const char *card = ep->boot.peers[r].card;
+        char v[96];
+        if (!card || !vmmc_card_get(card, "host", v, sizeof v) || strcmp(v, ep->host_id) ||
+            !vmmc_card_get(card, "ulo", v, sizeof v) || strcmp(v, "1"))
+            return 0;
+    }
+    return 1;
+}
+
+/* Progress hook "arm": the endpoint is about to sleep in vmmc_wait(), so
+ * nobody polls the socket until it wakes: hand it back to the progress
+ * thread now (it delivers, and the delivery wakes the sleeper). */
+static int udp_arm(void *arg)
+{
+    udp_ep_t *u = arg;
+    vmmc_udp_link_idle(u->link);
+    return 0;
 }
 
 static int udp_ep_start(vmmc_ep_t *ep)
@@ -488,8 +535,19 @@ static int udp_ep_start(vmmc_ep_t *ep)
         /* Every peer is on this host: no socket, no thread. */
         close(u->fd);
         u->fd = -1;
+        if (u->lo_fd >= 0)
+            close(u->lo_fd);
+        u->lo_fd = -1;
         return VMMC_OK;
     }
+    int lo = loopback_job(ep);
+    if (lo) {
+        close(u->fd);
+        u->fd = u->lo_fd;
+    } else if (u->lo_fd >= 0) {
+        close(u->lo_fd);
+    }
+    u->lo_fd = -1;
     u->rx = calloc((size_t)ep->size, sizeof *u->rx);
     if (!u->rx)
         return vmmc_error(VMMC_ERR_NOMEM, "udp: out of memory for %d peers", ep->size);
@@ -509,6 +567,9 @@ static int udp_ep_start(vmmc_ep_t *ep)
     if (rc != VMMC_OK)
         return rc;
     u->fd = -1; /* the link owns it */
+    if ((rc = vmmc_progress_hook_add(ep, NULL, udp_arm, u)) != VMMC_OK)
+        return rc;
+    u->hooked = 1;
     for (int r = 0; r < ep->size; r++) {
         if (!uses_udp(ep, r))
             continue;
@@ -519,6 +580,8 @@ static int udp_ep_start(vmmc_ep_t *ep)
             vmmc_debug("udp: rank %d published no usable udp address", r);
             continue; /* peer_connect reports it */
         }
+        if (lo)
+            ((struct sockaddr_in *)&ss)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         if ((rc = vmmc_udp_link_add_peer(u->link, (uint32_t)r, (struct sockaddr *)&ss, len, tok)) !=
             VMMC_OK)
             return rc;
@@ -531,6 +594,8 @@ static void udp_ep_close(vmmc_ep_t *ep)
     udp_ep_t *u = U(ep);
     if (!u)
         return;
+    if (u->hooked)
+        (void)vmmc_progress_hook_remove(ep, NULL, u);
     if (u->link) {
         /* Let queued control messages (revocations, unimports) go first. */
         for (int i = 0; i < 1000; i++) {
@@ -546,6 +611,8 @@ static void udp_ep_close(vmmc_ep_t *ep)
     }
     if (u->fd >= 0)
         close(u->fd);
+    if (u->lo_fd >= 0)
+        close(u->lo_fd);
     for (ctl_q_t *q = u->qhead, *n; q; q = n) {
         n = q->next;
         free(q);
@@ -622,6 +689,7 @@ static int udp_ctl_send(vmmc_ep_t *ep, vmmc_peer_t *peer, const vmmc_ctl_msg_t *
 
 /* ---- data path ---------------------------------------------------------- */
 
+
 static int udp_put(vmmc_proxy_t *px, size_t off, const void *src, size_t len, int flags,
                    uint64_t imm)
 {
@@ -662,6 +730,7 @@ static int udp_get(vmmc_proxy_t *px, size_t off, void *dst, size_t len)
     memset(&rec, 0, sizeof rec);
     rec.kind = K_GET_REQ;
     int st = vmmc_udp_link_send(u->link, (uint32_t)px->rank, &rec, &w, sizeof w);
+    vmmc_udp_link_idle(u->link); /* the reply comes through the progress thread */
     pthread_mutex_lock(&u->lock);
     if (st != VMMC_OK)
         g.status = st;
@@ -736,8 +805,13 @@ static int udp_signal(vmmc_ep_t *ep, vmmc_peer_t *peer)
 static int udp_progress(vmmc_ep_t *ep)
 {
     udp_ep_t *u = U(ep);
-    if (u && u->link)
+    if (u && u->link) {
         (void)vmmc_udp_link_poll(u->link);
+        /* With the event fd armed the application sleeps in its own poll
+         * between calls: the progress thread must keep the socket. */
+        if (__atomic_load_n(&ep->evfd_mode, __ATOMIC_RELAXED))
+            vmmc_udp_link_idle(u->link);
+    }
     /* Not events by themselves: data lands silently (as with shm), and the
      * notifications it queued are counted when the core runs them. */
     return 0;

@@ -52,7 +52,7 @@ static const vmmc_cfg_entry_t udp_entries[] = {
     {"UDP_POLL_QUIET", "200us", "while the application polls (vmmc_progress) more often than "
      "this, the progress thread leaves the socket to it and only runs the timers (0: never)",
      VMMC_CFG_TIME, &vmmc_udp_cfg_poll_quiet},
-    {"UDP_POLL_RECHECK", "5ms", "longest the progress thread leaves the socket to a polling "
+    {"UDP_POLL_RECHECK", "1ms", "longest the progress thread leaves the socket to a polling "
      "application before it looks again (it starts at UDP_POLL_QUIET and doubles while the "
      "application keeps polling; a vmmc_wait() that goes to sleep hands the socket back at once)",
      VMMC_CFG_TIME, &vmmc_udp_cfg_poll_recheck},

@@ -214,6 +214,7 @@ static int fm_connect_peer(fm_t *fm, fm_peer_t *p)
     if (!p->staging)
         return vmmc_error(VMMC_ERR_NOMEM, "fm_init: no memory for a staging packet");
     p->seq = 1;
+    p->zc_ok = 1;
     return VMMC_OK;
 }
 

@@ -123,6 +123,7 @@ struct fm_stream {
     uint64_t zM, zN;  /* its range of the message */
     uint64_t zpend;   /* bytes placed, not yet announced by a DIRECT packet */
     int zc_waited;    /* the sender waited for the descriptor (once a message) */
+    int zc_probe;     /* flagged, but the receiver did not place lately: no waiting */
     int zretry;       /* a descriptor whose buffer is still being mapped: */
     vmmc_mkey_t zkey; /* ... its key and range, tried again at packet boundaries */
     uint64_t zkM, zkN;
@@ -162,7 +163,8 @@ typedef struct fm_peer {
     atomic_int swaiting;        /* a sender waits for this peer's credits */
     _Atomic uint64_t swait_credit; /* ... and the credit it saw then */
     uint64_t dseen;             /* descriptor seq last read */
-    unsigned zc_skip;           /* ZC messages to send without waiting (after a "none") */
+    int zc_ok;                  /* its handlers took placement lately (start: yes) */
+    unsigned zc_skip;           /* large messages to send plainly before probing again */
     fm_stream_t ss;
     /* --- receiving from this peer --- */
     char *ring;                 /* our ring for this sender */

@@ -298,6 +298,15 @@ static void zc_detach(fm_t *fm, fm_stream_t *s)
     }
 }
 
+/* What the last large message to @p showed: whether its receiver places
+ * (then the next ones wait for its descriptors) or not (then the next 16
+ * go as plain messages, and the one after probes without waiting). */
+static inline void zc_verdict(fm_peer_t *p, int places)
+{
+    p->zc_ok = places;
+    p->zc_skip = places ? 0 : 16;
+}
+
 /* Attach the descriptor's buffer if its allocation is mapped here already;
  * else the mapping goes on in the background (the first time the receiver
  * uses an allocation) and this is tried again at the next packet boundary,
@@ -339,6 +348,9 @@ static int zc_check(fm_t *fm, fm_peer_t *p, fm_stream_t *s)
     if (atomic_load_explicit(&w[FM_D_SEQ], memory_order_relaxed) != seq)
         return 0; /* being rewritten: read it next time */
     p->dseen = seq;
+    /* Even a late answer (about an earlier message) says whether this
+     * receiver's handlers take placement. */
+    zc_verdict(p, d[FM_D_LEN] != 0);
     if (d[FM_D_MSG] != p->smsg)
         return 0; /* about an earlier message */
     uint64_t off = d[FM_D_OFF], len = d[FM_D_LEN];
@@ -368,28 +380,19 @@ static uint64_t now_ns(void)
  * receiver a moment (VMMC_FM_ZCOPY_WAIT at most) to post its buffer, since
  * a byte sent in a packet costs the receiver a copy. After a while, serve
  * our own receive side meanwhile (the peer may be waiting for us the same
- * way). A receiver that answered "none" or did not answer in time lately is
- * not waited for (its descriptors are still used when they come). */
+ * way). See zc_verdict for what a "none" or a timeout changes. */
 static void zc_wait(fm_t *fm, fm_peer_t *p, fm_stream_t *s)
 {
     s->zc_waited = 1;
-    if (p->zc_skip) {
-        p->zc_skip--;
-        zc_check(fm, p, s);
-        return;
-    }
     FM_CNT(fm, FM_C_ZC_WAIT, 1);
     uint64_t t0 = now_ns();
     for (unsigned i = 1;; i++) {
-        if (zc_check(fm, p, s)) {
-            if (!s->zdst)
-                p->zc_skip = 16;
+        if (zc_check(fm, p, s))
             return;
-        }
         /* Every few microseconds: out of time? else serve our side once. */
         if (VMMC_UNLIKELY((i & 255) == 0)) {
             if (now_ns() - t0 > fm->zc_wait_ns) {
-                p->zc_skip = 16; /* the receiver is busy: do not hold the next ones up */
+                zc_verdict(p, 0); /* the receiver is busy: do not hold the next ones up */
                 return;
             } else if (!fm_busy(fm)) {
                 fm_rlock(fm);
@@ -549,6 +552,19 @@ static int begin_locked(fm_t *fm, fm_peer_t *p, size_t max_length, int handler, 
     s->sent = 0;
     s->nb = nb;
     s->zc = !nb && fm->zc_min && max_length >= fm->zc_min && p->map && p->px;
+    s->zc_probe = 0;
+    if (s->zc && !p->zc_ok) {
+        /* The receiver said "none" (or did not answer) lately: send plain
+         * messages, and every 17th flagged but without waiting, to see if
+         * it places again (a descriptor that comes is still used). */
+        if (p->zc_skip) {
+            p->zc_skip--;
+            s->zc = 0;
+        } else {
+            p->zc_skip = 16;
+            s->zc_probe = 1;
+        }
+    }
     s->zpend = 0;
     s->zdst = NULL;
     s->zc_waited = 0;
@@ -581,7 +597,7 @@ int fm_send_piece(fm_stream_t *s, const void *buf, size_t n)
     while (n) {
         if (VMMC_UNLIKELY(s->zc)) {
             int st = VMMC_OK;
-            if (s->first && s->pk_open && n > s->pk_cap - s->pk_len) {
+            if (s->first && s->pk_open && n > s->pk_cap - s->pk_len && !s->zc_probe) {
                 /* The piece overflows the first packet: send what it holds
                  * now, so the receiver can post its buffer for the rest. */
                 st = publish(fm, p, s, FM_F_FIRST);
@@ -589,7 +605,7 @@ int fm_send_piece(fm_stream_t *s, const void *buf, size_t n)
                 s->pk_open = 0;
             }
             if (st == VMMC_OK && !s->first && !s->pk_open && !s->zdst) {
-                if (!s->zc_waited)
+                if (!s->zc_waited && !s->zc_probe)
                     zc_wait(fm, p, s);
                 else if (!zc_check(fm, p, s) && s->zretry)
                     zc_attach(fm, p, s);

@@ -231,7 +231,7 @@ static const size_t lat_sizes[] = {8, 64, 256, 1024, 4096, 16384, 65536, 262144,
 static const size_t bw_sizes[] = {4096, 16384, 65536, 262144, 1 << 20, 4 << 20, 16 << 20};
 static const size_t ovh_sizes[] = {8, 64, 1024, 4096, 65536, 1 << 20};
 static const size_t async_sizes[] = {8, 65536, 1 << 20};
-static const size_t q_lat[] = {8, 64}, q_bw[] = {1 << 20, 4 << 20}, q_ovh[] = {8},
+static const size_t q_lat[] = {8, 64}, q_bw[] = {65536, 1 << 20, 4 << 20}, q_ovh[] = {8},
                     q_async[] = {1 << 20};
 
 /* --quick measures latency at 8 B, and over udp at 64 B too: the size of

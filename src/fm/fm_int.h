@@ -69,6 +69,44 @@ static inline uint64_t fm_slot(uint64_t len, unsigned flags)
     return (flags & FM_F_DIRECT) ? 64u : (len + 16u + 63u) & ~(uint64_t)63u;
 }
 
+/* memcpy for the short pieces of gather/scatter (headers, small payloads):
+ * overlapping fixed-size moves instead of a library call. */
+static inline void fm_copy(void *dst, const void *src, size_t n)
+{
+    char *d = dst;
+    const char *s = src;
+    if (n > 32) {
+        memcpy(d, s, n);
+    } else if (n >= 16) {
+        uint64_t a, b, c, e;
+        memcpy(&a, s, 8);
+        memcpy(&b, s + 8, 8);
+        memcpy(&c, s + n - 16, 8);
+        memcpy(&e, s + n - 8, 8);
+        memcpy(d, &a, 8);
+        memcpy(d + 8, &b, 8);
+        memcpy(d + n - 16, &c, 8);
+        memcpy(d + n - 8, &e, 8);
+    } else if (n >= 8) {
+        uint64_t a, b;
+        memcpy(&a, s, 8);
+        memcpy(&b, s + n - 8, 8);
+        memcpy(d, &a, 8);
+        memcpy(d + n - 8, &b, 8);
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, s, 4);
+        memcpy(&b, s + n - 4, 4);
+        memcpy(d, &a, 4);
+        memcpy(d + n - 4, &b, 4);
+    } else if (n) {
+        char a = s[0], b = s[n / 2], c = s[n - 1];
+        d[0] = a;
+        d[n / 2] = b;
+        d[n - 1] = c;
+    }
+}
+
 static inline uint64_t fm_align64(uint64_t x) { return (x + FM_LINE - 1) & ~(uint64_t)(FM_LINE - 1); }
 static inline uint32_t fm_seq_next(uint32_t s) { return s + 1 ? s + 1 : 1; }
 

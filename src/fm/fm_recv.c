@@ -215,7 +215,7 @@ ssize_t fm_receive(void *buf, fm_stream_t *s, size_t n)
                 }
                 FM_CNT(s->fm, FM_C_ZC_RECV, c);
             } else {
-                memcpy(b + got, s->rp + s->rpos, c);
+                fm_copy(b + got, s->rp + s->rpos, c);
             }
             s->rpos += c;
             got += c;

@@ -662,7 +662,7 @@ int fm_send_piece(fm_stream_t *s, const void *buf, size_t n)
             memcpy(p->staging + FM_HDR + s->pk_len, b, h);
             memcpy(s->pk + s->pk_len + h, b + h, c - h);
         } else {
-            memcpy(s->pk + s->pk_len, b, c);
+            fm_copy(s->pk + s->pk_len, b, c);
         }
         s->pk_len += c;
         s->sent += c;

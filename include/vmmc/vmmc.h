@@ -179,6 +179,9 @@ VMMC_API int vmmc_mem_key(vmmc_ep_t *ep, const void *addr, size_t len, int rank,
  */
 VMMC_API int vmmc_mem_attach(vmmc_ep_t *ep, int rank, const vmmc_mkey_t *key,
                              int timeout_ms, void **ptr);
+/** @brief Bytes @p key covers: an attached pointer is valid for exactly
+ *  this many (check a peer's claimed length against it before using one). */
+VMMC_API size_t vmmc_mkey_len(const vmmc_mkey_t *key);
 /** @brief Release a pointer from vmmc_mem_attach() (the mapping stays cached). */
 VMMC_API int vmmc_mem_detach(vmmc_ep_t *ep, void *ptr);
 /** @} */

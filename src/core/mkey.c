@@ -356,6 +356,8 @@ int vmmc_mem_attach(vmmc_ep_t *ep, int rank, const vmmc_mkey_t *key, int timeout
     return VMMC_OK;
 }
 
+size_t vmmc_mkey_len(const vmmc_mkey_t *key) { return key ? (size_t)key->opaque[K_LEN] : 0; }
+
 int vmmc_mem_detach(vmmc_ep_t *ep, void *ptr)
 {
     if (!ep || !ptr)

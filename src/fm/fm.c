@@ -18,6 +18,7 @@ static int cfg_nonblock;
 static int cfg_threads;
 static uint64_t cfg_zcopy;
 static uint64_t cfg_zcopy_wait;
+static uint64_t cfg_split;
 
 static const vmmc_cfg_entry_t fm_entries[] = {
     {"FM_PACKET", "8K", "largest payload of one FM packet (the unit of credit and of extract pacing)",
@@ -38,6 +39,9 @@ static const vmmc_cfg_entry_t fm_entries[] = {
      VMMC_CFG_SIZE, &cfg_zcopy},
     {"FM_ZCOPY_WAIT", "20us", "how long an FM sender waits for the receiver's buffer before it "
      "sends the rest of such a message in packets", VMMC_CFG_TIME, &cfg_zcopy_wait},
+    {"FM_SPLIT", "32K", "a placed FM piece of at least this size whose source is vmmc_mem_alloc() "
+     "memory too is copied by both ranks: the receiver copies its front from the sender's memory "
+     "while the sender copies the rest (0: the sender copies all)", VMMC_CFG_SIZE, &cfg_split},
     {"FM_THREADS", "n", "several threads may use one FM at once (a send lock per peer)",
      VMMC_CFG_BOOL, &cfg_threads},
     {"FM_NONBLOCK", "n", "FM sends never wait for credits (VMMC_ERR_AGAIN instead)", VMMC_CFG_BOOL,
@@ -57,6 +61,8 @@ static const char *const cnt_names[FM_C_COUNT] = {
     [FM_C_ZC_MSG] = "zcopy_msg",          [FM_C_ZC_SENT] = "zcopy_bytes_sent",
     [FM_C_ZC_RECV] = "zcopy_bytes_recv",
     [FM_C_ZC_POST] = "zcopy_desc",        [FM_C_ZC_WAIT] = "zcopy_wait",
+    [FM_C_SPLIT_SENT] = "split_bytes_sent", [FM_C_SPLIT_RECV] = "split_bytes_recv",
+    [FM_C_SPLIT_VOID] = "split_bytes_void",
 };
 
 int fm_counter_get(const fm_t *fm, int i, const char **name, uint64_t *value)
@@ -115,6 +121,7 @@ static int fm_setup_params(fm_t *fm, const fm_params_t *pa)
     fm->stack_size = cfg_stack;
     fm->zc_min = cfg_zcopy;
     fm->zc_wait_ns = cfg_zcopy_wait;
+    fm->split_min = cfg_split;
     fm->max_handlers = (int)cfg_handlers;
     if (pa) {
         if (pa->field_mask & FM_PARAM_FLAGS) {

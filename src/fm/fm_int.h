@@ -27,7 +27,21 @@
  * every byte of the message is, so the descriptor is only advice: bytes the
  * sender sent before it saw the descriptor travel in ordinary packets. A
  * descriptor of length 0 says "not into this buffer": the sender, which
- * waits a little for a descriptor after the first packet, stops waiting. */
+ * waits a little for a descriptor after the first packet, stops waiting.
+ *
+ * Split copy: when the piece that follows the first packet lies in the
+ * sender's vmmc_mem_alloc() memory too, the first packet carries an OFFER
+ * (the piece's message offset and a memory key for it, after the payload).
+ * The receiver then copies the front of the piece itself (the descriptor's
+ * pull length), straight from the sender's memory into the handler's buffer,
+ * while the sender copies the rest: both cores copy. It says it is done by
+ * writing the descriptor's seq into the sender's credit line (FM_PULL_OFF);
+ * the sender waits for that before its send call returns (the piece's memory
+ * is the caller's again). The sender confirms that it took the offer up by
+ * flagging its next DIRECT packet PULLED: that packet then covers the pulled
+ * bytes plus its own. Any other next packet means the sender had moved on
+ * (it stopped waiting for the descriptor): the pulled bytes are void, and
+ * the packets that follow write the same bytes again. */
 #ifndef VMMC_FM_INT_H
 #define VMMC_FM_INT_H
 
@@ -45,10 +59,14 @@
 #define FM_CREDIT_OFF 0u
 #define FM_REQ_OFF 64u
 #define FM_DESC_OFF 128u
+#define FM_PULL_OFF 8u /* in the credit line: the last descriptor whose pull is done */
 
-/* Descriptor words (FM_DESC_OFF): seq (written last), message number,
- * message offset, length (0: none), memory key. */
+/* Descriptor words (FM_DESC_OFF): seq (written last), message number (low
+ * 32 bits) | pull length << 32, message offset, length (0: none), memory key. */
 enum { FM_D_SEQ, FM_D_MSG, FM_D_OFF, FM_D_LEN, FM_D_KEY, FM_D_WORDS = FM_D_KEY + 4 };
+/* Length 0 with this offset: "not into a buffer this time" (a handler
+ * reading small pieces), which unlike "none" says nothing of later messages. */
+#define FM_DESC_NOT_NOW 1u
 
 /* Messages whose bound is at most this are assembled in a local staging
  * packet and copied into a mapped ring in one go: the reader polling the
@@ -62,11 +80,20 @@ enum { FM_D_SEQ, FM_D_MSG, FM_D_OFF, FM_D_LEN, FM_D_KEY, FM_D_WORDS = FM_D_KEY +
 #define FM_ZC_POST_MIN 4096u
 #define FM_F_ZC 8u      /* first packet: the sender will look for a descriptor */
 #define FM_F_DIRECT 16u /* no payload: len bytes were placed in the posted buffer */
+#define FM_F_OFFER 32u  /* first packet: an offer follows the payload (split copy) */
+#define FM_F_PULLED 64u /* DIRECT: the receiver's pulled bytes come first */
+/* An offer: message offset of the piece, then a memory key for it. */
+#define FM_OFFER_BYTES (8u + (unsigned)sizeof(vmmc_mkey_t))
+#define FM_PULL_MAX ((uint64_t)1 << 30)
 
 /* Ring bytes of a packet with @len payload bytes and @flags. */
 static inline uint64_t fm_slot(uint64_t len, unsigned flags)
 {
-    return (flags & FM_F_DIRECT) ? 64u : (len + 16u + 63u) & ~(uint64_t)63u;
+    if (flags & FM_F_DIRECT)
+        return 64u;
+    if (flags & FM_F_OFFER)
+        return (((len + 7u) & ~(uint64_t)7u) + 16u + FM_OFFER_BYTES + 63u) & ~(uint64_t)63u;
+    return (len + 16u + 63u) & ~(uint64_t)63u;
 }
 
 /* memcpy for the short pieces of gather/scatter (headers, small payloads):
@@ -133,6 +160,9 @@ enum {
     FM_C_ZC_RECV,
     FM_C_ZC_POST,
     FM_C_ZC_WAIT,
+    FM_C_SPLIT_SENT,
+    FM_C_SPLIT_RECV,
+    FM_C_SPLIT_VOID,
     FM_C_COUNT
 };
 
@@ -165,6 +195,11 @@ struct fm_stream {
     int zretry;       /* a descriptor whose buffer is still being mapped: */
     vmmc_mkey_t zkey; /* ... its key and range, tried again at packet boundaries */
     uint64_t zkM, zkN;
+    int offer;        /* split copy: the first packet offers [ooff, +okey's length) */
+    vmmc_mkey_t okey;
+    uint64_t ooff;
+    uint64_t opulled; /* taken up: the receiver copies these; flag the next DIRECT */
+    uint64_t pull_seq; /* ... and says so with this seq: wait for it before returning */
     /* receive side */
     const char *rp;   /* payload of the current packet, NULL when consumed */
     size_t rlen, rpos;
@@ -176,6 +211,10 @@ struct fm_stream {
     int rzc;          /* the message is ZC */
     int zstate;       /* ZC: 0 may post a descriptor, 1 posted, 2 never (said "none") */
     char *zbuf;       /* posted buffer for message offsets [zM, zM + zN) */
+    int roffer;       /* the first packet offered a split copy (rokey at message offset rooff) */
+    vmmc_mkey_t rokey;
+    uint64_t rooff;
+    uint64_t zpull;   /* bytes pulled into zbuf, valid once a PULLED packet confirms them */
 };
 
 typedef struct fm_peer {
@@ -203,6 +242,8 @@ typedef struct fm_peer {
     uint64_t dseen;             /* descriptor seq last read */
     int zc_ok;                  /* its handlers took placement lately (start: yes) */
     unsigned zc_skip;           /* large messages to send plainly before probing again */
+    unsigned zc_miss;           /* "none" answers (or timeouts) in a row, at most 5 */
+    const char *split_nokey;    /* last send piece that could not be keyed */
     fm_stream_t ss;
     /* --- receiving from this peer --- */
     char *ring;                 /* our ring for this sender */
@@ -241,6 +282,7 @@ struct fm {
     uint64_t zc_min;            /* VMMC_FM_ZCOPY (0: never) */
     uint64_t zc_wait_ns;        /* VMMC_FM_ZCOPY_WAIT */
     const char *zc_nokey;       /* last receive buffer that could not be keyed */
+    uint64_t split_min;         /* VMMC_FM_SPLIT (0: never) */
     int max_handlers;
     fm_hentry_t *handlers;
     fm_peer_t *peers;
@@ -317,6 +359,8 @@ int fm_send_request_credit(struct fm *fm, fm_peer_t *p);
 int fm_send_credit(struct fm *fm, fm_peer_t *p, uint64_t consumed);
 /* Post a placement descriptor for @p's current message (len 0: none). */
 int fm_send_desc(struct fm *fm, fm_peer_t *p, uint64_t msg, uint64_t off, uint64_t len,
-                 const vmmc_mkey_t *key);
+                 const vmmc_mkey_t *key, uint64_t pull);
+/* Tell @p that the pull of descriptor @seq is done (its memory is its own again). */
+int fm_send_pulled(struct fm *fm, fm_peer_t *p, uint64_t seq);
 
 #endif

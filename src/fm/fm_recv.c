@@ -178,16 +178,55 @@ static void zc_post(fm_t *fm, fm_peer_t *p, fm_stream_t *s, char *dst, size_t wa
         if (st == VMMC_ERR_UNSUPPORTED)
             fm->zc_nokey = dst;
         /* The rest comes in packets. */
-        fm_send_desc(fm, p, p->rmsg, 0, 0, NULL);
+        fm_send_desc(fm, p, p->rmsg, 0, 0, NULL, 0);
         s->zstate = 2;
+        s->roffer = 0;
         return;
     }
-    if (fm_send_desc(fm, p, p->rmsg, off, want, &k) == VMMC_OK) {
+    /* Split copy (fm_int.h): the sender offered the piece that starts here;
+     * copy its front ourselves while the sender copies the rest. We start a
+     * cross-core hop earlier than it, so we take a little more. */
+    void *src = NULL;
+    uint64_t pull = 0;
+    uint64_t w0;
+    uint32_t nl;
+    /* (A packet after the current one: the sender stopped waiting and is
+     * sending the piece in packets, so a pull would be for nothing.) */
+    if (s->roffer && off == s->rooff && fm->split_min &&
+        !peek_at(p, p->tail + s->rslot, fm_seq_next(p->rseq), &w0, &nl)) {
+        uint64_t L = vmmc_mkey_len(&s->rokey);
+        if (L > want)
+            L = want;
+        if (L >= fm->split_min) {
+            int a = vmmc_mem_attach(fm->ep, p->rank, &s->rokey, 0, &src);
+            if (a == VMMC_OK) {
+                pull = (L / 2 + 2048) & ~(uint64_t)63;
+                if (pull > FM_PULL_MAX)
+                    pull = FM_PULL_MAX;
+                if (pull >= L)
+                    pull = (L / 2) & ~(uint64_t)63;
+            } else {
+                src = NULL;
+                if (a != VMMC_ERR_AGAIN) /* AGAIN: being mapped, ready next time */
+                    vmmc_debug("fm: cannot attach rank %d's offered buffer (%s)", p->rank,
+                               vmmc_last_error());
+            }
+        }
+    }
+    s->roffer = 0;
+    if (fm_send_desc(fm, p, p->rmsg, off, want, &k, pull) == VMMC_OK) {
         s->zstate = 1;
         s->zbuf = dst;
         s->zM = off;
         s->zN = want;
+        if (pull) {
+            memcpy(dst, src, pull);
+            fm_send_pulled(fm, p, p->dseq);
+            s->zpull = pull; /* counted once the sender's PULLED packet confirms it */
+        }
     }
+    if (src)
+        vmmc_mem_detach(fm->ep, src);
 }
 
 ssize_t fm_receive(void *buf, fm_stream_t *s, size_t n)
@@ -229,6 +268,14 @@ ssize_t fm_receive(void *buf, fm_stream_t *s, size_t n)
         /* This packet is used up and more is wanted: release it and wait for
          * the next one; extract resumes us with it (or with an error). */
         fm_t *fm = s->fm;
+        if (VMMC_UNLIKELY(s->rzc) && s->zstate == 0 && s->mbase == 0 && s->rp) {
+            /* The sender waits for an answer to its first packet, and this
+             * handler reads on in pieces too small to place: say "not this
+             * message", or both would wait for each other until the sender
+             * gives up. */
+            fm_send_desc(fm, s->peer, s->peer->rmsg, FM_DESC_NOT_NOW, 0, NULL, 0);
+            s->zstate = 2;
+        }
         if (s->rp)
             consume_current(fm, s->peer);
         FM_CNT(fm, FM_C_SUSPEND, 1);
@@ -253,7 +300,7 @@ static void run_ctx(fm_t *fm, fm_peer_t *p)
     p->ctx = NULL;
     if (VMMC_UNLIKELY(p->rs.rzc) && p->rs.zstate == 0 && !p->rs.rlast && !p->broken &&
         !p->rs.mbase && !p->rs.rdirect)
-        fm_send_desc(fm, p, p->rmsg, 0, 0, NULL); /* no buffer will come */
+        fm_send_desc(fm, p, p->rmsg, 0, 0, NULL, 0); /* no buffer will come */
     p->rs.rzc = 0;
     if (p->rs.rp) {
         int last = p->rs.rlast;
@@ -314,7 +361,7 @@ static inline int step(fm_t *fm, fm_peer_t *p, uint64_t w0, uint32_t len, unsign
             consume(fm, p, fm_slot(len, flags), 0);
             p->rstate = (flags & FM_F_LAST) ? FM_R_IDLE : FM_R_DRAIN;
             if ((flags & (FM_F_ZC | FM_F_LAST)) == FM_F_ZC)
-                fm_send_desc(fm, p, p->rmsg, 0, 0, NULL);
+                fm_send_desc(fm, p, p->rmsg, 0, 0, NULL, 0);
             return 0;
         }
         s->rp = payload;
@@ -327,6 +374,14 @@ static inline int step(fm_t *fm, fm_peer_t *p, uint64_t w0, uint32_t len, unsign
         s->rzc = (flags & FM_F_ZC) != 0;
         s->zstate = 0;
         s->err = 0;
+        s->zpull = 0;
+        s->roffer = 0;
+        if (VMMC_UNLIKELY(flags & FM_F_OFFER) && s->rzc && !s->rlast) {
+            const char *o = payload + ((len + 7u) & ~7u); /* inside the slot (slot_of) */
+            memcpy(&s->rooff, o, 8);
+            memcpy(&s->rokey, o + 8, sizeof s->rokey);
+            s->roffer = s->rooff == len; /* the piece starts after this packet's bytes */
+        }
         if (VMMC_LIKELY(s->rlast)) {
             /* Whole message here: run on the caller's stack. */
             s->inline_run = 1;
@@ -353,24 +408,40 @@ static inline int step(fm_t *fm, fm_peer_t *p, uint64_t w0, uint32_t len, unsign
         run_ctx(fm, p);
         return 0;
     }
-    case FM_R_ACTIVE:
+    case FM_R_ACTIVE: {
         if (VMMC_UNLIKELY(flags & FM_F_FIRST)) {
             protocol_error(fm, p, "new message inside a message");
             return 0;
         }
+        uint64_t n = len;
+        if (VMMC_UNLIKELY(flags & FM_F_PULLED)) {
+            /* The sender took our split copy up: our bytes come first. */
+            if (!(flags & FM_F_DIRECT) || !s->zpull || s->zstate != 1 || s->mbase != s->zM) {
+                protocol_error(fm, p, "a split copy that was not offered");
+                return 0;
+            }
+            n += s->zpull;
+            FM_CNT(fm, FM_C_SPLIT_RECV, s->zpull);
+            FM_CNT(fm, FM_C_BYTES_RECV, s->zpull);
+        } else if (VMMC_UNLIKELY(s->zpull)) {
+            /* Any other packet: the sender moved on; its bytes come again. */
+            FM_CNT(fm, FM_C_SPLIT_VOID, s->zpull);
+        }
+        s->zpull = 0;
         if (VMMC_UNLIKELY(flags & FM_F_DIRECT) &&
-            (s->zstate != 1 || s->mbase < s->zM || len > s->zM + s->zN - s->mbase)) {
+            (s->zstate != 1 || s->mbase < s->zM || n > s->zM + s->zN - s->mbase)) {
             protocol_error(fm, p, "placed data outside the posted buffer");
             return 0;
         }
         s->rp = payload;
-        s->rlen = len;
+        s->rlen = n;
         s->rslot = fm_slot(len, flags);
         s->rpos = 0;
         s->rlast = (flags & FM_F_LAST) != 0;
         s->rdirect = (flags & FM_F_DIRECT) != 0;
         run_ctx(fm, p);
         return 0;
+    }
     default: /* FM_R_DRAIN */
         if (VMMC_UNLIKELY(flags & (FM_F_FIRST | FM_F_DIRECT))) {
             protocol_error(fm, p, (flags & FM_F_FIRST) ? "new message inside a message"

@@ -110,11 +110,11 @@ int fm_send_credit(fm_t *fm, fm_peer_t *p, uint64_t consumed)
  * half-written one (and re-checks the sequence after reading, since the
  * next descriptor may overwrite this one while it reads). */
 int fm_send_desc(fm_t *fm, fm_peer_t *p, uint64_t msg, uint64_t off, uint64_t len,
-                 const vmmc_mkey_t *key)
+                 const vmmc_mkey_t *key, uint64_t pull)
 {
     uint64_t d[FM_D_WORDS] = {0};
     d[FM_D_SEQ] = ++p->dseq;
-    d[FM_D_MSG] = msg;
+    d[FM_D_MSG] = (msg & 0xffffffffu) | pull << 32;
     d[FM_D_OFF] = off;
     d[FM_D_LEN] = len;
     if (key)
@@ -135,6 +135,13 @@ int fm_send_desc(fm_t *fm, fm_peer_t *p, uint64_t msg, uint64_t off, uint64_t le
     if (st == VMMC_ERR_PEER_DEAD)
         p->sdead = 1;
     return st;
+}
+
+/* Used by the receive side (fm_recv.c) once it has copied what a split
+ * copy asked it to pull: the sender may then reuse that memory. */
+int fm_send_pulled(fm_t *fm, fm_peer_t *p, uint64_t seq)
+{
+    return ctrl_write(fm, p, FM_PULL_OFF, seq);
 }
 
 /* Wait until @need bytes of credit are there: extract our own receive side
@@ -211,6 +218,11 @@ static inline int publish(fm_t *fm, fm_peer_t *p, fm_stream_t *s, unsigned flags
     uint64_t w1 = (uint64_t)p->seq | ((uint64_t)len << 32);
     if (VMMC_LIKELY(p->map != NULL)) {
         char *h = p->map + FM_CTRL + off;
+        if (VMMC_UNLIKELY(flags & FM_F_OFFER)) {
+            char *o = h + FM_HDR + ((len + 7) & ~(size_t)7);
+            memcpy(o, &s->ooff, 8);
+            memcpy(o + 8, &s->okey, sizeof s->okey);
+        }
         if (s->staged) {
             uint64_t *st = (uint64_t *)p->staging;
             st[0] = w0;
@@ -236,7 +248,7 @@ static inline int publish(fm_t *fm, fm_peer_t *p, fm_stream_t *s, unsigned flags
             return st;
         }
     }
-    p->head = p->pk_pos + fm_align64(FM_HDR + len);
+    p->head = p->pk_pos + fm_slot(len, flags);
     p->seq = fm_seq_next(p->seq);
     FM_CNT(fm, FM_C_PKT_SENT, 1);
     FM_CNT(fm, FM_C_BYTES_SENT, len);
@@ -299,12 +311,26 @@ static void zc_detach(fm_t *fm, fm_stream_t *s)
 }
 
 /* What the last large message to @p showed: whether its receiver places
- * (then the next ones wait for its descriptors) or not (then the next 16
- * go as plain messages, and the one after probes without waiting). */
+ * (then the next ones wait for its descriptors) or not (then the next 1, 2,
+ * 4, 8, at most 16 after as many misses in a row go as plain messages, and
+ * the one after probes without waiting): a receiver that mixes buffer kinds
+ * loses little placement, one that never places costs few waits. */
+static inline unsigned zc_backoff(const fm_peer_t *p)
+{
+    return 1u << (p->zc_miss - 1);
+}
+
 static inline void zc_verdict(fm_peer_t *p, int places)
 {
     p->zc_ok = places;
-    p->zc_skip = places ? 0 : 16;
+    if (places) {
+        p->zc_miss = 0;
+        p->zc_skip = 0;
+    } else {
+        if (p->zc_miss < 5)
+            p->zc_miss++;
+        p->zc_skip = zc_backoff(p);
+    }
 }
 
 /* Attach the descriptor's buffer if its allocation is mapped here already;
@@ -350,10 +376,11 @@ static int zc_check(fm_t *fm, fm_peer_t *p, fm_stream_t *s)
     p->dseen = seq;
     /* Even a late answer (about an earlier message) says whether this
      * receiver's handlers take placement. */
-    zc_verdict(p, d[FM_D_LEN] != 0);
-    if (d[FM_D_MSG] != p->smsg)
+    if (d[FM_D_LEN] || d[FM_D_OFF] != FM_DESC_NOT_NOW)
+        zc_verdict(p, d[FM_D_LEN] != 0);
+    if ((uint32_t)d[FM_D_MSG] != (uint32_t)p->smsg)
         return 0; /* about an earlier message */
-    uint64_t off = d[FM_D_OFF], len = d[FM_D_LEN];
+    uint64_t off = d[FM_D_OFF], len = d[FM_D_LEN], pull = d[FM_D_MSG] >> 32;
     /* The receiver does not know the bound: a handler may ask for more. */
     if (len == 0 || off > s->bound)
         return 1;
@@ -362,11 +389,66 @@ static int zc_check(fm_t *fm, fm_peer_t *p, fm_stream_t *s)
     if (off > s->sent || off + len <= s->sent)
         return 1; /* nothing left of it for us: carry on in packets */
     memcpy(s->zkey.opaque, &d[FM_D_KEY], sizeof s->zkey.opaque);
+    if (VMMC_UNLIKELY(vmmc_mkey_len(&s->zkey) < len)) {
+        vmmc_warn("fm: rank %d posted a %llu-byte buffer with a key for %zu bytes; sending in "
+                  "packets", p->rank, (unsigned long long)len, vmmc_mkey_len(&s->zkey));
+        return 1;
+    }
     s->zkM = off;
     s->zkN = len;
     s->zretry = 1;
     zc_attach(fm, p, s);
+    /* Split copy: the receiver is copying the first `pull` bytes of the
+     * offered piece. Take that up only if nothing of the piece went out yet
+     * (else those bytes travel as sent, and the pull is void). */
+    if (pull && s->offer && s->zdst && off == s->ooff && s->sent == off && pull < len &&
+        pull < vmmc_mkey_len(&s->okey)) {
+        s->opulled = pull;
+        s->pull_seq = seq;
+        s->sent += pull; /* fm_send_piece skips them */
+        FM_CNT(fm, FM_C_SPLIT_SENT, pull);
+    }
+    s->offer = 0;
     return 1;
+}
+
+/* Split copy taken up: wait until the receiver has copied its part out of
+ * the piece's memory, which the caller owns again when the send returns. */
+static int pull_sync(fm_t *fm, fm_peer_t *p, fm_stream_t *s)
+{
+    const _Atomic uint64_t *w = (const _Atomic uint64_t *)(p->ctrl + FM_PULL_OFF);
+    for (unsigned i = 1; atomic_load_explicit(w, memory_order_acquire) < s->pull_seq; i++) {
+        __builtin_ia32_pause();
+        if (VMMC_UNLIKELY((i & 1023) == 0)) {
+            if (vmmc_peer_alive(fm->ep, p->rank) == 0) {
+                s->pull_seq = 0;
+                return peer_dead(fm, p);
+            }
+            sched_yield(); /* the receiver may be waiting for this CPU */
+        }
+    }
+    s->pull_seq = 0;
+    return VMMC_OK;
+}
+
+/* The piece that overflows a ZC message's first packet: offer the receiver a
+ * split copy if the piece is large and lies in vmmc_mem_alloc() memory. */
+static unsigned split_offer(fm_t *fm, fm_peer_t *p, fm_stream_t *s, const char *b, size_t n)
+{
+    s->offer = 0;
+    if (!fm->split_min || n < fm->split_min || b == p->split_nokey ||
+        fm_slot(s->pk_len, FM_F_OFFER) > fm_align64(FM_HDR + s->pk_cap))
+        return 0;
+    int st = vmmc_mem_key(fm->ep, b, n, p->rank, &s->okey);
+    if (st != VMMC_OK) {
+        /* malloc() memory, usually the same buffer again: remember it. */
+        if (st == VMMC_ERR_UNSUPPORTED)
+            p->split_nokey = b;
+        return 0;
+    }
+    s->offer = 1;
+    s->ooff = s->sent;
+    return FM_F_OFFER;
 }
 
 static uint64_t now_ns(void)
@@ -416,6 +498,11 @@ static int publish_direct(fm_t *fm, fm_peer_t *p, fm_stream_t *s, unsigned flags
     if (st != VMMC_OK)
         return st;
     char *h = p->map + FM_CTRL + (p->head & (p->R - 1));
+    if (s->opulled) {
+        flags |= FM_F_PULLED; /* the receiver's part comes first */
+        FM_CNT(fm, FM_C_BYTES_SENT, s->opulled);
+        s->opulled = 0;
+    }
     *(uint64_t *)h = (uint64_t)s->handler | ((uint64_t)(flags | FM_F_DIRECT) << 16);
     atomic_store_explicit((_Atomic uint64_t *)(h + 8), (uint64_t)p->seq | (s->zpend << 32),
                           memory_order_release);
@@ -555,13 +642,13 @@ static int begin_locked(fm_t *fm, fm_peer_t *p, size_t max_length, int handler, 
     s->zc_probe = 0;
     if (s->zc && !p->zc_ok) {
         /* The receiver said "none" (or did not answer) lately: send plain
-         * messages, and every 17th flagged but without waiting, to see if
-         * it places again (a descriptor that comes is still used). */
+         * messages, and now and then one flagged but without waiting, to see
+         * if it places again (a descriptor that comes is still used). */
         if (p->zc_skip) {
             p->zc_skip--;
             s->zc = 0;
         } else {
-            p->zc_skip = 16;
+            p->zc_skip = zc_backoff(p);
             s->zc_probe = 1;
         }
     }
@@ -569,6 +656,9 @@ static int begin_locked(fm_t *fm, fm_peer_t *p, size_t max_length, int handler, 
     s->zdst = NULL;
     s->zc_waited = 0;
     s->zretry = 0;
+    s->offer = 0;
+    s->opulled = 0;
+    s->pull_seq = 0;
     if (s->zc)
         FM_CNT(fm, FM_C_ZC_MSG, 1);
     int st = pkt_start(fm, p, s, nb);
@@ -580,7 +670,7 @@ static int begin_locked(fm_t *fm, fm_peer_t *p, size_t max_length, int handler, 
     return VMMC_OK;
 }
 
-int fm_send_piece(fm_stream_t *s, const void *buf, size_t n)
+static inline int send_piece(fm_stream_t *s, const void *buf, size_t n)
 {
     if (VMMC_UNLIKELY(!s || s->kind != FM_SEND || !s->open))
         return vmmc_error(VMMC_ERR_INVALID, "fm_send_piece: not an open send stream");
@@ -600,15 +690,19 @@ int fm_send_piece(fm_stream_t *s, const void *buf, size_t n)
             if (s->first && s->pk_open && n > s->pk_cap - s->pk_len && !s->zc_probe) {
                 /* The piece overflows the first packet: send what it holds
                  * now, so the receiver can post its buffer for the rest. */
-                st = publish(fm, p, s, FM_F_FIRST);
+                st = publish(fm, p, s, FM_F_FIRST | split_offer(fm, p, s, b, n));
                 s->first = 0;
                 s->pk_open = 0;
             }
             if (st == VMMC_OK && !s->first && !s->pk_open && !s->zdst) {
+                size_t sent0 = s->sent;
                 if (!s->zc_waited && !s->zc_probe)
                     zc_wait(fm, p, s);
                 else if (!zc_check(fm, p, s) && s->zretry)
                     zc_attach(fm, p, s);
+                /* A split copy was taken up: the receiver copies these. */
+                b += s->sent - sent0;
+                n -= s->sent - sent0;
             }
             if (st == VMMC_OK && s->zdst) {
                 uint64_t end = s->zM + s->zN;
@@ -636,7 +730,7 @@ int fm_send_piece(fm_stream_t *s, const void *buf, size_t n)
                 continue;
         }
         if (VMMC_UNLIKELY(!s->pk_open)) {
-            if (VMMC_UNLIKELY(s->zpend)) {
+            if (VMMC_UNLIKELY(s->zpend || s->opulled)) {
                 int st = publish_direct(fm, p, s, 0);
                 if (st != VMMC_OK) {
                     s->err = st;
@@ -683,6 +777,17 @@ int fm_send_piece(fm_stream_t *s, const void *buf, size_t n)
     return VMMC_OK;
 }
 
+int fm_send_piece(fm_stream_t *s, const void *buf, size_t n)
+{
+    int st = send_piece(s, buf, n);
+    if (VMMC_UNLIKELY(s && s->kind == FM_SEND && s->pull_seq)) {
+        int st2 = pull_sync(s->fm, s->peer, s);
+        if (st == VMMC_OK)
+            st = st2;
+    }
+    return st;
+}
+
 int fm_end_message(fm_stream_t *s)
 {
     if (VMMC_UNLIKELY(!s || s->kind != FM_SEND || !s->open))
@@ -691,7 +796,7 @@ int fm_end_message(fm_stream_t *s)
     int st = s->err;
     if (VMMC_UNLIKELY(s->zc)) {
         zc_detach(fm, s);
-        if (st == VMMC_OK && s->zpend) {
+        if (st == VMMC_OK && (s->zpend || s->opulled)) {
             /* Placed bytes end the message. */
             st = publish_direct(fm, s->peer, s, FM_F_LAST);
             s->open = 0;

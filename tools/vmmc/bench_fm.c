@@ -23,12 +23,17 @@
  *   fm_send_overhead ns     time per fm_send() while streaming (rank 0's view)
  *   fm_bw           GB/s    streaming bandwidth, message size = size, the
  *                           handler receiving into vmmc_mem_alloc() memory
- *                           (large messages are placed there directly);
+ *                           (large messages are placed there directly, and
+ *                           from 32 KiB both ranks copy: see docs/fm.md);
  *                           reference vmmc/memalloc_bw
+ *   fm_bw_malloc_src GB/s   the same with the sender's data in malloc()
+ *                           memory: placed, but the sender copies all of it
+ *                           (16 KiB and up); reference fm/fm_bw
  *   fm_bw_malloc    GB/s    the same into malloc() memory (copied out of the
  *                           ring); reference fm/fm_bw
  *
- * Receive buffers are vmmc_mem_alloc() memory unless named otherwise. */
+ * Send and receive buffers are vmmc_mem_alloc() memory unless named
+ * otherwise. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -59,7 +64,9 @@ typedef struct fb {
     char *ubuf; /* receive buffer: communication memory */
     char *mbuf; /* receive buffer: malloc() memory */
     char *dst;  /* the one the data handlers use now */
-    char *src;
+    char *src;  /* send buffer: communication memory */
+    char *hsrc; /* send buffer: malloc() memory */
+    char *sp;   /* the one send_data uses now */
     volatile uint64_t got;     /* data messages handled */
     volatile uint64_t acks;
     ctl_t cmd;
@@ -100,14 +107,14 @@ static void h_ack(fm_stream_t *s, int sender, void *arg) { g.acks++; }
 static int send_data(size_t n, int gather)
 {
     if (!gather)
-        return fm_send(g.fm, g.peer, H_DATA, g.src, n);
+        return fm_send(g.fm, g.peer, H_DATA, g.sp, n);
     fm_stream_t *s;
     int rc = fm_begin_message(g.fm, g.peer, n, gather == 1 ? H_GDATA : H_DATA, &s);
     if (rc)
         return rc;
     size_t h = gather == 2 ? n : n < 24 ? n : 24;
-    if ((rc = fm_send_piece(s, g.src, h)) == 0 && h < n)
-        rc = fm_send_piece(s, g.src + h, n - h);
+    if ((rc = fm_send_piece(s, g.sp, h)) == 0 && h < n)
+        rc = fm_send_piece(s, g.sp + h, n - h);
     int rc2 = fm_end_message(s);
     return rc ? rc : rc2;
 }
@@ -318,6 +325,15 @@ static int drive(void)
             for (int r = 0; r < g.c->reps; r++)
                 bwc[nbw][r] = bwm[nbw][r] = (double)n / s2[r]; /* time per message (ns) */
         }
+        if (n >= 16384) {
+            g.sp = g.hsrc;
+            int rc = stream(OP_STREAM, n, iters_for(n, 100000), s, s2, s3);
+            g.sp = g.src;
+            if (rc)
+                return -1;
+            bench_report(g.c, "fm_bw_malloc_src", n, "GB/s", bench_stats(s2, g.c->reps),
+                         "fm/fm_bw");
+        }
         if (n >= 4096) {
             if (stream(OP_STREAM_MALLOC, n, iters_for(n, 100000), s, s2, s3))
                 return -1;
@@ -355,12 +371,16 @@ static int run_fm(bench_ctx_t *c)
     }
     if (vmmc_mem_alloc(c->ep, MAX_SIZE, (void **)&g.ubuf) != VMMC_OK)
         g.ubuf = NULL;
+    if (vmmc_mem_alloc(c->ep, MAX_SIZE, (void **)&g.src) != VMMC_OK)
+        g.src = NULL;
     g.mbuf = malloc(MAX_SIZE);
-    g.src = malloc(MAX_SIZE);
+    g.hsrc = malloc(MAX_SIZE);
     g.dst = g.ubuf;
-    int ok = g.ubuf && g.mbuf && g.src;
+    g.sp = g.src;
+    int ok = g.ubuf && g.mbuf && g.src && g.hsrc;
     if (ok) {
         memset(g.src, 0x5a, MAX_SIZE);
+        memset(g.hsrc, 0x5a, MAX_SIZE);
         memset(g.mbuf, 0, MAX_SIZE);
         ok = fm_register_handler(g.fm, H_CTL, h_ctl, NULL) == H_CTL &&
              fm_register_handler(g.fm, H_DATA, h_data, NULL) == H_DATA &&
@@ -384,8 +404,10 @@ static int run_fm(bench_ctx_t *c)
         fm_finalize(g.fm);
     if (g.ubuf)
         vmmc_mem_free(c->ep, g.ubuf);
+    if (g.src)
+        vmmc_mem_free(c->ep, g.src);
     free(g.mbuf);
-    free(g.src);
+    free(g.hsrc);
     return ok ? 0 : -1;
 }
 

@@ -39,9 +39,10 @@ static const vmmc_cfg_entry_t fm_entries[] = {
      VMMC_CFG_SIZE, &cfg_zcopy},
     {"FM_ZCOPY_WAIT", "20us", "how long an FM sender waits for the receiver's buffer before it "
      "sends the rest of such a message in packets", VMMC_CFG_TIME, &cfg_zcopy_wait},
-    {"FM_SPLIT", "32K", "a placed FM piece of at least this size whose source is vmmc_mem_alloc() "
-     "memory too is copied by both ranks: the receiver copies its front from the sender's memory "
-     "while the sender copies the rest (0: the sender copies all)", VMMC_CFG_SIZE, &cfg_split},
+    {"FM_SPLIT", "32K", "placed FM messages of at least this bound whose data is vmmc_mem_alloc() "
+     "memory too are copied by both ranks: the receiver copies the front of each piece of 8 KiB or "
+     "more from the sender's memory while the sender copies the rest (0: the sender copies all)",
+     VMMC_CFG_SIZE, &cfg_split},
     {"FM_THREADS", "n", "several threads may use one FM at once (a send lock per peer)",
      VMMC_CFG_BOOL, &cfg_threads},
     {"FM_NONBLOCK", "n", "FM sends never wait for credits (VMMC_ERR_AGAIN instead)", VMMC_CFG_BOOL,

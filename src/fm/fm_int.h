@@ -85,6 +85,7 @@ enum { FM_D_SEQ, FM_D_MSG, FM_D_OFF, FM_D_LEN, FM_D_KEY, FM_D_WORDS = FM_D_KEY +
 /* An offer: message offset of the piece, then a memory key for it. */
 #define FM_OFFER_BYTES (8u + (unsigned)sizeof(vmmc_mkey_t))
 #define FM_PULL_MAX ((uint64_t)1 << 30)
+#define FM_SPLIT_PIECE_MIN 8192u /* smallest piece worth splitting */
 
 /* Ring bytes of a packet with @len payload bytes and @flags. */
 static inline uint64_t fm_slot(uint64_t len, unsigned flags)
@@ -211,9 +212,7 @@ struct fm_stream {
     int rzc;          /* the message is ZC */
     int zstate;       /* ZC: 0 may post a descriptor, 1 posted, 2 never (said "none") */
     char *zbuf;       /* posted buffer for message offsets [zM, zM + zN) */
-    int roffer;       /* the first packet offered a split copy (rokey at message offset rooff) */
-    vmmc_mkey_t rokey;
-    uint64_t rooff;
+    const char *roffer; /* the first packet's offer of a split copy (in the ring), or NULL */
     uint64_t zpull;   /* bytes pulled into zbuf, valid once a PULLED packet confirms them */
 };
 

@@ -180,7 +180,7 @@ static void zc_post(fm_t *fm, fm_peer_t *p, fm_stream_t *s, char *dst, size_t wa
         /* The rest comes in packets. */
         fm_send_desc(fm, p, p->rmsg, 0, 0, NULL, 0);
         s->zstate = 2;
-        s->roffer = 0;
+        s->roffer = NULL;
         return;
     }
     /* Split copy (fm_int.h): the sender offered the piece that starts here;
@@ -192,13 +192,19 @@ static void zc_post(fm_t *fm, fm_peer_t *p, fm_stream_t *s, char *dst, size_t wa
     uint32_t nl;
     /* (A packet after the current one: the sender stopped waiting and is
      * sending the piece in packets, so a pull would be for nothing.) */
-    if (s->roffer && off == s->rooff && fm->split_min &&
+    uint64_t ooff;
+    vmmc_mkey_t okey;
+    /* The offer is in the first packet, so it is valid while that packet is
+     * the current one (mbase 0); the piece must start where it ends. */
+    if (s->roffer && s->mbase == 0 && s->rp && fm->split_min &&
+        (memcpy(&ooff, s->roffer, 8), ooff == off) &&
         !peek_at(p, p->tail + s->rslot, fm_seq_next(p->rseq), &w0, &nl)) {
-        uint64_t L = vmmc_mkey_len(&s->rokey);
+        memcpy(&okey, s->roffer + 8, sizeof okey);
+        uint64_t L = vmmc_mkey_len(&okey);
         if (L > want)
             L = want;
-        if (L >= fm->split_min) {
-            int a = vmmc_mem_attach(fm->ep, p->rank, &s->rokey, 0, &src);
+        if (L >= FM_SPLIT_PIECE_MIN) {
+            int a = vmmc_mem_attach(fm->ep, p->rank, &okey, 0, &src);
             if (a == VMMC_OK) {
                 pull = (L / 2 + 2048) & ~(uint64_t)63;
                 if (pull > FM_PULL_MAX)
@@ -213,7 +219,7 @@ static void zc_post(fm_t *fm, fm_peer_t *p, fm_stream_t *s, char *dst, size_t wa
             }
         }
     }
-    s->roffer = 0;
+    s->roffer = NULL;
     if (fm_send_desc(fm, p, p->rmsg, off, want, &k, pull) == VMMC_OK) {
         s->zstate = 1;
         s->zbuf = dst;
@@ -375,12 +381,12 @@ static inline int step(fm_t *fm, fm_peer_t *p, uint64_t w0, uint32_t len, unsign
         s->zstate = 0;
         s->err = 0;
         s->zpull = 0;
-        s->roffer = 0;
+        s->roffer = NULL;
         if (VMMC_UNLIKELY(flags & FM_F_OFFER) && s->rzc && !s->rlast) {
-            const char *o = payload + ((len + 7u) & ~7u); /* inside the slot (slot_of) */
-            memcpy(&s->rooff, o, 8);
-            memcpy(&s->rokey, o + 8, sizeof s->rokey);
-            s->roffer = s->rooff == len; /* the piece starts after this packet's bytes */
+            /* Inside the slot (slot_of). It may start a line of its own:
+             * fetch it while the handler starts, read it in zc_post. */
+            s->roffer = payload + ((len + 7u) & ~7u);
+            __builtin_prefetch(s->roffer + FM_OFFER_BYTES - 1);
         }
         if (VMMC_LIKELY(s->rlast)) {
             /* Whole message here: run on the caller's stack. */

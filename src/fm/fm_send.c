@@ -432,11 +432,13 @@ static int pull_sync(fm_t *fm, fm_peer_t *p, fm_stream_t *s)
 }
 
 /* The piece that overflows a ZC message's first packet: offer the receiver a
- * split copy if the piece is large and lies in vmmc_mem_alloc() memory. */
+ * split copy if the message is large (the bound: a header piece in front
+ * changes nothing), the piece not small, and it lies in vmmc_mem_alloc()
+ * memory. */
 static unsigned split_offer(fm_t *fm, fm_peer_t *p, fm_stream_t *s, const char *b, size_t n)
 {
     s->offer = 0;
-    if (!fm->split_min || n < fm->split_min || b == p->split_nokey ||
+    if (!fm->split_min || s->bound < fm->split_min || n < FM_SPLIT_PIECE_MIN || b == p->split_nokey ||
         fm_slot(s->pk_len, FM_F_OFFER) > fm_align64(FM_HDR + s->pk_cap))
         return 0;
     int st = vmmc_mem_key(fm->ep, b, n, p->rank, &s->okey);

@@ -78,6 +78,9 @@ enum { FM_D_SEQ, FM_D_MSG, FM_D_OFF, FM_D_LEN, FM_D_KEY, FM_D_WORDS = FM_D_KEY +
 #define FM_F_SKIP 4u
 /* The smallest rest of a message worth placing directly. */
 #define FM_ZC_POST_MIN 4096u
+/* A placed message's first packet carries at least its first bytes, this
+ * many: a handler that reads a header before the payload finds it there. */
+#define FM_ZC_LEAD 64u
 #define FM_F_ZC 8u      /* first packet: the sender will look for a descriptor */
 #define FM_F_DIRECT 16u /* no payload: len bytes were placed in the posted buffer */
 #define FM_F_OFFER 32u  /* first packet: an offer follows the payload (split copy) */

@@ -237,6 +237,13 @@ static void zc_post(fm_t *fm, fm_peer_t *p, fm_stream_t *s, char *dst, size_t wa
 
 ssize_t fm_receive(void *buf, fm_stream_t *s, size_t n)
 {
+    /* Fast path: the packet at hand holds all of it (a header, a short
+     * message). Only the running handler's stream is cur_rs. */
+    if (VMMC_LIKELY(s && s->fm->cur_rs == s && n - 1 < s->rlen - s->rpos && !s->rdirect && buf)) {
+        fm_copy(buf, s->rp + s->rpos, n);
+        s->rpos += n;
+        return (ssize_t)n;
+    }
     if (VMMC_UNLIKELY(!s || s->kind != FM_RECV || s->fm->cur_rs != s))
         return vmmc_error(VMMC_ERR_INVALID, "fm_receive: not the stream of the running handler");
     if (VMMC_UNLIKELY(n && !buf))

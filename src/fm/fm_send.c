@@ -517,6 +517,26 @@ static int publish_direct(fm_t *fm, fm_peer_t *p, fm_stream_t *s, unsigned flags
     return VMMC_OK;
 }
 
+/* Copy @c bytes (room is there) into the packet being filled. */
+static inline void pk_append(fm_peer_t *p, fm_stream_t *s, const char *b, size_t c)
+{
+    if (VMMC_UNLIKELY(s->pk_len < FM_LINE - FM_HDR) && p->map && !s->staged) {
+        /* The first line (header + 48 payload bytes) is assembled aside
+         * and written once at publish: the receiver spins on it, and
+         * every earlier write would take it away. */
+        size_t h = FM_LINE - FM_HDR - s->pk_len;
+        if (h > c)
+            h = c;
+        fm_copy(p->staging + FM_HDR + s->pk_len, b, h);
+        if (c > h)
+            memcpy(s->pk + s->pk_len + h, b + h, c - h);
+    } else {
+        fm_copy(s->pk + s->pk_len, b, c);
+    }
+    s->pk_len += c;
+    s->sent += c;
+}
+
 /* Start the next packet of @s: get its ring space (waiting if allowed). */
 static inline int pkt_start(fm_t *fm, fm_peer_t *p, fm_stream_t *s, int nb)
 {
@@ -691,7 +711,20 @@ static inline int send_piece(fm_stream_t *s, const void *buf, size_t n)
             int st = VMMC_OK;
             if (s->first && s->pk_open && n > s->pk_cap - s->pk_len && !s->zc_probe) {
                 /* The piece overflows the first packet: send what it holds
-                 * now, so the receiver can post its buffer for the rest. */
+                 * now, so the receiver can post its buffer for the rest.
+                 * If that is nothing, the message's first FM_ZC_LEAD bytes,
+                 * so that a handler reading a header first finds it there
+                 * (the packet's capacity, 16 KiB or more, holds them). A
+                 * sender that gathered a header piece sends just that: the
+                 * handler then typically receives the header aside and the
+                 * payload at the start of its buffer, so the placed bytes
+                 * start on a line of their own, which no other copy shares. */
+                if (s->pk_len == 0) {
+                    size_t x = FM_ZC_LEAD;
+                    pk_append(p, s, b, x);
+                    b += x;
+                    n -= x;
+                }
                 st = publish(fm, p, s, FM_F_FIRST | split_offer(fm, p, s, b, n));
                 s->first = 0;
                 s->pk_open = 0;
@@ -748,20 +781,7 @@ static inline int send_piece(fm_stream_t *s, const void *buf, size_t n)
         size_t c = s->pk_cap - s->pk_len;
         if (c > n)
             c = n;
-        if (VMMC_UNLIKELY(s->pk_len < FM_LINE - FM_HDR) && p->map && !s->staged) {
-            /* The first line (header + 48 payload bytes) is assembled
-             * aside and written once at publish: the receiver spins on
-             * it, and every earlier write would take it away. */
-            size_t h = FM_LINE - FM_HDR - s->pk_len;
-            if (h > c)
-                h = c;
-            memcpy(p->staging + FM_HDR + s->pk_len, b, h);
-            memcpy(s->pk + s->pk_len + h, b + h, c - h);
-        } else {
-            fm_copy(s->pk + s->pk_len, b, c);
-        }
-        s->pk_len += c;
-        s->sent += c;
+        pk_append(p, s, b, c);
         b += c;
         n -= c;
         /* A full packet goes out at once unless the bound says the message
@@ -781,6 +801,24 @@ static inline int send_piece(fm_stream_t *s, const void *buf, size_t n)
 
 int fm_send_piece(fm_stream_t *s, const void *buf, size_t n)
 {
+    /* Fast paths: a short message assembled in the staging packet (its
+     * capacity is its bound, so the piece never fills a packet early), and
+     * a header piece that fits in the first line of a longer message's
+     * first packet (that line is assembled aside, see below). */
+    if (VMMC_LIKELY(s && s->pk_open && s->kind == FM_SEND && s->open && !s->err && (buf || !n))) {
+        if (s->staged && n <= s->pk_cap - s->pk_len) {
+            fm_copy(s->pk + s->pk_len, buf, n);
+        } else if (!s->staged && s->peer->map && s->pk_len + n <= FM_LINE - FM_HDR &&
+                   n < s->pk_cap - s->pk_len) {
+            fm_copy(s->peer->staging + FM_HDR + s->pk_len, buf, n);
+        } else {
+            goto slow;
+        }
+        s->pk_len += n;
+        s->sent += n;
+        return VMMC_OK;
+    }
+slow:;
     int st = send_piece(s, buf, n);
     if (VMMC_UNLIKELY(s && s->kind == FM_SEND && s->pull_seq)) {
         int st2 = pull_sync(s->fm, s->peer, s);

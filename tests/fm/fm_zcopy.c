@@ -11,7 +11,8 @@
  *   OVERASK     asks for more than the message holds (short count)
  * Every byte is checked, and guard zones around each receive buffer must
  * stay untouched: a placement never writes outside the buffer posted.
- * Senders alternate between a malloc() source and a vmmc_mem_alloc() one;
+ * Senders alternate between a malloc() source and a vmmc_mem_alloc() one,
+ * and send every third message as one piece, header included;
  * from the latter, large pieces are copied by both ranks (split copy), and
  * the receiver's share must land just as exactly.
  * Usage: fm_zcopy [messages per sender] [split] */
@@ -126,12 +127,21 @@ static size_t pick_size(unsigned long long *st)
     }
 }
 
-static void send_one(fm_t *fm, int dest, uint64_t seq, unsigned long long *st, const uint8_t *src)
+/* @src has room for a header in front of it: every third message goes as
+ * one piece from there, header and payload together, so the handler reads
+ * its header out of a piece the sender did not cut. */
+static void send_one(fm_t *fm, int dest, uint64_t seq, unsigned long long *st, uint8_t *src)
 {
     hdr_t h = {seq, pick_size(st), vt_rand(st) % NMODES, 0};
     h.prefix = h.size ? (size_t)(vt_rand(st) % (h.size + 1)) : 0;
     fm_stream_t *s;
     VT_OK(fm_begin_message(fm, dest, sizeof h + h.size, H_DATA, &s));
+    if (vt_rand(st) % 3 == 0) {
+        memcpy(src - sizeof h, &h, sizeof h);
+        VT_OK(fm_send_piece(s, src - sizeof h, sizeof h + h.size));
+        VT_OK(fm_end_message(s));
+        return;
+    }
     VT_OK(fm_send_piece(s, &h, sizeof h));
     size_t off = 0;
     while (off < h.size) {
@@ -167,9 +177,10 @@ int main(int argc, char **argv)
 
     /* The data of message seq from rank me is ft_byte(me, seq, i): regenerate
      * a source per message (it differs per message). */
-    uint8_t *srcs[2] = {malloc(MAXMSG), NULL};
-    VT_CHECK(srcs[0] != NULL);
-    VT_OK(vmmc_mem_alloc(ep, MAXMSG, (void **)&srcs[1]));
+    uint8_t *bases[2] = {malloc(MAXMSG + 64), NULL};
+    VT_CHECK(bases[0] != NULL);
+    VT_OK(vmmc_mem_alloc(ep, MAXMSG + 64, (void **)&bases[1]));
+    uint8_t *srcs[2] = {bases[0] + 64, bases[1] + 64}; /* (room for a header in front) */
     unsigned long long st = 12345 + (unsigned long long)me;
     long expect0 = 2 * per_sender, expect1 = per_sender;
     long sent = 0;
@@ -220,8 +231,8 @@ int main(int argc, char **argv)
             VT_CHECK(sb == 0);
         VT_CHECK(sb <= zb);
     }
-    free(srcs[0]);
-    VT_OK(vmmc_mem_free(ep, srcs[1]));
+    free(bases[0]);
+    VT_OK(vmmc_mem_free(ep, bases[1]));
     VT_OK(vmmc_barrier(ep));
     VT_OK(fm_finalize(fm));
     VT_OK(vmmc_finalize(ep));

@@ -185,17 +185,15 @@ static void zc_post(fm_t *fm, fm_peer_t *p, fm_stream_t *s, char *dst, size_t wa
     }
     /* Split copy (fm_int.h): the sender offered the piece that starts here;
      * copy its front ourselves while the sender copies the rest. We start a
-     * cross-core hop earlier than it, so we take a little more. */
+     * cross-core hop earlier than it, so we take a little more. The offer
+     * lies in the first packet, valid while that is the current one (mbase
+     * 0), and the piece must start where the packet ends. A packet after it
+     * means the sender stopped waiting and sends the piece in packets: a
+     * pull would be for nothing. */
     void *src = NULL;
-    uint64_t pull = 0;
-    uint64_t w0;
+    uint64_t pull = 0, w0, ooff;
     uint32_t nl;
-    /* (A packet after the current one: the sender stopped waiting and is
-     * sending the piece in packets, so a pull would be for nothing.) */
-    uint64_t ooff;
     vmmc_mkey_t okey;
-    /* The offer is in the first packet, so it is valid while that packet is
-     * the current one (mbase 0); the piece must start where it ends. */
     if (s->roffer && s->mbase == 0 && s->rp && fm->split_min &&
         (memcpy(&ooff, s->roffer, 8), ooff == off) &&
         !peek_at(p, p->tail + s->rslot, fm_seq_next(p->rseq), &w0, &nl)) {

@@ -285,6 +285,8 @@ struct fm {
     uint64_t zc_wait_ns;        /* VMMC_FM_ZCOPY_WAIT */
     const char *zc_nokey;       /* last receive buffer that could not be keyed */
     uint64_t split_min;         /* VMMC_FM_SPLIT (0: never) */
+    int64_t pull_budget;        /* bytes the running extract may still process */
+    uint64_t pulled;            /* ... of which the handler it runs just copied */
     int max_handlers;
     fm_hentry_t *handlers;
     fm_peer_t *peers;

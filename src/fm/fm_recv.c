@@ -209,6 +209,12 @@ static void zc_post(fm_t *fm, fm_peer_t *p, fm_stream_t *s, char *dst, size_t wa
                     pull = FM_PULL_MAX;
                 if (pull >= L)
                     pull = (L / 2) & ~(uint64_t)63;
+                /* Copying is processing: no more than the extract call that
+                 * runs this handler has left (fm_extract's max_bytes). */
+                if ((int64_t)pull > fm->pull_budget)
+                    pull = fm->pull_budget > 0 ? (uint64_t)fm->pull_budget & ~(uint64_t)63 : 0;
+                if (pull < FM_SPLIT_PIECE_MIN / 2)
+                    pull = 0;
             } else {
                 src = NULL;
                 if (a != VMMC_ERR_AGAIN) /* AGAIN: being mapped, ready next time */
@@ -225,6 +231,7 @@ static void zc_post(fm_t *fm, fm_peer_t *p, fm_stream_t *s, char *dst, size_t wa
         s->zN = want;
         if (pull) {
             memcpy(dst, src, pull);
+            fm->pulled += pull;
             fm_send_pulled(fm, p, p->dseq);
             s->zpull = pull; /* counted once the sender's PULLED packet confirms it */
         }
@@ -504,13 +511,16 @@ int fm_extract_locked(fm_t *fm, size_t max_bytes)
                 }
                 flags = (unsigned)(w0 >> 16) & 0xff;
             }
+            fm->pull_budget = budget;
+            fm->pulled = 0;
             int st = step(fm, p, w0, len, flags);
+            fm->pull_budget = 0; /* (handlers resumed elsewhere, with an error, pull nothing) */
             if (VMMC_UNLIKELY(st < 0))
                 return npk ? npk : st;
             npk++;
             FM_CNT(fm, FM_C_PKT_RECV, 1);
             FM_CNT(fm, FM_C_BYTES_RECV, len);
-            budget -= len ? (int64_t)len : 1;
+            budget -= (len ? (int64_t)len : 1) + (int64_t)fm->pulled;
             progress = 1;
             if (budget <= 0) {
                 fm->rr = idx + 1 >= (unsigned)n ? 0 : idx + 1;

@@ -34,7 +34,7 @@ static const vmmc_cfg_entry_t fm_entries[] = {
     {"FM_HANDLERS", "256", "FM handler ids per endpoint", VMMC_CFG_INT, &cfg_handlers},
     {"FM_MAP", "y", "FM writes packets through a mapping of the receiver's ring when possible",
      VMMC_CFG_BOOL, &cfg_map},
-    {"FM_ZCOPY", "16K", "FM messages of at least this bound may be placed straight into the "
+    {"FM_ZCOPY", "8K", "FM messages of at least this bound may be placed straight into the "
      "handler's buffer when it is vmmc_mem_alloc() memory on this host (0: never)",
      VMMC_CFG_SIZE, &cfg_zcopy},
     {"FM_ZCOPY_WAIT", "20us", "how long an FM sender waits for the receiver's buffer before it "

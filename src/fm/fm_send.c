@@ -709,18 +709,21 @@ static inline int send_piece(fm_stream_t *s, const void *buf, size_t n)
     while (n) {
         if (VMMC_UNLIKELY(s->zc)) {
             int st = VMMC_OK;
-            if (s->first && s->pk_open && n > s->pk_cap - s->pk_len && !s->zc_probe) {
-                /* The piece overflows the first packet: send what it holds
-                 * now, so the receiver can post its buffer for the rest.
-                 * If that is nothing, the message's first FM_ZC_LEAD bytes,
-                 * so that a handler reading a header first finds it there
-                 * (the packet's capacity, 16 KiB or more, holds them). A
-                 * sender that gathered a header piece sends just that: the
-                 * handler then typically receives the header aside and the
-                 * payload at the start of its buffer, so the placed bytes
-                 * start on a line of their own, which no other copy shares. */
+            if (s->first && s->pk_open && (n > s->pk_cap - s->pk_len || n >= FM_ZC_POST_MIN)) {
+                /* The piece overflows the first packet, or is worth placing
+                 * though it fits: send what the packet holds now, so the
+                 * receiver can post its buffer for the rest (a probe too:
+                 * it does not wait, but the answer comes). If that is
+                 * nothing, the message's first FM_ZC_LEAD bytes, so that a
+                 * handler reading a header first finds it there. A sender
+                 * that gathered a header piece sends just that: the handler
+                 * then typically receives the header aside and the payload
+                 * at the start of its buffer, so the placed bytes start on a
+                 * line of their own, which no other copy shares. */
                 if (s->pk_len == 0) {
-                    size_t x = FM_ZC_LEAD;
+                    size_t x = FM_ZC_LEAD < s->pk_cap ? FM_ZC_LEAD : s->pk_cap;
+                    if (x >= n)
+                        x = n - 1;
                     pk_append(p, s, b, x);
                     b += x;
                     n -= x;
@@ -874,7 +877,9 @@ int fm_send(fm_t *fm, int dest, int handler, const void *buf, size_t n)
         int locked = !fm->mt || send_trylock(p);
         uint64_t slot = fm_align64(FM_HDR + n);
         uint64_t off = locked ? p->head & (p->R - 1) : 0;
-        if (VMMC_LIKELY(locked && p->map && n <= p->paymax && !p->ss.open && !p->sdead &&
+        /* (A message large enough to be placed goes the long way.) */
+        if (VMMC_LIKELY(locked && p->map && n <= p->paymax && (n < fm->zc_min || !fm->zc_min) &&
+                        !p->ss.open && !p->sdead &&
                         p->R - off >= slot && has_space(p, slot))) {
             char *h = p->map + FM_CTRL + off;
             /* The first line last: the receiver spins on it. */

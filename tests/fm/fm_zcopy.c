@@ -117,13 +117,13 @@ static size_t pick_size(unsigned long long *st)
 {
     switch (vt_rand(st) % 8) {
     case 0:
-        return (size_t)(vt_rand(st) % 20000);           /* mostly below the threshold */
+        return (size_t)(vt_rand(st) % 10000);           /* mostly below the threshold */
     case 1:
         return (size_t)(vt_rand(st) % MAXMSG);          /* up to 6 MiB */
     case 2:
-        return 16384 + (size_t)(vt_rand(st) % 3);       /* at the threshold */
+        return 8192 - 33 + (size_t)(vt_rand(st) % 3);   /* at the threshold (header included) */
     default:
-        return 16384 + (size_t)(vt_rand(st) % (1u << 20));
+        return 8192 + (size_t)(vt_rand(st) % (1u << 20));
     }
 }
 

@@ -465,27 +465,31 @@ static uint64_t now_ns(void)
  * a byte sent in a packet costs the receiver a copy. After a while, serve
  * our own receive side meanwhile (the peer may be waiting for us the same
  * way). See zc_verdict for what a "none" or a timeout changes. */
-static void zc_wait(fm_t *fm, fm_peer_t *p, fm_stream_t *s)
+static int zc_wait(fm_t *fm, fm_peer_t *p, fm_stream_t *s)
 {
     s->zc_waited = 1;
     FM_CNT(fm, FM_C_ZC_WAIT, 1);
     uint64_t t0 = now_ns();
     for (unsigned i = 1;; i++) {
         if (zc_check(fm, p, s))
-            return;
-        /* Every few microseconds: out of time? else serve our side once. */
+            return VMMC_OK;
+        /* Every few microseconds: out of time? else serve our side once;
+         * now and then, is the receiver still there to answer? */
         if (VMMC_UNLIKELY((i & 255) == 0)) {
             if (now_ns() - t0 > fm->zc_wait_ns) {
                 zc_verdict(p, 0); /* the receiver is busy: do not hold the next ones up */
-                return;
-            } else if (!fm_busy(fm)) {
+                return VMMC_OK;
+            }
+            if ((i & 16383) == 0 && vmmc_peer_alive(fm->ep, p->rank) == 0)
+                return peer_dead(fm, p);
+            if (!fm_busy(fm)) {
                 fm_rlock(fm);
                 fm->in_extract = 1;
                 int n = fm_extract_locked(fm, p->paymax);
                 fm->in_extract = 0;
                 fm_runlock(fm);
                 if (n < 0)
-                    return;
+                    return VMMC_OK; /* (our receive side's trouble, reported by extract) */
             }
         }
         if ((i & 7) == 0)
@@ -735,7 +739,7 @@ static inline int send_piece(fm_stream_t *s, const void *buf, size_t n)
             if (st == VMMC_OK && !s->first && !s->pk_open && !s->zdst) {
                 size_t sent0 = s->sent;
                 if (!s->zc_waited && !s->zc_probe)
-                    zc_wait(fm, p, s);
+                    st = zc_wait(fm, p, s);
                 else if (!zc_check(fm, p, s) && s->zretry)
                     zc_attach(fm, p, s);
                 /* A split copy was taken up: the receiver copies these. */

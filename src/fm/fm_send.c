@@ -812,20 +812,13 @@ int fm_send_piece(fm_stream_t *s, const void *buf, size_t n)
      * capacity is its bound, so the piece never fills a packet early), and
      * a header piece that fits in the first line of a longer message's
      * first packet (that line is assembled aside, see below). */
-    if (VMMC_LIKELY(s && s->pk_open && s->kind == FM_SEND && s->open && !s->err && (buf || !n))) {
-        if (s->staged && n <= s->pk_cap - s->pk_len) {
-            fm_copy(s->pk + s->pk_len, buf, n);
-        } else if (!s->staged && s->peer->map && s->pk_len + n <= FM_LINE - FM_HDR &&
-                   n < s->pk_cap - s->pk_len) {
-            fm_copy(s->peer->staging + FM_HDR + s->pk_len, buf, n);
-        } else {
-            goto slow;
-        }
-        s->pk_len += n;
-        s->sent += n;
+    if (VMMC_LIKELY(s && s->pk_open && s->kind == FM_SEND && s->open && !s->err && (buf || !n) &&
+                    (s->staged ? n <= s->pk_cap - s->pk_len
+                               : s->peer->map && s->pk_len + n <= FM_LINE - FM_HDR &&
+                                     n < s->pk_cap - s->pk_len))) {
+        pk_append(s->peer, s, buf, n);
         return VMMC_OK;
     }
-slow:;
     int st = send_piece(s, buf, n);
     if (VMMC_UNLIKELY(s && s->kind == FM_SEND && s->pull_seq)) {
         int st2 = pull_sync(s->fm, s->peer, s);

@@ -460,7 +460,8 @@ int vmmc_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *value)
     static const char *names[CNT_MAX] = {
         "notifications_sent", "notifications_run", "notifications_dropped",
         "async_sends_by_engine", "wakeups_sent", "sleeps", "imports_served", "exports",
-        "redirect_bytes_direct", "redirect_bytes_copied", "control_messages_dropped"};
+        "redirect_bytes_direct", "redirect_bytes_copied", "control_messages_dropped",
+        "notifications_refused"};
     if (!ep || i < 0 || i >= CNT_MAX)
         return VMMC_ERR_NOT_FOUND;
     if (name)

@@ -88,6 +88,20 @@ static void drain_remote(vmmc_ep_t *ep)
     pthread_mutex_unlock(&ep->remote_lock);
 }
 
+/* A record comes from memory or datagrams its sender wrote: it must name a
+ * range inside the export, and the sender must be one that may import it. */
+static int notify_allowed(const vmmc_export_t *ex, const vmmc_nrec_t *rec)
+{
+    if (rec->offset > ex->len || rec->length > ex->len - rec->offset)
+        return 0;
+    if (ex->num_importers == 0)
+        return 1;
+    for (int i = 0; i < ex->num_importers; i++)
+        if (ex->importers[i] == rec->sender)
+            return 1;
+    return 0;
+}
+
 /* Run queued handlers; called with progress_lock held. */
 static int dispatch(vmmc_ep_t *ep)
 {
@@ -100,7 +114,11 @@ static int dispatch(vmmc_ep_t *ep)
             VMMC_COUNT(ep, CNT_NOTIFY_DROPPED, 1); /* unexported meanwhile */
             continue;
         }
-        if (!ex->handler || rec.offset > ex->len || rec.length > ex->len - rec.offset)
+        if (!notify_allowed(ex, &rec)) {
+            VMMC_COUNT(ep, CNT_NOTIFY_REFUSED, 1);
+            continue;
+        }
+        if (!ex->handler)
             continue; /* no handler means no notification */
         vmmc_notification_t note = {ex, rec.sender, rec.offset, rec.length, rec.imm};
         atomic_fetch_add(&ep->notify_blocked, 1);

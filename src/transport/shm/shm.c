@@ -11,17 +11,9 @@
  * Data: regions in library memory are memfd-backed and mapped by importers,
  * so a put is a memcpy. Other regions are written with process_vm_writev.
  *
- * Notifications: the receiver's inbox segment (a sparse memfd) holds one
- * single-producer ring of records per sender. Each record is one cache line
- * whose last word is its sequence number: the sender writes the record after
- * the data and publishes it with a release store of that word, so the
- * receiver polls the record slot itself and a notification costs the data's
- * lines plus one. The receiver publishes how far it consumed in a separate
- * line that the sender reads only when its cached view says the ring is full.
- * After publishing, the sender (after a full fence) looks at the receiver's
- * "sleeping" word: only a sleeping receiver costs it a write() to the
- * receiver's eventfd. */
-#include "transport/shm/shm.h"
+ * Notifications: each sender has its own ring segment at the receiver
+ * (shm_inbox.c). */
+#include "transport/shm/shm_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -39,62 +31,6 @@
 
 #include "core/ctl.h"
 
-#define INBOX_MAGIC 0x786f626eu
-#define INBOX_HDR 4096
-
-typedef struct shm_inbox_hdr {
-    uint32_t magic;
-    int32_t pid;
-    uint32_t nrec;
-    uint32_t nranks;
-    uint64_t ring_bytes;
-    _Alignas(64) _Atomic uint32_t sleeping;
-} shm_inbox_hdr_t;
-
-typedef struct shm_rec {
-    vmmc_nrec_t r;
-    uint64_t pad;
-    _Atomic uint64_t seq; /* index + 1 once valid, written last */
-    uint64_t pad2;
-} shm_rec_t;
-_Static_assert(sizeof(shm_rec_t) == 64, "a notification record is one cache line");
-
-typedef struct shm_ring {
-    _Alignas(64) _Atomic uint64_t tail; /* written by the receiver */
-    _Alignas(64) shm_rec_t rec[];
-} shm_ring_t;
-
-typedef struct shm_ep {
-    int listen_fd;
-    int inbox_fd;
-    char *inbox;
-    size_t inbox_len;
-    uint32_t nrec;
-    size_t ring_bytes;
-    int *active;               /* ranks whose rings we poll */
-    _Atomic int nactive;
-} shm_ep_t;
-
-typedef struct shm_peer {
-    int out_fd;                /* our connection to the peer */
-    int in_fd;                 /* the peer's connection to us */
-    char *inbox;               /* the peer's inbox, mapped */
-    size_t inbox_len;
-    shm_ring_t *ring;          /* our ring in it */
-    uint32_t nrec;
-    _Atomic uint32_t *sleeping;
-    int evfd;
-    uint64_t head;             /* producer state, under lock */
-    uint64_t tail_cache;
-    atomic_flag prod_lock;
-} shm_peer_t;
-
-static size_t ring_bytes_for(uint32_t nrec)
-{
-    size_t b = sizeof(shm_ring_t) + (size_t)nrec * sizeof(shm_rec_t);
-    return (b + 4095) & ~(size_t)4095;
-}
-
 /* Abstract socket address for @name (no leading '@'). */
 static socklen_t sock_addr(const char *name, struct sockaddr_un *sa)
 {
@@ -110,7 +46,7 @@ static int send_msg(int fd, const vmmc_ctl_msg_t *m, const int *fds, int nfds)
 {
     struct iovec iov = {(void *)m, sizeof *m};
     union {
-        char buf[CMSG_SPACE(sizeof(int) * 2)];
+        char buf[CMSG_SPACE(sizeof(int) * SHM_MAX_FDS)];
         struct cmsghdr align;
     } u;
     struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
@@ -162,7 +98,7 @@ static ssize_t recv_msg(int fd, vmmc_ctl_msg_t *m, int *fds, int *nfds)
                 n = 8;
             memcpy(tmp, CMSG_DATA(c), sizeof(int) * (size_t)n);
             for (int i = 0; i < n; i++) {
-                if (*nfds < 2)
+                if (*nfds < SHM_MAX_FDS)
                     fds[(*nfds)++] = tmp[i];
                 else
                     close(tmp[i]);
@@ -213,7 +149,7 @@ static void accepted_ready(vmmc_ep_t *ep, int fd, uint32_t events, void *arg)
 {
     shm_ep_t *s = ep->shm;
     vmmc_ctl_msg_t m;
-    int fds[2], nfds;
+    int fds[SHM_MAX_FDS], nfds;
     ssize_t r = recv_msg(fd, &m, fds, &nfds);
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         return;
@@ -261,21 +197,20 @@ static void accepted_ready(vmmc_ep_t *ep, int fd, uint32_t events, void *arg)
         p->pid = cr.pid;
     pthread_mutex_unlock(&ep->lock);
 
-    /* Poll this sender's ring from now on. */
-    int known = 0, n = atomic_load(&s->nactive);
-    for (int i = 0; i < n; i++)
-        known |= s->active[i] == m.src_rank;
-    if (!known) {
-        s->active[n] = m.src_rank;
-        atomic_store_explicit(&s->nactive, n + 1, memory_order_release);
+    /* This sender's own notification ring, polled from now on. */
+    int ring_fd;
+    if (shm_inbox_ring_for(ep, s, m.src_rank, &ring_fd) != VMMC_OK) {
+        vmmc_warn("no notification ring for rank %d: %s", m.src_rank, vmmc_last_error());
+        vmmc_ctl_unwatch(ep, fd);
+        close(fd);
+        return;
     }
     vmmc_ctl_msg_t ack;
     vmmc_ctl_init(ep, &ack, CTL_HELLO_ACK);
     ack.id = m.id;
-    int out[2] = {s->inbox_fd, ep->evfd};
-    ack.nfds = 2;
-    ack.length = s->inbox_len;
-    if (send_msg(fd, &ack, out, 2) == VMMC_OK)
+    int out[3] = {s->status_fd, ring_fd, ep->evfd};
+    ack.nfds = 3;
+    if (send_msg(fd, &ack, out, 3) == VMMC_OK)
         vmmc_ctl_watch(ep, fd, peer_fd_ready, (void *)(intptr_t)m.src_rank);
 }
 
@@ -296,7 +231,7 @@ static void peer_fd_ready(vmmc_ep_t *ep, int fd, uint32_t events, void *arg)
     int rank = (int)(intptr_t)arg;
     for (;;) {
         vmmc_ctl_msg_t m;
-        int fds[2], nfds;
+        int fds[SHM_MAX_FDS], nfds;
         ssize_t r = recv_msg(fd, &m, fds, &nfds);
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return;
@@ -317,10 +252,9 @@ static int shm_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
     shm_ep_t *s = calloc(1, sizeof *s);
     if (!s)
         return vmmc_error(VMMC_ERR_NOMEM, "out of memory for shm transport state");
-    s->listen_fd = s->inbox_fd = -1;
+    s->listen_fd = s->status_fd = -1;
     ep->shm = s;
     s->nrec = (uint32_t)vmmc_core_cfg.notify_queue;
-    s->ring_bytes = ring_bytes_for(s->nrec);
     /* Listen before the bootstrap completes, so that no peer that learns our
      * card can find us missing. The name is unique on this host. */
     s->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -344,30 +278,7 @@ static int shm_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
 static int shm_ep_start(vmmc_ep_t *ep)
 {
     shm_ep_t *s = ep->shm;
-    s->active = calloc((size_t)ep->size, sizeof(int));
-    if (!s->active)
-        return vmmc_error(VMMC_ERR_NOMEM, "out of memory for %d ranks", ep->size);
-    /* Inbox: header page + one ring per possible sender; sparse, so only the
-     * rings of senders that really send consume memory. */
-    s->inbox_len = INBOX_HDR + (size_t)ep->size * s->ring_bytes;
-    s->inbox_fd = memfd_create("vmmc-inbox", MFD_CLOEXEC);
-    if (s->inbox_fd < 0)
-        return vmmc_error_sys("memfd_create for the notification inbox");
-    if (ftruncate(s->inbox_fd, (off_t)s->inbox_len) != 0)
-        return vmmc_error_sys("ftruncate inbox to %zu bytes", s->inbox_len);
-    s->inbox = mmap(NULL, s->inbox_len, PROT_READ | PROT_WRITE, MAP_SHARED, s->inbox_fd, 0);
-    if (s->inbox == MAP_FAILED) {
-        s->inbox = NULL;
-        return vmmc_error_sys("mmap inbox of %zu bytes", s->inbox_len);
-    }
-    shm_inbox_hdr_t *h = (shm_inbox_hdr_t *)s->inbox;
-    h->magic = INBOX_MAGIC;
-    h->pid = (int32_t)ep->pid;
-    h->nrec = s->nrec;
-    h->nranks = (uint32_t)ep->size;
-    h->ring_bytes = s->ring_bytes;
-    ep->sleeping = &h->sleeping;
-    return VMMC_OK;
+    return shm_inbox_open(ep, s);
 }
 
 static void shm_ep_close(vmmc_ep_t *ep)
@@ -386,18 +297,13 @@ static void shm_ep_close(vmmc_ep_t *ep)
             close(sp->in_fd);
         if (sp->evfd >= 0)
             close(sp->evfd);
-        if (sp->inbox)
-            munmap(sp->inbox, sp->inbox_len);
+        shm_inbox_detach(sp);
         free(sp);
         p->tl_priv = NULL;
     }
     if (s->listen_fd >= 0)
         close(s->listen_fd);
-    if (s->inbox)
-        munmap(s->inbox, s->inbox_len);
-    if (s->inbox_fd >= 0)
-        close(s->inbox_fd);
-    free(s->active);
+    shm_inbox_close(s, ep->size);
     free(s);
     ep->shm = NULL;
 }
@@ -472,46 +378,21 @@ static int shm_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *p, int timeout_ms)
         close(fd);
         return rc;
     }
-    int fds[2], nfds = 0;
+    int fds[SHM_MAX_FDS], nfds = 0;
     rc = wait_msg(fd, &m, fds, &nfds, timeout_ms);
-    if (rc == VMMC_OK && (m.magic != VMMC_CTL_MAGIC || m.type != CTL_HELLO_ACK || nfds != 2))
+    if (rc == VMMC_OK && (m.magic != VMMC_CTL_MAGIC || m.type != CTL_HELLO_ACK || nfds != 3))
         rc = vmmc_error(VMMC_ERR_PROTOCOL, "bad handshake reply from rank %d", p->rank);
+    if (rc == VMMC_OK && !sp->ring)
+        rc = shm_inbox_attach(sp, p->rank, fds[0], fds[1]);
+    for (int i = 0; i < nfds && i < 2; i++)
+        close(fds[i]);
     if (rc != VMMC_OK) {
-        for (int i = 0; i < nfds; i++)
-            close(fds[i]);
+        if (nfds == 3)
+            close(fds[2]);
         close(fd);
         return rc;
     }
-    if (m.length < INBOX_HDR || !fd_covers(fds[0], 0, m.length)) {
-        close(fds[0]);
-        close(fds[1]);
-        close(fd);
-        return vmmc_error(VMMC_ERR_PROTOCOL, "rank %d's inbox descriptor does not match its size",
-                          p->rank);
-    }
-    char *inbox = mmap(NULL, m.length, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
-    close(fds[0]);
-    if (inbox == MAP_FAILED) {
-        close(fds[1]);
-        close(fd);
-        return vmmc_error_sys("mmap inbox of rank %d", p->rank);
-    }
-    shm_inbox_hdr_t *h = (shm_inbox_hdr_t *)inbox;
-    if (h->magic != INBOX_MAGIC || (int)h->nranks <= ep->rank || h->nrec < 2 ||
-        h->ring_bytes < sizeof(shm_ring_t) + (uint64_t)h->nrec * sizeof(shm_rec_t) ||
-        INBOX_HDR + (uint64_t)h->nranks * h->ring_bytes > m.length) {
-        munmap(inbox, m.length);
-        close(fds[1]);
-        close(fd);
-        return vmmc_error(VMMC_ERR_PROTOCOL, "rank %d's inbox is malformed", p->rank);
-    }
-    sp->inbox = inbox;
-    sp->inbox_len = m.length;
-    sp->nrec = h->nrec;
-    sp->ring = (shm_ring_t *)(inbox + INBOX_HDR + (size_t)ep->rank * h->ring_bytes);
-    sp->sleeping = &h->sleeping;
-    sp->evfd = fds[1];
-    sp->head = sp->tail_cache = atomic_load(&sp->ring->tail);
+    sp->evfd = fds[2];
     sp->out_fd = fd;
     p->pid = m.pid;
     return vmmc_ctl_watch(ep, fd, peer_fd_ready, (void *)(intptr_t)p->rank);
@@ -534,90 +415,6 @@ static int shm_ctl_send(vmmc_ep_t *ep, vmmc_peer_t *p, const vmmc_ctl_msg_t *m, 
     if (fd < 0)
         return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "no control connection to rank %d", p->rank);
     return send_msg(fd, m, fds, nfds);
-}
-
-/* Wake a sleeping receiver. The caller has published its event before. */
-static inline int wake_peer(vmmc_ep_t *ep, shm_peer_t *sp)
-{
-    atomic_thread_fence(memory_order_seq_cst);
-    if (VMMC_LIKELY(atomic_load_explicit(sp->sleeping, memory_order_relaxed) == 0))
-        return VMMC_OK;
-    uint64_t one = 1;
-    ssize_t w = write(sp->evfd, &one, sizeof one);
-    (void)w;
-    VMMC_COUNT(ep, CNT_WAKEUPS_SENT, 1);
-    return VMMC_OK;
-}
-
-int vmmc_shm_notify(vmmc_proxy_t *px, size_t off, size_t len, uint64_t imm, int nonblock)
-{
-    vmmc_ep_t *ep = px->ep;
-    shm_peer_t *sp = px->peer->tl_priv;
-    while (atomic_flag_test_and_set_explicit(&sp->prod_lock, memory_order_acquire))
-        __builtin_ia32_pause();
-    if (VMMC_UNLIKELY(sp->head - sp->tail_cache >= sp->nrec)) {
-        sp->tail_cache = atomic_load_explicit(&sp->ring->tail, memory_order_acquire);
-        uint64_t t0 = 0;
-        while (sp->head - sp->tail_cache >= sp->nrec) {
-            atomic_flag_clear_explicit(&sp->prod_lock, memory_order_release);
-            if (nonblock)
-                return vmmc_error(VMMC_ERR_AGAIN, "notification queue to rank %d is full",
-                                  px->rank);
-            int st = vmmc_peer_error(px->peer);
-            if (st != VMMC_OK)
-                return st;
-            /* The receiver drains its queue in its progress: make sure it is
-             * awake, and keep our own endpoint progressing meanwhile. */
-            wake_peer(ep, sp);
-            if (!t0)
-                t0 = vmmc_now_ns();
-            if (vmmc_now_ns() - t0 > 50000)
-                usleep(50);
-            else
-                __builtin_ia32_pause();
-            vmmc_progress(ep);
-            while (atomic_flag_test_and_set_explicit(&sp->prod_lock, memory_order_acquire))
-                __builtin_ia32_pause();
-            sp->tail_cache = atomic_load_explicit(&sp->ring->tail, memory_order_acquire);
-        }
-    }
-    shm_rec_t *slot = &sp->ring->rec[sp->head % sp->nrec];
-    slot->r.export_id = px->export_id;
-    slot->r.gen = px->gen;
-    slot->r.sender = ep->rank;
-    slot->r.offset = off;
-    slot->r.length = len;
-    slot->r.imm = imm;
-    sp->head++;
-    atomic_store_explicit(&slot->seq, sp->head, memory_order_release);
-    atomic_flag_clear_explicit(&sp->prod_lock, memory_order_release);
-    VMMC_COUNT(ep, CNT_NOTIFY_SENT, 1);
-    return wake_peer(ep, sp);
-}
-
-int vmmc_shm_drain(vmmc_ep_t *ep, vmmc_shm_rec_fn fn)
-{
-    shm_ep_t *s = ep->shm;
-    if (!s || !s->inbox)
-        return 0;
-    int n = 0, na = atomic_load_explicit(&s->nactive, memory_order_acquire);
-    for (int i = 0; i < na; i++) {
-        shm_ring_t *ring = (shm_ring_t *)(s->inbox + INBOX_HDR + (size_t)s->active[i] * s->ring_bytes);
-        uint64_t tail = atomic_load_explicit(&ring->tail, memory_order_relaxed), t0 = tail;
-        for (;;) {
-            shm_rec_t *slot = &ring->rec[tail % s->nrec];
-            if (atomic_load_explicit(&slot->seq, memory_order_acquire) != tail + 1)
-                break;
-            vmmc_nrec_t rec = slot->r;
-            rec.sender = s->active[i]; /* trust the ring's owner, not the record */
-            fn(ep, &rec);
-            tail++;
-            n++;
-        }
-        if (tail != t0)
-            atomic_store_explicit(&ring->tail, tail, memory_order_release);
-    }
-    return n;
 }
 
 static int shm_put_pvw(vmmc_proxy_t *px, size_t off, const void *src, size_t len, int notify,
@@ -794,9 +591,9 @@ out:
 static int shm_signal(vmmc_ep_t *ep, vmmc_peer_t *p)
 {
     shm_peer_t *sp = p->tl_priv;
-    if (!sp || !sp->sleeping)
+    if (!sp || !sp->status)
         return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "rank %d is not connected", p->rank);
-    return wake_peer(ep, sp);
+    return shm_wake_peer(ep, sp);
 }
 
 const vmmc_tl_ops_t vmmc_tl_shm = {

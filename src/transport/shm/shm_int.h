@@ -1,0 +1,87 @@
+/* shm transport internals shared by its files (shm.c: control channel and
+ * data; shm_inbox.c: notification channels). */
+#ifndef VMMC_TRANSPORT_SHM_INT_H
+#define VMMC_TRANSPORT_SHM_INT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "transport/shm/shm.h"
+
+#define SHM_MAX_FDS 3 /* descriptors one control message may carry */
+
+/* The receiver's status page: one per endpoint, sealed so that senders can
+ * map it only read-only. Senders read `sleeping` to decide whether a
+ * notification must also write the receiver's eventfd. */
+#define SHM_STATUS_MAGIC 0x73746174u
+typedef struct shm_status {
+    uint32_t magic;
+    int32_t pid;
+    uint32_t nrec;             /* records per notification ring */
+    uint32_t pad;
+    uint64_t ring_bytes;       /* size of each ring segment */
+    _Alignas(64) _Atomic uint32_t sleeping;
+} shm_status_t;
+
+/* One notification record is one cache line whose last word is its
+ * sequence number (index + 1), written last. */
+typedef struct shm_rec {
+    vmmc_nrec_t r;
+    uint64_t pad;
+    _Atomic uint64_t seq;
+    uint64_t pad2;
+} shm_rec_t;
+_Static_assert(sizeof(shm_rec_t) == 64, "a notification record is one cache line");
+
+/* A notification ring: its own memfd segment, shared by the receiver and ONE
+ * sender. `tail` is the receiver's published consumption point; the receiver
+ * keeps its own copy and never trusts the shared one. */
+typedef struct shm_ring {
+    _Alignas(64) _Atomic uint64_t tail;
+    _Alignas(64) shm_rec_t rec[];
+} shm_ring_t;
+
+/* Receiver side of one sender's ring. */
+typedef struct shm_inring {
+    int fd;                    /* the segment (kept to answer a repeated HELLO) */
+    shm_ring_t *ring;
+    uint64_t tail;             /* private consumption point */
+} shm_inring_t;
+
+typedef struct shm_ep {
+    int listen_fd;
+    int status_fd;
+    shm_status_t *status;      /* our status page (mapped read/write here only) */
+    uint32_t nrec;
+    size_t ring_bytes;
+    shm_inring_t *in;          /* by sender rank (size entries) */
+    int *active;               /* ranks whose rings we poll, in HELLO order */
+    _Atomic int nactive;
+} shm_ep_t;
+
+typedef struct shm_peer {
+    int out_fd;                /* our connection to the peer */
+    int in_fd;                 /* the peer's connection to us */
+    shm_status_t *status;      /* the peer's status page, mapped read-only */
+    shm_ring_t *ring;          /* our ring at the peer */
+    size_t ring_bytes;
+    uint32_t nrec;
+    int evfd;
+    uint64_t head;             /* producer state, under prod_lock */
+    uint64_t tail_cache;
+    atomic_flag prod_lock;
+} shm_peer_t;
+
+/* shm_inbox.c */
+int shm_inbox_open(vmmc_ep_t *ep, shm_ep_t *s);
+void shm_inbox_close(shm_ep_t *s, int nranks);
+/* The ring segment for sender @rank (created on its first HELLO); starts
+ * polling it. Returns the segment's descriptor (owned by @s) or an error. */
+int shm_inbox_ring_for(vmmc_ep_t *ep, shm_ep_t *s, int rank, int *fd);
+/* Sender side: map the peer's status page (read-only) and our ring in it.
+ * Consumes neither descriptor. */
+int shm_inbox_attach(shm_peer_t *sp, int rank, int status_fd, int ring_fd);
+void shm_inbox_detach(shm_peer_t *sp);
+int shm_wake_peer(vmmc_ep_t *ep, shm_peer_t *sp);
+
+#endif

@@ -473,6 +473,24 @@ int vmmc_unexport(vmmc_export_t *ex)
     return rc;
 }
 
+void vmmc_export_all_revoke(vmmc_ep_t *ep)
+{
+    while (ep->exports) {
+        vmmc_export_t *ex = NULL;
+        pthread_mutex_lock(&ep->mem_lock);
+        pthread_mutex_lock(&ep->lock);
+        for (uint32_t i = 0; i < ep->max_exports && !ex; i++)
+            ex = ep->exports[i];
+        if (ex)
+            ex->no_reback = 1; /* the memory goes with the endpoint */
+        pthread_mutex_unlock(&ep->lock);
+        pthread_mutex_unlock(&ep->mem_lock);
+        if (!ex)
+            break;
+        vmmc_unexport(ex);
+    }
+}
+
 void vmmc_export_all_destroy(vmmc_ep_t *ep)
 {
     for (uint32_t i = 0; i < ep->max_exports; i++) {

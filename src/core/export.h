@@ -25,6 +25,10 @@ void vmmc_import_peer_dead(vmmc_ep_t *ep, int rank);
 /* Forget pending imports from @rank (peer death). Takes ep->lock. */
 void vmmc_export_peer_dead(vmmc_ep_t *ep, int rank);
 
+/* Withdraw every export as vmmc_unexport() does (at finalize, while the
+ * control thread still answers). */
+void vmmc_export_all_revoke(vmmc_ep_t *ep);
+
 /* Tear down at finalize. */
 void vmmc_export_all_destroy(vmmc_ep_t *ep);
 void vmmc_import_all_destroy(vmmc_ep_t *ep);

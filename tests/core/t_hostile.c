@@ -265,6 +265,17 @@ int main(void)
                 VT_CHECK(rc == VMMC_ERR_PERMISSION || rc == VMMC_ERR_STALE);
             }
         }
+        /* Keys made up from nothing name nothing, or fail the MAC. */
+        unsigned long long seed = 12345;
+        for (int i = 0; i < 8; i++) {
+            vmmc_mkey_t f;
+            for (int w = 0; w < 4; w++)
+                f.opaque[w] = vt_rand(&seed);
+            if (i & 1) /* the real export and generation, a made-up range */
+                f.opaque[0] = box->key.opaque[0];
+            int rc = vmmc_mem_attach(ep, 0, &f, 2000, (void **)&kp);
+            VT_CHECK(rc == VMMC_ERR_PERMISSION || rc == VMMC_ERR_STALE);
+        }
     }
     VT_OK(vmmc_barrier(ep));
     if (me == 0) {
@@ -293,8 +304,10 @@ int main(void)
          * revocations late. */
         atomic_store(&delay_revokes, 1);
         VT_CHECK(pthread_create(&th, NULL, writer_main, &w) == 0);
-        while (!atomic_load(&w.started))
+        double t0 = vt_now();
+        while (!atomic_load(&w.started) && vt_now() - t0 < 20)
             usleep(100);
+        VT_CHECK(atomic_load(&w.started));
     }
     VT_OK(vmmc_barrier(ep));
     if (me == 0) {

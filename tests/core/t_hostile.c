@@ -33,10 +33,11 @@
 /* ---- interposed libc calls (the library in this program calls these) ---- */
 
 static _Atomic int keep_fds;        /* close() keeps library memory descriptors */
-static int kept[16], nkept;
+static int kept[16], nkept;         /* vmmc_mem_alloc() memory */
+static int kept_r[16], nkept_r;     /* redirect control blocks */
 static _Atomic int delay_revokes;   /* recvmsg() sits on revocations */
 
-static int is_vmmc_mem(int fd)
+static int is_memfd(int fd, const char *name)
 {
     char path[64], link[128];
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
@@ -44,13 +45,17 @@ static int is_vmmc_mem(int fd)
     if (n <= 0)
         return 0;
     link[n] = 0;
-    return strncmp(link, "/memfd:vmmc-mem", 15) == 0;
+    return strncmp(link, name, strlen(name)) == 0;
 }
 
 int close(int fd)
 {
-    if (atomic_load(&keep_fds) && nkept < 16 && is_vmmc_mem(fd)) {
+    if (atomic_load(&keep_fds) && nkept < 16 && is_memfd(fd, "/memfd:vmmc-mem")) {
         kept[nkept++] = fd;
+        return 0;
+    }
+    if (atomic_load(&keep_fds) && nkept_r < 16 && is_memfd(fd, "/memfd:vmmc-redirect")) {
+        kept_r[nkept_r++] = fd;
         return 0;
     }
     return (int)syscall(SYS_close, fd);
@@ -350,8 +355,39 @@ int main(void)
         VT_CHECK(all_are(A, SMALL_OFF, 0xEE));
         VT_CHECK(atomic_load(&notes) == 1);
     }
+
+    /* ------------- phase 3: a redirect control block scribbled over */
+    vmmc_export_t *ex_r = NULL;
+    unsigned char *R = NULL;
+    if (me == 0) {
+        R = malloc(HLEN);
+        ex_r = export(ep, "redir", R, HLEN, VMMC_EXPORT_REDIRECTABLE, only1, 1);
+    }
+    VT_OK(vmmc_barrier(ep));
+    if (me == 1) {
+        vmmc_proxy_t *p_r;
+        atomic_store(&keep_fds, 1);
+        VT_OK(vmmc_import(ep, 0, "redir", 5000, &p_r));
+        atomic_store(&keep_fds, 0);
+        VT_CHECK(nkept_r == 1);
+        unsigned char *cb = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, kept_r[0], 0);
+        VT_CHECK(cb != MAP_FAILED);
+        /* Its layout: magic, pid, the mutex, 8 slots of 40 bytes, then the
+         * log's length: no slot posted, a log longer than the block. */
+        size_t slots = 8 + sizeof(pthread_mutex_t), nlog = slots + 8 * 40;
+        memset(cb + slots, 0, 8 * 40);
+        memset(cb + nlog, 0xFF, 8192 - nlog);
+        munmap(cb, 8192);
+    }
+    VT_OK(vmmc_barrier(ep));
+    if (me == 0) {
+        vmmc_request_t rq;
+        unsigned char dst[64];
+        VT_STATUS(VMMC_ERR_PROTOCOL, vmmc_redirect(ex_r, 0, dst, sizeof dst, &rq));
+    }
     VT_OK(vmmc_barrier(ep));
     VT_OK(vmmc_finalize(ep));
+    free(R);
     if (me == 0)
         free(H);
     printf("rank %d: ok\n", me);

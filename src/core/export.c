@@ -433,6 +433,10 @@ int vmmc_unexport(vmmc_export_t *ex)
         vmmc_peer_t *p = vmmc_peer_get(ep, ex->imported_by[i], &st);
         if (!p || !p->tl || atomic_load(&p->state) == PEER_DEAD)
             continue;
+        /* At finalize, peers over udp learn of it from the link closing, and
+         * nothing of theirs lands here after the transport is closed. */
+        if (ep->closing && !p->tl->can_map)
+            continue;
         vmmc_ctl_msg_t m;
         vmmc_ctl_init(ep, &m, CTL_REVOKE);
         m.export_id = ex->id;

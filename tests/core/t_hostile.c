@@ -301,6 +301,8 @@ int main(void)
         VT_CHECK(atomic_load(&notes) == 1);
     }
 
+    VT_OK(vmmc_barrier(ep)); /* the victim has checked */
+
     /* ------------------------------------------ phase 2: after unexport */
     writer_t w = {{p_heap, p_small}, 0, 0, 0, 0};
     pthread_t th;

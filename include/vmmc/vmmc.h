@@ -113,7 +113,8 @@ typedef struct vmmc_ep_params {
  */
 VMMC_API int vmmc_init(const vmmc_ep_params_t *params, vmmc_ep_t **ep);
 
-/** @brief Leave the job: unexport, unimport, stop threads, free. */
+/** @brief Leave the job: unexport (as vmmc_unexport() does, so nothing an
+ *  importer sends lands after this returns), unimport, stop threads, free. */
 VMMC_API int vmmc_finalize(vmmc_ep_t *ep);
 
 VMMC_API int vmmc_rank(const vmmc_ep_t *ep); /**< this process's rank */

@@ -113,7 +113,8 @@ typedef struct vmmc_ep_params {
  */
 VMMC_API int vmmc_init(const vmmc_ep_params_t *params, vmmc_ep_t **ep);
 
-/** @brief Leave the job: unexport, unimport, stop threads, free. */
+/** @brief Leave the job: unexport (as vmmc_unexport() does, so nothing an
+ *  importer sends lands after this returns), unimport, stop threads, free. */
 VMMC_API int vmmc_finalize(vmmc_ep_t *ep);
 
 VMMC_API int vmmc_rank(const vmmc_ep_t *ep); /**< this process's rank */
@@ -130,13 +131,18 @@ VMMC_API int vmmc_peer_alive(vmmc_ep_t *ep, int rank);
 
 /* ------------------------------------------------------------------------- */
 /** @name Communication memory
- *  Memory from vmmc_mem_alloc() is backed by a memfd that importers map, so
- *  a send into it is a plain copy with no system call, and importers may map
- *  it for automatic update. Any other memory (stack, static, malloc) can be
- *  exported too; sends into it use process_vm_writev (one kernel copy).
+ *  Memory from vmmc_mem_alloc() is backed by its own sealed memfd. An export
+ *  of one whole allocation that grants VMMC_EXPORT_READ is mapped by its
+ *  importers on this host, so a send into it is a plain copy with no system
+ *  call, and importers may map it for automatic update (a mapping grants
+ *  whole pages with read and write rights, so nothing less can be mapped).
+ *  Every other export (part of an allocation, no VMMC_EXPORT_READ, stack,
+ *  static, malloc) is written with process_vm_writev (one kernel copy) and
+ *  read with process_vm_readv, which reach exactly the exported bytes.
  *  @{ */
 
-/** @brief Allocate @p size bytes of page-aligned, zeroed, shareable memory. */
+/** @brief Allocate @p size bytes of page-aligned, zeroed, shareable memory.
+ *  Exports inside it must end within these @p size bytes. */
 VMMC_API int vmmc_mem_alloc(vmmc_ep_t *ep, size_t size, void **ptr);
 /** @brief Free memory from vmmc_mem_alloc(). Exports inside it must be gone
  *  (the one behind vmmc_mem_key() is withdrawn here). */
@@ -147,8 +153,12 @@ VMMC_API int vmmc_mem_free(vmmc_ep_t *ep, void *ptr);
 /** @name Memory keys and the translation cache
  *  A key lets one peer rank on this host write and read a range of this
  *  process's vmmc_mem_alloc() memory with ordinary loads and stores, without
- *  an export per buffer (like an RDMA rkey; the grant covers the allocation
- *  that holds the range, the registration unit). Pass the key to the peer in
+ *  an export per buffer (like an RDMA rkey). The unit of protection is the
+ *  allocation that holds the range (the registration unit): the peer maps
+ *  that allocation, so a hostile holder of any key for it can reach all of
+ *  it; allocate separately what you grant separately. Keys are
+ *  authenticated (a MAC under a secret per allocation and rank): a key
+ *  altered in any field, or issued to another rank, is refused. Pass the key to the peer in
  *  any message; the peer attaches it. The first key for an allocation exports
  *  it under a secret name; the first attach by a peer imports and maps it;
  *  later attaches are a lookup in that peer's translation cache (at most
@@ -163,6 +173,8 @@ typedef struct vmmc_mkey {
 /**
  * @brief Issue a key for [@p addr, @p addr + @p len), which must lie in one
  * vmmc_mem_alloc() allocation (else VMMC_ERR_UNSUPPORTED), to @p rank.
+ * VMMC_ERR_UNSUPPORTED too if importers of another export of that whole
+ * allocation map it already (one export of an allocation is mapped at a time).
  */
 VMMC_API int vmmc_mem_key(vmmc_ep_t *ep, const void *addr, size_t len, int rank,
                           vmmc_mkey_t *key);
@@ -173,7 +185,8 @@ VMMC_API int vmmc_mem_key(vmmc_ep_t *ep, const void *addr, size_t len, int rank,
  * deadline); with 0 it does not wait: the mapping goes on in the background
  * and VMMC_ERR_AGAIN says to try again later. VMMC_ERR_UNSUPPORTED if @p rank is
  * not reachable through shared memory, VMMC_ERR_PERMISSION if the key was not
- * issued to this rank, VMMC_ERR_STALE if the owner freed the allocation,
+ * issued to this rank or was altered, VMMC_ERR_STALE if the owner freed the
+ * allocation (or the key names none),
  * VMMC_ERR_AGAIN if every cache entry is attached (or, with timeout 0, the
  * mapping is not ready yet).
  */
@@ -230,7 +243,8 @@ enum {
 /** @brief Export description; zero-initialise, then set what you need. */
 typedef struct vmmc_export_params {
     uint64_t field_mask;
-    const char *name;        /**< unique in this process, < 64 bytes */
+    const char *name;        /**< unique in this process, < 64 bytes; names
+                                  starting with "vmmc.mem." are reserved */
     void *addr;              /**< start of the region */
     size_t length;           /**< bytes, >= 1 */
     unsigned flags;          /**< VMMC_EXPORT_* */
@@ -240,15 +254,22 @@ typedef struct vmmc_export_params {
     void *handler_arg;
 } vmmc_export_params_t;
 
-/** @brief Export a region. Fails with VMMC_ERR_EXISTS if the name is taken. */
+/** @brief Export a region. Fails with VMMC_ERR_EXISTS if the name is taken,
+ *  VMMC_ERR_BOUNDS if the region starts inside a vmmc_mem_alloc() allocation
+ *  and ends past it. */
 VMMC_API int vmmc_export(vmmc_ep_t *ep, const vmmc_export_params_t *params,
                          vmmc_export_t **ex);
 /**
- * @brief Withdraw an export. Importers get VMMC_ERR_STALE on later sends.
- * Sends already executing at the moment of the call may still land (as
- * with freeing memory a peer may be writing: quiesce senders first). The
- * handle stays valid until vmmc_finalize(): later calls with it return
- * VMMC_ERR_STALE.
+ * @brief Withdraw an export. When this returns, no byte sent through vmmc
+ * reaches the region again, and importers get VMMC_ERR_STALE on their next
+ * use: importers on this host are told and acknowledge once none of their
+ * copy-path writes is under way (this waits for them, at most
+ * VMMC_CONNECT_TIMEOUT; a dead importer is not waited for), and a mapped
+ * export's allocation moves to fresh pages at the same address, so old
+ * mappings and descriptors reach nothing of this process (other threads must
+ * not store into that allocation meanwhile: such stores may be lost). Sends
+ * racing with the call may land before it returns. The handle stays valid
+ * until vmmc_finalize(): later calls with it return VMMC_ERR_STALE.
  */
 VMMC_API int vmmc_unexport(vmmc_export_t *ex);
 /** @brief Base address and length of an export. */
@@ -294,19 +315,26 @@ VMMC_API unsigned vmmc_proxy_flags(const vmmc_proxy_t *px);
 
 /**
  * @brief Automatic update: map the imported region into this process, so
- * ordinary stores land in the exporter's memory. Only for regions from
- * vmmc_mem_alloc() on the same host (else VMMC_ERR_UNSUPPORTED). The mapping
- * covers whole pages; stay within [*ptr, *ptr + length). Ordering: stores
- * become visible in program order (x86 TSO); use a release store for flags.
+ * ordinary stores land in the exporter's memory. A mapping grants whole pages
+ * with read and write rights, so only an export of one whole vmmc_mem_alloc()
+ * allocation that grants VMMC_EXPORT_READ, on the same host, can be mapped
+ * (and only through one export of an allocation at a time); any other gets
+ * VMMC_ERR_UNSUPPORTED with the reason, and vmmc_send()/vmmc_fetch() still
+ * work. Stay within [*ptr, *ptr + length). Ordering: stores become visible
+ * in program order (x86 TSO); use a release store for flags.
  */
 VMMC_API int vmmc_proxy_map(vmmc_proxy_t *px, void **ptr);
 /** @} */
 
 /* ------------------------------------------------------------------------- */
 /** @name Deliberate update
- *  A send moves @p len bytes (1 up to the region length) from @p src to
+ *  A send moves @p len bytes (0 up to the region length) from @p src to
  *  offset @p offset of the imported region. A send outside the region is
- *  refused with VMMC_ERR_BOUNDS and writes nothing. Sends from one process to
+ *  refused with VMMC_ERR_BOUNDS and writes nothing. Length 0, on every
+ *  transport: at an offset from 0 to the region length (@p src may be NULL)
+ *  a send is a no-op that completes, and with VMMC_SEND_NOTIFY it still
+ *  delivers its notification (length 0), in order with the others; a fetch
+ *  of 0 bytes completes at once; a larger offset is VMMC_ERR_BOUNDS. Sends from one process to
  *  one peer land in the order they were issued, so "data, then flag" works;
  *  within one send the order in which bytes land is unspecified.
  *  @{ */
@@ -343,7 +371,8 @@ VMMC_API int vmmc_send_imm(vmmc_proxy_t *px, size_t offset, const void *src,
 VMMC_API int vmmc_send_async(vmmc_proxy_t *px, size_t offset, const void *src,
                              size_t len, unsigned flags, vmmc_request_t *req);
 
-/** @brief Remote read from an export that allows it (VMMC_EXPORT_READ). */
+/** @brief Remote read from an export that allows it (VMMC_EXPORT_READ),
+ *  else VMMC_ERR_PERMISSION. */
 VMMC_API int vmmc_fetch(vmmc_proxy_t *px, size_t offset, void *dst,
                         size_t len);
 

@@ -74,11 +74,13 @@ typedef struct vmmc_nrec {
 /* ---- library memory (the translation table of vmmc_mem_alloc regions) ---- */
 typedef struct vmmc_mem {
     char *base;
-    size_t len;
-    int fd;
+    size_t len;                /* mapped: the requested size rounded up to pages */
+    size_t req;                /* requested size: exports must end inside it */
+    int fd;                    /* sealed memfd (no shrinking or growing by holders) */
+    struct vmmc_export *fdex;  /* the export whose importers hold fd, or NULL */
     struct vmmc_export *kex;   /* export behind vmmc_mem_key(), or NULL */
-    uint64_t kcookie, kname;   /* its name's parts */
     int klast;                 /* rank granted last (fast path of vmmc_mem_key) */
+    uint64_t ksec[2];          /* klast's grant secret (mkey.c) */
     struct vmmc_mem *next;
 } vmmc_mem_t;
 
@@ -103,8 +105,12 @@ struct vmmc_export {
     struct vmmc_redir_ctl *rctl;/* redirect control block (shared), if REDIRECTABLE */
     int rctl_fd;
     int dead;                  /* unexported: kept as a tombstone until finalize */
+    int revoking;              /* unexport waits for importers' acknowledgements */
+    int no_reback;             /* memory is being freed: do not re-back it at unexport */
+    int mkey;                  /* behind vmmc_mem_key(): importers get per-rank secrets */
     struct vmmc_export *next_dead;
-    int *imported_by;          /* ranks that imported it (for revocation) */
+    int *imported_by;          /* ranks that imported it (for revocation); while
+                                * revoking, those that have not acknowledged yet */
     int n_imported_by, cap_imported_by;
 };
 
@@ -135,7 +141,8 @@ struct vmmc_proxy {
     void *map_base;            /* mmap result (page aligned) */
     size_t map_len;
     struct vmmc_redir_ctl *rctl;
-    uint64_t token[2];
+    uint64_t token[2];         /* capability (udp), or the per-rank key secret (mkey) */
+    _Atomic int inflight;      /* copy-path operations under way (revocation waits) */
     uint64_t req_id;
     int status;                /* final status if FAILED */
     char errmsg[160];
@@ -266,8 +273,13 @@ vmmc_peer_t *vmmc_peer_get(vmmc_ep_t *ep, int rank, int *status);
 int vmmc_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *peer, int timeout_ms);
 void vmmc_peer_mark_dead(vmmc_ep_t *ep, int rank, int wstatus, const char *why);
 int vmmc_peer_error(const vmmc_peer_t *peer);
-vmmc_mem_t *vmmc_mem_find(vmmc_ep_t *ep, const void *addr, size_t len);
+/* The allocation that holds @addr; caller holds ep->mem_lock. */
+vmmc_mem_t *vmmc_mem_at(vmmc_ep_t *ep, const void *addr);
 void vmmc_mem_release(vmmc_mem_t *m);
+/* Move @m's pages to a fresh memfd at the same address, so the descriptor
+ * importers were given reaches nothing of this process any more. Caller
+ * holds ep->mem_lock. */
+int vmmc_mem_reback(vmmc_mem_t *m);
 void vmmc_mkey_cache_destroy(vmmc_ep_t *ep);
 
 /* Wake this endpoint's sleepers (after queueing an event for it). */
@@ -297,5 +309,27 @@ size_t vmmc_redir_ctl_size(void);
 
 /* Proxy state check failed: produce the precise error. */
 int vmmc_proxy_state_error(const vmmc_proxy_t *px) VMMC_COLD;
+
+/* Copy-path operations (process_vm_writev/readv) bracket themselves with
+ * these, so that a revocation can wait until none is under way: the
+ * importer marks the proxy stale, then waits for inflight to drain (both
+ * sequentially consistent, so either the operation sees the stale state or
+ * the revocation sees the operation). */
+static inline int vmmc_proxy_enter(vmmc_proxy_t *px)
+{
+    atomic_fetch_add_explicit(&px->inflight, 1, memory_order_seq_cst);
+    if (VMMC_UNLIKELY(atomic_load_explicit(&px->state, memory_order_seq_cst) != PX_ACTIVE)) {
+        atomic_fetch_sub_explicit(&px->inflight, 1, memory_order_release);
+        return vmmc_proxy_state_error(px);
+    }
+    return VMMC_OK;
+}
+static inline void vmmc_proxy_leave(vmmc_proxy_t *px)
+{
+    atomic_fetch_sub_explicit(&px->inflight, 1, memory_order_release);
+}
+
+/* mkey.c: the secret that rank @rank's keys for @ex are authenticated with. */
+void vmmc_mkey_grant_secret(const vmmc_export_t *ex, int rank, uint64_t out[2]);
 
 #endif

@@ -19,7 +19,8 @@ enum {
     CTL_IMPORT_REQ = 3, /* importer → exporter: name */
     CTL_IMPORT_REP = 4, /* exporter → importer: status and region; fds[0] memfd, fds[1] redirect ctl */
     CTL_REVOKE = 5,     /* exporter → importer: export id/gen withdrawn */
-    CTL_UNIMPORT = 6    /* importer → exporter: no longer imports id/gen */
+    CTL_UNIMPORT = 6,   /* importer → exporter: no longer imports id/gen */
+    CTL_REVOKE_ACK = 7  /* importer → exporter: id/gen is stale here, no copy under way */
 };
 
 typedef struct vmmc_ctl_msg {

@@ -299,6 +299,7 @@ int vmmc_finalize(vmmc_ep_t *ep)
     ep->closing = 1;
     vmmc_service_stop_internal(ep);
     vmmc_dma_stop(ep);
+    vmmc_export_all_revoke(ep); /* nothing of importers lands after we return */
     vmmc_ctl_stop(ep);
     if (ep->udp && vmmc_tl_udp.ep_close)
         vmmc_tl_udp.ep_close(ep);

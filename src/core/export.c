@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct pending_import {
@@ -52,8 +53,12 @@ static void reply(vmmc_ep_t *ep, int rank, uint64_t id, vmmc_export_t *ex, int s
         m.length = ex->len;
         m.addr = (uintptr_t)ex->addr;
         m.map_off = ex->memfd_off;
-        m.token[0] = ex->token[0];
-        m.token[1] = ex->token[1];
+        if (ex->mkey) /* the secret this rank's keys are authenticated with */
+            vmmc_mkey_grant_secret(ex, rank, m.token);
+        else {
+            m.token[0] = ex->token[0];
+            m.token[1] = ex->token[1];
+        }
         if (p->tl->can_map) {
             m.kind = ex->memfd >= 0 ? PX_KIND_MAPPED : PX_KIND_PVW;
             if (ex->memfd >= 0)
@@ -163,7 +168,62 @@ vmmc_export_t *vmmc_export_by_id(vmmc_ep_t *ep, uint32_t id, uint32_t gen)
     return ex && ex->gen == gen ? ex : NULL;
 }
 
+/* Decide how importers reach @ex's memory; caller holds ep->mem_lock.
+ *
+ * A descriptor can only grant whole pages with read and write rights (x86
+ * has no write-only pages), and the memfd of an allocation is all of it. So
+ * importers get the descriptor (and may map) only when the export is one
+ * whole vmmc_mem_alloc() allocation, from its start to its requested end,
+ * that grants VMMC_EXPORT_READ, and no other export of that allocation holds
+ * the descriptor already. Every other export is written and read through the
+ * copy path (process_vm_writev/readv), which reaches exactly its bytes. An
+ * export that starts inside an allocation must end inside it. */
+static int share_memory(vmmc_ep_t *ep, vmmc_export_t *ex)
+{
+    vmmc_mem_t *m = vmmc_mem_at(ep, ex->addr);
+    if (!m)
+        return VMMC_OK;
+    size_t off = (size_t)(ex->addr - m->base);
+    if (off >= m->req || ex->len > m->req - off)
+        return vmmc_error(VMMC_ERR_BOUNDS,
+                          "export '%s' of %zu bytes at offset %zu runs past the end of its "
+                          "vmmc_mem_alloc() allocation of %zu bytes",
+                          ex->name, ex->len, off, m->req);
+    if (off == 0 && ex->len == m->req && (ex->flags & VMMC_EXPORT_READ) && !m->fdex) {
+        ex->memfd = m->fd;
+        ex->memfd_off = 0;
+        m->fdex = ex;
+    }
+    return VMMC_OK;
+}
+
+/* Undo share_memory() for an export that was not registered. */
+static void unshare_memory(vmmc_ep_t *ep, vmmc_export_t *ex)
+{
+    vmmc_mem_t *m = ex->memfd >= 0 ? vmmc_mem_at(ep, ex->addr) : NULL;
+    if (m && m->fdex == ex)
+        m->fdex = NULL;
+    ex->memfd = -1;
+}
+
+static int export_create(vmmc_ep_t *ep, const vmmc_export_params_t *pa, int mkey,
+                         vmmc_export_t **out);
+
 int vmmc_export(vmmc_ep_t *ep, const vmmc_export_params_t *pa, vmmc_export_t **out)
+{
+    if (pa && pa->name && !strncmp(pa->name, VMMC_MKEY_PREFIX, strlen(VMMC_MKEY_PREFIX)))
+        return vmmc_error(VMMC_ERR_INVALID, "export names starting with '" VMMC_MKEY_PREFIX
+                          "' are reserved for memory keys");
+    return export_create(ep, pa, 0, out);
+}
+
+int vmmc_export_mkey(vmmc_ep_t *ep, const vmmc_export_params_t *pa, vmmc_export_t **out)
+{
+    return export_create(ep, pa, 1, out);
+}
+
+static int export_create(vmmc_ep_t *ep, const vmmc_export_params_t *pa, int mkey,
+                         vmmc_export_t **out)
 {
     if (!ep || !pa || !out)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_export: NULL %s",
@@ -196,6 +256,7 @@ int vmmc_export(vmmc_ep_t *ep, const vmmc_export_params_t *pa, vmmc_export_t **o
     ex->addr = pa->addr;
     ex->len = pa->length;
     ex->flags = flags;
+    ex->mkey = mkey;
     ex->memfd = ex->rctl_fd = -1;
     if (nimp) {
         ex->importers = malloc(sizeof(int) * (size_t)nimp);
@@ -210,11 +271,6 @@ int vmmc_export(vmmc_ep_t *ep, const vmmc_export_params_t *pa, vmmc_export_t **o
         ex->handler = pa->handler;
         ex->handler_arg = pa->handler_arg;
     }
-    vmmc_mem_t *m = vmmc_mem_find(ep, pa->addr, pa->length);
-    if (m) {
-        ex->memfd = m->fd;
-        ex->memfd_off = (size_t)((char *)pa->addr - m->base);
-    }
     if (getrandom(ex->token, sizeof ex->token, 0) != (ssize_t)sizeof ex->token) {
         ex->token[0] = (uint64_t)vmmc_now_ns() * 0x9E3779B97F4A7C15ull;
         ex->token[1] = ((uint64_t)getpid() << 32) ^ (uintptr_t)ex;
@@ -226,11 +282,21 @@ int vmmc_export(vmmc_ep_t *ep, const vmmc_export_params_t *pa, vmmc_export_t **o
         return rc;
     }
 
+    pthread_mutex_lock(&ep->mem_lock);
+    if ((rc = share_memory(ep, ex)) != VMMC_OK) {
+        pthread_mutex_unlock(&ep->mem_lock);
+        vmmc_redir_destroy(ex);
+        free(ex->importers);
+        free(ex);
+        return rc;
+    }
     pthread_mutex_lock(&ep->lock);
     uint32_t id = ep->max_exports;
     for (uint32_t i = 0; i < ep->max_exports; i++) {
         if (ep->exports[i] && !strcmp(ep->exports[i]->name, ex->name)) {
+            unshare_memory(ep, ex);
             pthread_mutex_unlock(&ep->lock);
+            pthread_mutex_unlock(&ep->mem_lock);
             vmmc_redir_destroy(ex);
             free(ex->importers);
             free(ex);
@@ -241,7 +307,9 @@ int vmmc_export(vmmc_ep_t *ep, const vmmc_export_params_t *pa, vmmc_export_t **o
             id = i;
     }
     if (id == ep->max_exports) {
+        unshare_memory(ep, ex);
         pthread_mutex_unlock(&ep->lock);
+        pthread_mutex_unlock(&ep->mem_lock);
         vmmc_redir_destroy(ex);
         free(ex->importers);
         free(ex);
@@ -249,6 +317,8 @@ int vmmc_export(vmmc_ep_t *ep, const vmmc_export_params_t *pa, vmmc_export_t **o
     }
     ex->id = id;
     ex->gen = ++ep->export_gen;
+    if (mkey) /* the name a key holder derives from the key */
+        snprintf(ex->name, sizeof ex->name, VMMC_MKEY_PREFIX "%u.%u", id, ex->gen);
     ep->exports[id] = ex;
     VMMC_COUNT(ep, CNT_EXPORTS, 1);
     /* Answer imports that were waiting for this name. */
@@ -263,6 +333,7 @@ int vmmc_export(vmmc_ep_t *ep, const vmmc_export_params_t *pa, vmmc_export_t **o
         }
     }
     pthread_mutex_unlock(&ep->lock);
+    pthread_mutex_unlock(&ep->mem_lock);
     *out = ex;
     return VMMC_OK;
 }
@@ -279,44 +350,149 @@ static void export_release(vmmc_export_t *ex)
     ex->dead = 1;
 }
 
+void vmmc_export_revoke_acked(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m)
+{
+    pthread_mutex_lock(&ep->lock);
+    for (vmmc_export_t *ex = ep->dead_exports; ex; ex = ex->next_dead) {
+        if (ex->id != m->export_id || ex->gen != m->gen || !ex->revoking)
+            continue;
+        for (int i = 0; i < ex->n_imported_by; i++) {
+            if (ex->imported_by[i] == rank) {
+                ex->imported_by[i] = ex->imported_by[--ex->n_imported_by];
+                break;
+            }
+        }
+        pthread_cond_broadcast(&ep->cond);
+        break;
+    }
+    pthread_mutex_unlock(&ep->lock);
+}
+
+/* Wait (bounded by VMMC_CONNECT_TIMEOUT) until every importer that may
+ * write through the copy path has acknowledged the revocation; a dead
+ * importer is skipped. Caller holds ep->lock. */
+static void wait_acks(vmmc_ep_t *ep, vmmc_export_t *ex)
+{
+    uint64_t deadline = vmmc_now_ns() + vmmc_core_cfg.connect_timeout_ns;
+    while (ex->n_imported_by > 0) {
+        for (int i = 0; i < ex->n_imported_by;) {
+            vmmc_peer_t *p = ep->peers[ex->imported_by[i]];
+            if (!p || atomic_load(&p->state) == PEER_DEAD)
+                ex->imported_by[i] = ex->imported_by[--ex->n_imported_by];
+            else
+                i++;
+        }
+        if (ex->n_imported_by == 0)
+            break;
+        uint64_t now = vmmc_now_ns();
+        if (now >= deadline) {
+            vmmc_warn("unexport of '%s': rank %d did not acknowledge the revocation in time; "
+                      "writes it still makes through the copy path may land",
+                      ex->name, ex->imported_by[0]);
+            break;
+        }
+        uint64_t wake = now + 100000000ull < deadline ? now + 100000000ull : deadline;
+        struct timespec ts = {(time_t)(wake / 1000000000ull), (long)(wake % 1000000000ull)};
+        pthread_cond_timedwait(&ep->cond, &ep->lock, &ts);
+    }
+    ex->n_imported_by = 0;
+    ex->revoking = 0;
+}
+
+/* Withdrawing an export:
+ *  1. it leaves the export table (notifications and udp writes for it are
+ *     dropped from now on: they are resolved under ep->lock);
+ *  2. every importer is told (CTL_REVOKE); importers on this host mark
+ *     their proxies stale, wait until no copy-path write of theirs is under
+ *     way and acknowledge, and we wait for those acknowledgements;
+ *  3. if its importers were given the allocation's descriptor, the
+ *     allocation moves to a fresh memfd (vmmc_mem_reback), so mappings and
+ *     kept descriptors reach nothing of this process any more.
+ * When this returns, no byte sent through vmmc reaches the memory again. */
 int vmmc_unexport(vmmc_export_t *ex)
 {
     if (!ex)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_unexport: NULL export");
-    if (ex->dead)
-        return vmmc_error(VMMC_ERR_STALE, "export '%s' was already unexported", ex->name);
     vmmc_ep_t *ep = ex->ep;
     /* Handlers must not see the export disappear under them. */
     int own = !vmmc_in_progress(ep);
     if (own)
         pthread_mutex_lock(&ep->progress_lock);
     pthread_mutex_lock(&ep->lock);
-    if (ex->id >= ep->max_exports || ep->exports[ex->id] != ex) {
+    if (ex->dead || ex->id >= ep->max_exports || ep->exports[ex->id] != ex) {
         pthread_mutex_unlock(&ep->lock);
         if (own)
             pthread_mutex_unlock(&ep->progress_lock);
-        return vmmc_error(VMMC_ERR_STALE, "export is no longer valid");
+        return vmmc_error(VMMC_ERR_STALE, "export '%s' was already unexported", ex->name);
     }
     ep->exports[ex->id] = NULL;
+    ex->dead = 1;
+    int nwait = 0;
     for (int i = 0; i < ex->n_imported_by; i++) {
         int st;
         vmmc_peer_t *p = vmmc_peer_get(ep, ex->imported_by[i], &st);
         if (!p || !p->tl || atomic_load(&p->state) == PEER_DEAD)
+            continue;
+        /* At finalize, peers over udp learn of it from the link closing, and
+         * nothing of theirs lands here after the transport is closed. */
+        if (ep->closing && !p->tl->can_map)
             continue;
         vmmc_ctl_msg_t m;
         vmmc_ctl_init(ep, &m, CTL_REVOKE);
         m.export_id = ex->id;
         m.gen = ex->gen;
         snprintf(m.name, sizeof m.name, "%s", ex->name);
-        p->tl->ctl_send(ep, p, &m, NULL, 0);
+        /* Peers reached through udp write only through us (under ep->lock,
+         * which no longer finds the export): nothing to wait for. */
+        if (p->tl->ctl_send(ep, p, &m, NULL, 0) == VMMC_OK && p->tl->can_map)
+            ex->imported_by[nwait++] = ex->imported_by[i];
     }
-    export_release(ex);
+    ex->n_imported_by = nwait;
+    ex->revoking = 1;
     ex->next_dead = ep->dead_exports;
     ep->dead_exports = ex;
     pthread_mutex_unlock(&ep->lock);
     if (own)
         pthread_mutex_unlock(&ep->progress_lock);
-    return VMMC_OK;
+
+    pthread_mutex_lock(&ep->lock);
+    wait_acks(ep, ex);
+    pthread_mutex_unlock(&ep->lock);
+
+    int rc = VMMC_OK;
+    if (ex->memfd >= 0) {
+        pthread_mutex_lock(&ep->mem_lock);
+        vmmc_mem_t *m = vmmc_mem_at(ep, ex->addr);
+        if (m && m->fdex == ex) {
+            if (!ex->no_reback)
+                rc = vmmc_mem_reback(m);
+            m->fdex = NULL;
+        }
+        pthread_mutex_unlock(&ep->mem_lock);
+        ex->memfd = -1;
+    }
+    pthread_mutex_lock(&ep->lock);
+    export_release(ex);
+    pthread_mutex_unlock(&ep->lock);
+    return rc;
+}
+
+void vmmc_export_all_revoke(vmmc_ep_t *ep)
+{
+    while (ep->exports) {
+        vmmc_export_t *ex = NULL;
+        pthread_mutex_lock(&ep->mem_lock);
+        pthread_mutex_lock(&ep->lock);
+        for (uint32_t i = 0; i < ep->max_exports && !ex; i++)
+            ex = ep->exports[i];
+        if (ex)
+            ex->no_reback = 1; /* the memory goes with the endpoint */
+        pthread_mutex_unlock(&ep->lock);
+        pthread_mutex_unlock(&ep->mem_lock);
+        if (!ex)
+            break;
+        vmmc_unexport(ex);
+    }
 }
 
 void vmmc_export_all_destroy(vmmc_ep_t *ep)

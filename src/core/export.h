@@ -8,8 +8,13 @@
 /* Control-thread handlers for incoming control messages. */
 void vmmc_export_serve_import(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m);
 void vmmc_export_unimported(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m);
+void vmmc_export_revoke_acked(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m);
 int vmmc_import_complete(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m, const int *fds, int nfds);
 void vmmc_import_revoked(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m);
+
+/* vmmc_export() for the export behind memory keys (mkey.c): named
+ * VMMC_MKEY_PREFIX "<id>.<gen>", importers get per-rank key secrets. */
+int vmmc_export_mkey(vmmc_ep_t *ep, const vmmc_export_params_t *pa, vmmc_export_t **out);
 
 /* Look up an export for an incoming write/notification; NULL if it is gone
  * or @gen does not match. Caller holds ep->lock or the progress lock. */
@@ -19,6 +24,10 @@ vmmc_export_t *vmmc_export_by_id(vmmc_ep_t *ep, uint32_t id, uint32_t gen);
 void vmmc_import_peer_dead(vmmc_ep_t *ep, int rank);
 /* Forget pending imports from @rank (peer death). Takes ep->lock. */
 void vmmc_export_peer_dead(vmmc_ep_t *ep, int rank);
+
+/* Withdraw every export as vmmc_unexport() does (at finalize, while the
+ * control thread still answers). */
+void vmmc_export_all_revoke(vmmc_ep_t *ep);
 
 /* Tear down at finalize. */
 void vmmc_export_all_destroy(vmmc_ep_t *ep);

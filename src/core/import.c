@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "core/export.h"
 
@@ -185,6 +186,21 @@ int vmmc_import_complete(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m, const
     return used;
 }
 
+/* Copy-path operations of this process still under way on proxies of
+ * (@rank, id, gen). Caller holds ep->lock. */
+static int revoked_inflight(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m)
+{
+    int n = 0;
+    for (int l = 0; l < 2; l++)
+        for (vmmc_proxy_t *px = l ? ep->dead_proxies : ep->proxies; px; px = px->next)
+            if (px->rank == rank && px->export_id == m->export_id && px->gen == m->gen)
+                n += atomic_load(&px->inflight);
+    return n;
+}
+
+/* The exporter withdrew (id, gen): make the proxies stale, wait until no
+ * copy-path write through them is under way, then acknowledge, so that the
+ * exporter's vmmc_unexport returns only when nothing of ours can land. */
 void vmmc_import_revoked(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m)
 {
     pthread_mutex_lock(&ep->lock);
@@ -192,10 +208,29 @@ void vmmc_import_revoked(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m)
         if (px->rank == rank && px->export_id == m->export_id && px->gen == m->gen &&
             atomic_load(&px->state) == PX_ACTIVE) {
             snprintf(px->errmsg, sizeof px->errmsg, "rank %d unexported '%s'", rank, px->name);
-            atomic_store(&px->state, PX_STALE);
+            atomic_store(&px->state, PX_STALE); /* seq_cst: see vmmc_proxy_enter() */
         }
     }
+    /* A copy is one system call: this wait is short. */
+    uint64_t t0 = vmmc_now_ns();
+    while (revoked_inflight(ep, rank, m) > 0 && vmmc_now_ns() - t0 < 10000000000ull) {
+        pthread_mutex_unlock(&ep->lock);
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&ep->lock);
+    }
     pthread_mutex_unlock(&ep->lock);
+    int st;
+    vmmc_peer_t *p = vmmc_peer_get(ep, rank, &st);
+    /* Only exporters on this host wait for it (udp writes are applied by
+     * the exporter itself, under its lock). */
+    if (p && p->tl && p->tl->can_map && atomic_load(&p->state) != PEER_DEAD) {
+        vmmc_ctl_msg_t a;
+        vmmc_ctl_init(ep, &a, CTL_REVOKE_ACK);
+        a.export_id = m->export_id;
+        a.gen = m->gen;
+        p->tl->ctl_send(ep, p, &a, NULL, 0);
+    }
 }
 
 void vmmc_import_peer_dead(vmmc_ep_t *ep, int rank)
@@ -301,10 +336,16 @@ int vmmc_proxy_map(vmmc_proxy_t *px, void **ptr)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_proxy_map: NULL argument");
     if (atomic_load(&px->state) != PX_ACTIVE)
         return vmmc_proxy_state_error(px);
+    if (px->kind == PX_KIND_REMOTE)
+        return vmmc_error(VMMC_ERR_UNSUPPORTED,
+                          "'%s' at rank %d cannot be mapped: rank %d is not on this host "
+                          "(use vmmc_send/vmmc_fetch)", px->name, px->rank, px->rank);
     if (px->kind != PX_KIND_MAPPED || !px->map_base)
         return vmmc_error(VMMC_ERR_UNSUPPORTED,
-                          "'%s' at rank %d cannot be mapped: automatic update needs a region from "
-                          "vmmc_mem_alloc() on the same host",
+                          "'%s' at rank %d cannot be mapped: a mapping grants whole pages with "
+                          "read and write rights, so only an export of one whole vmmc_mem_alloc() "
+                          "allocation with VMMC_EXPORT_READ can be mapped (and only by the "
+                          "importers of one export of it at a time); use vmmc_send/vmmc_fetch",
                           px->name, px->rank);
     if (px->flags & VMMC_EXPORT_REDIRECTABLE)
         return vmmc_error(VMMC_ERR_UNSUPPORTED,

@@ -1,7 +1,14 @@
 /* Communication memory: every vmmc_mem_alloc() region is its own memfd, so an
  * importer maps exactly that allocation and nothing else of the process.
  * The list doubles as the translation table from an address to (memfd,
- * offset) used when a region inside it is exported. */
+ * offset) used when a region inside it is exported.
+ *
+ * The memfd is sealed against shrinking and growing: a peer that keeps the
+ * descriptor cannot truncate it under the owner (whose next access would
+ * fault). When the export whose importers hold the descriptor is withdrawn,
+ * the allocation moves to a fresh memfd at the same address (re-backing):
+ * the old descriptor then reaches only a copy nobody reads. */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -15,6 +22,53 @@ static size_t page_round(size_t n)
     return (n + pg - 1) & ~(pg - 1);
 }
 
+/* A memfd of @len bytes that nobody can shrink or grow. */
+static int sealed_memfd(size_t len, int *out)
+{
+    int fd = memfd_create("vmmc-mem", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return vmmc_error_sys("memfd_create for %zu bytes", len);
+    if (ftruncate(fd, (off_t)len) != 0) {
+        int rc = vmmc_error_sys("ftruncate memfd to %zu bytes", len);
+        close(fd);
+        return rc;
+    }
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        int rc = vmmc_error_sys("sealing the memfd of %zu bytes", len);
+        close(fd);
+        return rc;
+    }
+    *out = fd;
+    return VMMC_OK;
+}
+
+int vmmc_mem_reback(vmmc_mem_t *m)
+{
+    int fd, rc = sealed_memfd(m->len, &fd);
+    if (rc != VMMC_OK)
+        return rc;
+    /* Copy through the kernel, then put the new pages where the old ones
+     * were: stores that importers make to the old memfd from now on land
+     * in pages this process no longer maps. */
+    for (size_t done = 0; done < m->len;) {
+        ssize_t w = pwrite(fd, m->base + done, m->len - done, (off_t)done);
+        if (w <= 0) {
+            rc = vmmc_error_sys("copying %zu bytes of communication memory", m->len);
+            close(fd);
+            return rc;
+        }
+        done += (size_t)w;
+    }
+    if (mmap(m->base, m->len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+        rc = vmmc_error_sys("re-mapping %zu bytes of communication memory", m->len);
+        close(fd);
+        return rc;
+    }
+    close(m->fd);
+    m->fd = fd;
+    return VMMC_OK;
+}
+
 int vmmc_mem_alloc(vmmc_ep_t *ep, size_t size, void **ptr)
 {
     if (!ep || !ptr)
@@ -25,25 +79,20 @@ int vmmc_mem_alloc(vmmc_ep_t *ep, size_t size, void **ptr)
     vmmc_mem_t *m = calloc(1, sizeof *m);
     if (!m)
         return vmmc_error(VMMC_ERR_NOMEM, "out of memory");
-    m->fd = memfd_create("vmmc-mem", MFD_CLOEXEC);
-    if (m->fd < 0) {
-        free(m);
-        return vmmc_error_sys("memfd_create for %zu bytes", size);
-    }
-    if (ftruncate(m->fd, (off_t)len) != 0) {
-        int rc = vmmc_error_sys("ftruncate memfd to %zu bytes", len);
-        close(m->fd);
+    int rc = sealed_memfd(len, &m->fd);
+    if (rc != VMMC_OK) {
         free(m);
         return rc;
     }
     m->base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
     if (m->base == MAP_FAILED) {
-        int rc = vmmc_error_sys("mmap %zu bytes of communication memory", len);
+        rc = vmmc_error_sys("mmap %zu bytes of communication memory", len);
         close(m->fd);
         free(m);
         return rc;
     }
     m->len = len;
+    m->req = size;
     pthread_mutex_lock(&ep->mem_lock);
     m->next = ep->mem;
     ep->mem = m;
@@ -74,6 +123,7 @@ int vmmc_mem_free(vmmc_ep_t *ep, void *ptr)
          * nothing else. */
         vmmc_export_t *kex = m->kex;
         m->kex = NULL;
+        kex->no_reback = 1; /* the pages go away anyway */
         pthread_mutex_unlock(&ep->mem_lock);
         vmmc_unexport(kex);
         pthread_mutex_lock(&ep->mem_lock);
@@ -102,13 +152,11 @@ int vmmc_mem_free(vmmc_ep_t *ep, void *ptr)
     return VMMC_OK;
 }
 
-vmmc_mem_t *vmmc_mem_find(vmmc_ep_t *ep, const void *addr, size_t len)
+vmmc_mem_t *vmmc_mem_at(vmmc_ep_t *ep, const void *addr)
 {
     const char *a = addr;
-    pthread_mutex_lock(&ep->mem_lock);
     vmmc_mem_t *m = ep->mem;
-    while (m && !(a >= m->base && a + len <= m->base + m->len))
+    while (m && !(a >= m->base && a < m->base + m->len))
         m = m->next;
-    pthread_mutex_unlock(&ep->mem_lock);
     return m;
 }

@@ -1,15 +1,22 @@
 /* Memory keys and the translation cache (VMMC-2's user-managed TLB).
  *
  * A key names a range of one vmmc_mem_alloc() allocation. Issuing the first
- * key for an allocation exports the whole allocation under a name that holds
- * a random 64-bit cookie ("vmmc.mem.<n>.<cookie>"), importable only by the
- * ranks a key was issued for; the key carries (export id, generation, cookie,
- * allocation length, offset, length). The holder of the key attaches it: the
- * first time, an import of that name and a mapping of the memfd; later, a
- * lookup in a bounded cache of mappings. So granting a peer direct access to a
- * buffer costs one round trip per allocation, not per buffer, and never
- * grants anything outside that allocation (the registration unit, as an RDMA
- * memory region is).
+ * key for an allocation exports the whole allocation (VMMC_EXPORT_READ, so
+ * that its importers may map it: export.c) under the name
+ * "vmmc.mem.<id>.<gen>", importable only by the ranks a key was issued to.
+ * The key carries (export id, generation, offset, length) and a 64-bit MAC
+ * of them (SipHash-2-4) under a secret per (allocation, rank): the exporter
+ * derives it from the export's random token and hands it only to that rank,
+ * in its import reply. The holder attaches the key: the first time, an
+ * import of that name and a mapping of the memfd; later, a lookup in a
+ * bounded cache of mappings; every attach checks the MAC, so a key altered
+ * in any field, or issued to another rank, is refused (VMMC_ERR_PERMISSION).
+ *
+ * The unit of protection is the allocation, as an RDMA memory region is: a
+ * rank that was issued any key for an allocation has the allocation's
+ * descriptor and could reach all of it with its own loads and stores. The
+ * key range is what the library lets honest code touch; allocate separately
+ * what you grant separately.
  *
  * Cache entries are pinned while attached (vmmc_mem_attach ..
  * vmmc_mem_detach) and evicted least recently used otherwise; an eviction
@@ -35,14 +42,58 @@ static const vmmc_cfg_entry_t mkey_entries[] = {
 };
 VMMC_CONFIG_TABLE(mkey_cfg_table, "core", mkey_entries);
 
-/* Key layout (opaque to users). */
-enum { K_ID = 0, K_COOKIE, K_OFF, K_LEN };
+/* Key layout (opaque to users): id | gen << 32, offset, length, MAC. */
+enum { K_ID = 0, K_OFF, K_LEN, K_MAC };
+
+/* SipHash-2-4 of @n 64-bit words under the 128-bit key @k. */
+#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND                                                                          \
+    do {                                                                                  \
+        v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32);                         \
+        v2 += v3; v3 = ROTL(v3, 16); v3 ^= v2;                                            \
+        v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0;                                            \
+        v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32);                         \
+    } while (0)
+
+static uint64_t siphash(const uint64_t k[2], const uint64_t *w, int n)
+{
+    uint64_t v0 = 0x736f6d6570736575ull ^ k[0], v1 = 0x646f72616e646f6dull ^ k[1];
+    uint64_t v2 = 0x6c7967656e657261ull ^ k[0], v3 = 0x7465646279746573ull ^ k[1];
+    for (int i = 0; i < n; i++) {
+        v3 ^= w[i];
+        SIPROUND;
+        SIPROUND;
+        v0 ^= w[i];
+    }
+    uint64_t b = (uint64_t)(n * 8) << 56;
+    v3 ^= b;
+    SIPROUND;
+    SIPROUND;
+    v0 ^= b;
+    v2 ^= 0xff;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    return v0 ^ v1 ^ v2 ^ v3;
+}
+
+void vmmc_mkey_grant_secret(const vmmc_export_t *ex, int rank, uint64_t out[2])
+{
+    uint64_t w0[2] = {(uint64_t)(uint32_t)rank, 0}, w1[2] = {(uint64_t)(uint32_t)rank, 1};
+    out[0] = siphash(ex->token, w0, 2);
+    out[1] = siphash(ex->token, w1, 2);
+}
+
+static uint64_t key_mac(const uint64_t secret[2], const vmmc_mkey_t *key)
+{
+    return siphash(secret, key->opaque, 3);
+}
 
 typedef struct mkey_ent {
     int rank;                /* -1: free */
     uint32_t id, gen;
-    uint64_t cookie;
-    vmmc_proxy_t *px;
+    vmmc_proxy_t *px;        /* its token is this rank's key secret */
     char *base;              /* the allocation, mapped here */
     size_t len;
     int pins;
@@ -56,7 +107,6 @@ struct vmmc_mkey_cache {
     int n;
     int last;                /* entry of the last attach */
     uint64_t clock;
-    uint64_t next_name;
     mkey_ent_t e[];
 };
 
@@ -88,17 +138,18 @@ static struct vmmc_mkey_cache *cache_of(vmmc_ep_t *ep, int *rc)
     return c;
 }
 
-static void mkey_name(char *buf, size_t cap, uint64_t n, uint64_t cookie)
+static void mkey_name(char *buf, size_t cap, uint32_t id, uint32_t gen)
 {
-    snprintf(buf, cap, VMMC_MKEY_PREFIX "%" PRIu64 ".%016" PRIx64, n, cookie);
+    snprintf(buf, cap, VMMC_MKEY_PREFIX "%u.%u", id, gen);
 }
 
+/* With ep->mem_lock held; m->ksec is the secret of m->klast. */
 static void key_fill(vmmc_mkey_t *key, const vmmc_mem_t *m, const char *a, size_t len)
 {
     key->opaque[K_ID] = (uint64_t)m->kex->id | (uint64_t)m->kex->gen << 32;
-    key->opaque[K_COOKIE] = m->kcookie;
-    key->opaque[K_OFF] = (uint64_t)(a - m->base) | (uint64_t)m->kname << 40;
+    key->opaque[K_OFF] = (uint64_t)(a - m->base);
     key->opaque[K_LEN] = (uint64_t)len;
+    key->opaque[K_MAC] = key_mac(m->ksec, key);
 }
 
 int vmmc_mem_key(vmmc_ep_t *ep, const void *addr, size_t len, int rank, vmmc_mkey_t *key)
@@ -120,7 +171,7 @@ int vmmc_mem_key(vmmc_ep_t *ep, const void *addr, size_t len, int rank, vmmc_mke
      * grantee (a receiver posting buffers to one sender after another). */
     pthread_mutex_lock(&ep->mem_lock);
     for (vmmc_mem_t *m = ep->mem; m; m = m->next) {
-        if (a >= m->base && a + len >= a && a + len <= m->base + m->len) {
+        if (a >= m->base && a + len >= a && a + len <= m->base + m->req) {
             if (m->kex && m->klast == rank) {
                 key_fill(key, m, a, len);
                 pthread_mutex_unlock(&ep->mem_lock);
@@ -135,7 +186,7 @@ int vmmc_mem_key(vmmc_ep_t *ep, const void *addr, size_t len, int rank, vmmc_mke
     pthread_mutex_lock(&c->klock);
     pthread_mutex_lock(&ep->mem_lock);
     vmmc_mem_t *m = ep->mem;
-    while (m && !(a >= m->base && a + len >= a && a + len <= m->base + m->len))
+    while (m && !(a >= m->base && a + len >= a && a + len <= m->base + m->req))
         m = m->next;
     if (!m) {
         pthread_mutex_unlock(&ep->mem_lock);
@@ -145,26 +196,29 @@ int vmmc_mem_key(vmmc_ep_t *ep, const void *addr, size_t len, int rank, vmmc_mke
     }
     if (!m->kex) {
         char *base = m->base;
-        size_t mlen = m->len;
+        size_t mlen = m->req;
         pthread_mutex_unlock(&ep->mem_lock);
-        uint64_t cookie;
-        if (getrandom(&cookie, sizeof cookie, 0) != (ssize_t)sizeof cookie)
-            cookie = vmmc_now_ns() * 0x9E3779B97F4A7C15ull ^ (uintptr_t)base;
-        uint64_t n = c->next_name++;
-        char name[VMMC_NAME_MAX];
-        mkey_name(name, sizeof name, n, cookie);
         vmmc_export_params_t pa = {
-            .field_mask = VMMC_EXPORT_PARAM_IMPORTERS,
-            .name = name,
+            .field_mask = VMMC_EXPORT_PARAM_IMPORTERS | VMMC_EXPORT_PARAM_FLAGS,
+            .name = VMMC_MKEY_PREFIX "new", /* named vmmc.mem.<id>.<gen> when registered */
             .addr = base,
             .length = mlen,
+            .flags = VMMC_EXPORT_READ,
             .importers = &rank,
             .num_importers = 1,
         };
         vmmc_export_t *ex;
-        if ((rc = vmmc_export(ep, &pa, &ex)) != VMMC_OK) {
+        if ((rc = vmmc_export_mkey(ep, &pa, &ex)) != VMMC_OK) {
             pthread_mutex_unlock(&c->klock);
             return rc;
+        }
+        if (ex->memfd < 0) {
+            /* Another export of this allocation gives its importers the
+             * descriptor: a key could not be attached. */
+            pthread_mutex_unlock(&c->klock);
+            vmmc_unexport(ex);
+            return vmmc_error(VMMC_ERR_UNSUPPORTED, "vmmc_mem_key: the allocation at %p is "
+                              "exported whole to other importers already", (void *)base);
         }
         pthread_mutex_lock(&ep->mem_lock);
         for (m = ep->mem; m && m->base != base; m = m->next)
@@ -177,8 +231,6 @@ int vmmc_mem_key(vmmc_ep_t *ep, const void *addr, size_t len, int rank, vmmc_mke
                               (void *)base);
         }
         m->kex = ex;
-        m->kcookie = cookie;
-        m->kname = n;
     } else {
         /* Grant @rank too if it is new. */
         vmmc_export_t *ex = m->kex;
@@ -199,6 +251,7 @@ int vmmc_mem_key(vmmc_ep_t *ep, const void *addr, size_t len, int rank, vmmc_mke
         }
         pthread_mutex_unlock(&ep->lock);
     }
+    vmmc_mkey_grant_secret(m->kex, rank, m->ksec);
     m->klast = rank;
     key_fill(key, m, a, len);
     pthread_mutex_unlock(&ep->mem_lock);
@@ -206,13 +259,12 @@ int vmmc_mem_key(vmmc_ep_t *ep, const void *addr, size_t len, int rank, vmmc_mke
     return VMMC_OK;
 }
 
-/* With c->lock held: the entry for (rank, id, gen, cookie), or NULL. */
-static mkey_ent_t *lookup(struct vmmc_mkey_cache *c, int rank, uint32_t id, uint32_t gen,
-                          uint64_t cookie)
+/* With c->lock held: the entry for (rank, id, gen), or NULL. */
+static mkey_ent_t *lookup(struct vmmc_mkey_cache *c, int rank, uint32_t id, uint32_t gen)
 {
     for (int i = 0; i < c->n; i++) {
         mkey_ent_t *e = &c->e[i];
-        if (e->rank == rank && e->id == id && e->gen == gen && e->cookie == cookie)
+        if (e->rank == rank && e->id == id && e->gen == gen)
             return e;
     }
     return NULL;
@@ -279,14 +331,12 @@ int vmmc_mem_attach(vmmc_ep_t *ep, int rank, const vmmc_mkey_t *key, int timeout
     if (!c)
         return rc;
     uint32_t id = (uint32_t)key->opaque[K_ID], gen = (uint32_t)(key->opaque[K_ID] >> 32);
-    uint64_t cookie = key->opaque[K_COOKIE];
-    uint64_t off = key->opaque[K_OFF] & (((uint64_t)1 << 40) - 1);
-    uint64_t kname = key->opaque[K_OFF] >> 40;
+    uint64_t off = key->opaque[K_OFF];
     uint64_t klen = key->opaque[K_LEN];
     pthread_mutex_lock(&c->lock);
     mkey_ent_t *e = &c->e[c->last];
-    if (e->rank != rank || e->id != id || e->gen != gen || e->cookie != cookie)
-        e = lookup(c, rank, id, gen, cookie);
+    if (e->rank != rank || e->id != id || e->gen != gen)
+        e = lookup(c, rank, id, gen);
     if (e && !e->pending && atomic_load(&e->px->state) != PX_ACTIVE && e->pins == 0) {
         ent_drop(e); /* the owner freed that allocation */
         e = NULL;
@@ -314,7 +364,7 @@ int vmmc_mem_attach(vmmc_ep_t *ep, int rank, const vmmc_mkey_t *key, int timeout
         if (victim->rank >= 0)
             ent_drop(victim);
         char name[VMMC_NAME_MAX];
-        mkey_name(name, sizeof name, kname, cookie);
+        mkey_name(name, sizeof name, id, gen);
         vmmc_proxy_t *px;
         /* The import needs only the owner's control thread, never this
          * cache: holding the lock while waiting keeps one import per entry.
@@ -330,7 +380,6 @@ int vmmc_mem_attach(vmmc_ep_t *ep, int rank, const vmmc_mkey_t *key, int timeout
         e->rank = rank;
         e->id = id;
         e->gen = gen;
-        e->cookie = cookie;
         e->px = px;
         e->base = NULL;
         e->len = 0;
@@ -341,6 +390,11 @@ int vmmc_mem_attach(vmmc_ep_t *ep, int rank, const vmmc_mkey_t *key, int timeout
             pthread_mutex_unlock(&c->lock);
             return rc;
         }
+    }
+    if (key_mac(e->px->token, key) != key->opaque[K_MAC]) {
+        pthread_mutex_unlock(&c->lock);
+        return vmmc_error(VMMC_ERR_PERMISSION, "vmmc_mem_attach: the key was not issued to this "
+                          "rank by rank %d, or was altered", rank);
     }
     if (off > e->len || klen > e->len - off) {
         pthread_mutex_unlock(&c->lock);

@@ -156,6 +156,11 @@ int vmmc_redir_write(struct vmmc_redir_ctl *c, size_t off, const void *src, size
         return vmmc_error(VMMC_ERR_PROTOCOL, "redirect control block is corrupt");
     if (lock(c) != 0)
         return vmmc_error(VMMC_ERR_SYSTEM, "cannot lock redirect control block");
+    if (c->nlog > REDIR_LOG) {
+        pthread_mutex_unlock(&c->lock);
+        return vmmc_error(VMMC_ERR_PROTOCOL, "redirect control block is corrupt (%u log entries)",
+                          c->nlog);
+    }
     /* Check log space first, so a refused write writes nothing. */
     uint64_t end = (uint64_t)off + len, p = off, next;
     uint32_t pieces = 0;
@@ -217,6 +222,12 @@ int vmmc_redirect(vmmc_export_t *ex, size_t off, void *buf, size_t len, vmmc_req
     struct vmmc_redir_ctl *c = ex->rctl;
     if (lock(c) != 0)
         return vmmc_error(VMMC_ERR_SYSTEM, "cannot lock redirect control block");
+    /* Importers share this block: never index past it on their word. */
+    if (c->nlog > REDIR_LOG) {
+        pthread_mutex_unlock(&c->lock);
+        return vmmc_error(VMMC_ERR_PROTOCOL, "redirect control block of '%s' was corrupted by an "
+                          "importer (%u log entries)", ex->name, c->nlog);
+    }
     int free_slot = -1;
     for (int k = 0; k < REDIR_SLOTS; k++) {
         redir_slot_t *sl = &c->slot[k];

@@ -53,6 +53,11 @@ static inline int send_now(vmmc_proxy_t *px, size_t off, const void *src, size_t
             return VMMC_OK;
         return vmmc_shm_notify(px, off, len, imm, flags & VMMC_SEND_NONBLOCK);
     }
+    /* Length 0 is defined here, the same on every transport: a no-op that
+     * completes (the mapped path above copies nothing); with
+     * VMMC_SEND_NOTIFY the notification is still delivered, in order. */
+    if (VMMC_UNLIKELY(len == 0) && !(flags & VMMC_SEND_NOTIFY))
+        return VMMC_OK;
     return px->put(px, off, src, len, (int)flags, imm);
 }
 
@@ -128,6 +133,8 @@ int vmmc_fetch(vmmc_proxy_t *px, size_t off, void *dst, size_t len)
         if (rc != VMMC_OK)
             return rc;
     }
+    if (len == 0) /* defined here for every transport: completes at once */
+        return VMMC_OK;
     if (!px->get)
         return vmmc_error(VMMC_ERR_UNSUPPORTED, "the transport to rank %d cannot read", px->rank);
     return px->get(px, off, dst, len);

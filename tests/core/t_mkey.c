@@ -83,15 +83,19 @@ int main(void)
         VT_STATUS(VMMC_ERR_INVALID, vmmc_mem_detach(ep, p)); /* not attached any more */
         int x;
         VT_STATUS(VMMC_ERR_INVALID, vmmc_mem_detach(ep, &x));
-        /* A forged range past the allocation. */
+        /* A range altered in the key (past the allocation, or elsewhere in
+         * it) fails the key's MAC. */
         vmmc_mkey_t f = box->key[1];
-        f.opaque[3] = (uint64_t)BIG * 2;
-        VT_STATUS(VMMC_ERR_BOUNDS, vmmc_mem_attach(ep, 0, &f, -1, (void **)&p));
+        f.opaque[2] = (uint64_t)BIG * 2;
+        VT_STATUS(VMMC_ERR_PERMISSION, vmmc_mem_attach(ep, 0, &f, -1, (void **)&p));
+        f = box->key[1];
+        f.opaque[1] ^= 1;
+        VT_STATUS(VMMC_ERR_PERMISSION, vmmc_mem_attach(ep, 0, &f, -1, (void **)&p));
         /* A freed allocation. */
         VT_STATUS(VMMC_ERR_STALE, vmmc_mem_attach(ep, 0, &box->key[3], -1, (void **)&p));
-        /* A forged cookie names nothing. */
+        /* A forged generation names nothing. */
         f = box->key[0];
-        f.opaque[1] ^= 1;
+        f.opaque[0] ^= (uint64_t)1 << 40;
         VT_STATUS(VMMC_ERR_STALE, vmmc_mem_attach(ep, 0, &f, -1, (void **)&p));
         VT_STATUS(VMMC_ERR_INVALID, vmmc_mem_attach(ep, 9, &box->key[0], -1, (void **)&p));
         VT_STATUS(VMMC_ERR_INVALID, vmmc_mem_attach(ep, 0, NULL, -1, (void **)&p));

@@ -190,7 +190,8 @@ static int setup_region(vb_t *v, region_t *r, const char *name, size_t len, int 
     }
     int importers[1] = {v->peer};
     vmmc_export_params_t ep = {0};
-    ep.field_mask = VMMC_EXPORT_PARAM_IMPORTERS | (handler ? VMMC_EXPORT_PARAM_HANDLER : 0);
+    ep.field_mask = VMMC_EXPORT_PARAM_IMPORTERS | VMMC_EXPORT_PARAM_FLAGS | (handler ? VMMC_EXPORT_PARAM_HANDLER : 0);
+    ep.flags = VMMC_EXPORT_READ; /* a whole allocation that grants reads may be mapped */
     ep.name = name;
     ep.addr = r->mem;
     ep.length = len;

@@ -4,7 +4,7 @@
  * socket "\0vmmc.<job>.<rank>" (nothing in the filesystem, gone when the
  * process is). An importer connects, says HELLO, and the exporter checks with
  * SO_PEERCRED that the caller really is the process the bootstrap registered
- * for that rank before it answers with its inbox segment and event fd.
+ * for that rank before it answers with its notification ring, status page and event fd.
  * Requests travel on the importer's connection; replies and revocations come
  * back on it too (the exporter replies on the socket it accepted).
  *
@@ -417,9 +417,27 @@ static int shm_ctl_send(vmmc_ep_t *ep, vmmc_peer_t *p, const vmmc_ctl_msg_t *m, 
     return send_msg(fd, m, fds, nfds);
 }
 
+static int pvw_write(vmmc_proxy_t *px, size_t off, const void *src, size_t len);
+
+/* Copy path: bracketed by vmmc_proxy_enter/leave so that a revocation waits
+ * for it (the notification, after the data, is outside: the exporter drops
+ * it by generation, and it may wait for the exporter's progress). */
 static int shm_put_pvw(vmmc_proxy_t *px, size_t off, const void *src, size_t len, int notify,
                        uint64_t imm)
 {
+    int rc = pvw_write(px, off, src, len);
+    if (rc != VMMC_OK)
+        return rc;
+    return (notify & VMMC_SEND_NOTIFY)
+               ? vmmc_shm_notify(px, off, len, imm, notify & VMMC_SEND_NONBLOCK)
+               : VMMC_OK;
+}
+
+static int pvw_write(vmmc_proxy_t *px, size_t off, const void *src, size_t len)
+{
+    int rc = vmmc_proxy_enter(px);
+    if (rc != VMMC_OK)
+        return rc;
     size_t done = 0;
     while (done < len) {
         struct iovec l = {(char *)src + done, len - done};
@@ -428,6 +446,7 @@ static int shm_put_pvw(vmmc_proxy_t *px, size_t off, const void *src, size_t len
         if (w < 0) {
             if (errno == EINTR)
                 continue;
+            vmmc_proxy_leave(px);
             if (errno == ESRCH) {
                 vmmc_peer_mark_dead(px->ep, px->rank, -1, "process_vm_writev found no such process");
                 return vmmc_error(VMMC_ERR_PEER_DEAD, "rank %d (pid %d) is gone", px->rank,
@@ -435,14 +454,15 @@ static int shm_put_pvw(vmmc_proxy_t *px, size_t off, const void *src, size_t len
             }
             return vmmc_error_sys("process_vm_writev of %zu bytes to rank %d", len, px->rank);
         }
-        if (w == 0)
+        if (w == 0) {
+            vmmc_proxy_leave(px);
             return vmmc_error(VMMC_ERR_SYSTEM, "process_vm_writev to rank %d made no progress",
                               px->rank);
+        }
         done += (size_t)w;
     }
-    return (notify & VMMC_SEND_NOTIFY)
-               ? vmmc_shm_notify(px, off, len, imm, notify & VMMC_SEND_NONBLOCK)
-               : VMMC_OK;
+    vmmc_proxy_leave(px);
+    return VMMC_OK;
 }
 
 static int shm_put_mapped(vmmc_proxy_t *px, size_t off, const void *src, size_t len, int notify,
@@ -489,7 +509,11 @@ static int shm_put_redirect(vmmc_proxy_t *px, size_t off, const void *src, size_
                             uint64_t imm)
 {
     redir_ctx_t ctx = {px};
-    int rc = vmmc_redir_write(px->rctl, off, src, len, redir_copy, &ctx);
+    int rc = vmmc_proxy_enter(px);
+    if (rc != VMMC_OK)
+        return rc;
+    rc = vmmc_redir_write(px->rctl, off, src, len, redir_copy, &ctx);
+    vmmc_proxy_leave(px);
     if (rc < 0)
         return rc;
     if (rc > 0) /* bytes went straight to a posted buffer: the receiver may wait for them */
@@ -505,6 +529,9 @@ static int shm_get(vmmc_proxy_t *px, size_t off, void *dst, size_t len)
         memcpy(dst, (char *)px->map_base + (px->raddr & 4095) + off, len);
         return VMMC_OK;
     }
+    int rc = vmmc_proxy_enter(px);
+    if (rc != VMMC_OK)
+        return rc;
     size_t done = 0;
     while (done < len) {
         struct iovec l = {(char *)dst + done, len - done};
@@ -513,12 +540,14 @@ static int shm_get(vmmc_proxy_t *px, size_t off, void *dst, size_t len)
         if (w <= 0) {
             if (w < 0 && errno == EINTR)
                 continue;
+            vmmc_proxy_leave(px);
             if (w < 0 && errno == ESRCH)
                 return vmmc_error(VMMC_ERR_PEER_DEAD, "rank %d is gone", px->rank);
             return vmmc_error_sys("process_vm_readv of %zu bytes from rank %d", len, px->rank);
         }
         done += (size_t)w;
     }
+    vmmc_proxy_leave(px);
     return VMMC_OK;
 }
 

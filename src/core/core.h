@@ -198,14 +198,14 @@ struct vmmc_ep {
     pthread_mutex_t mem_lock;
     struct vmmc_mkey_cache *_Atomic mkeys; /* translation cache (mkey.c), made on first use */
 
-    /* barrier */
-    uint64_t barrier_epoch, barrier_done;
+    /* barrier (under lock): epochs asked for, completed, and completed
+     * before the bootstrap reported any death (only those succeed) */
+    uint64_t barrier_epoch, barrier_done, barrier_ok;
     int launcher_closed;
+    int boot_dead_rank;        /* first rank the bootstrap reported dead, or -1 */
 
-    /* deaths: all detected, and those reported by the launcher (ordered with
-     * barrier completions on the launcher connection) */
+    /* deaths detected by any means (the bootstrap's: boot_dead_rank) */
     _Atomic uint64_t deaths;
-    _Atomic uint64_t boot_deaths;
 
     /* control thread */
     int epfd;

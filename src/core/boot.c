@@ -687,6 +687,12 @@ int vmmc_boot_dispatch(vmmc_boot_t *b, vmmc_boot_event_fn fn, void *arg)
     }
 }
 
+int vmmc_boot_host_rank(const vmmc_boot_t *b)
+{
+    const boot_priv_t *p = b ? b->priv : NULL;
+    return p && p->mode == BOOT_TCP ? 0 : -1;
+}
+
 void vmmc_boot_fini(vmmc_boot_t *b)
 {
     if (!b || !b->priv)

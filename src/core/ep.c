@@ -212,6 +212,7 @@ int vmmc_init(const vmmc_ep_params_t *params, vmmc_ep_t **out)
     ep->epfd = ep->ctl_wake_fd = ep->evfd = -1;
     ep->boot.fd = -1;
     ep->boot_dead_rank = -1;
+    vmmc_wait_init(ep);
     ep->pid = getpid();
     pthread_mutex_init(&ep->lock, NULL);
     pthread_condattr_t ca;
@@ -322,6 +323,7 @@ int vmmc_finalize(vmmc_ep_t *ep)
     free(ep->exports);
     free(ep->pending);
     free(ep->remote);
+    vmmc_wait_fini(ep);
     if (ep->evfd >= 0)
         close(ep->evfd);
     pthread_mutex_destroy(&ep->lock);

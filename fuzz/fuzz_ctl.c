@@ -61,7 +61,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
                                  "PMIX_RANK", "PMIX_NAMESPACE"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
         unsetenv(vars[i]);
-    setenv("VMMC_LOG_LEVEL", "0", 1);
+    setenv("VMMC_LOG_LEVEL", "0", 0);
     setenv("VMMC_TRANSPORT", "shm", 1);
     if (vmmc_init(NULL, &ep) != VMMC_OK) {
         fprintf(stderr, "fuzz_ctl: vmmc_init: %s\n", vmmc_last_error());

@@ -152,10 +152,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (pending && vmmc_import_test(pending) != VMMC_INPROGRESS) {
         vmmc_unimport(pending);
         start_pending();
-    } else if (before >= 0) {
-        int after = count_fds();
-        if (after > before)
-            abort(); /* descriptors handed to the core and never closed */
     }
+    if (before >= 0 && count_fds() > before)
+        abort(); /* descriptors handed to the core and never closed */
     return 0;
 }

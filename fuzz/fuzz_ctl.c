@@ -153,7 +153,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         vmmc_unimport(pending);
         start_pending();
     }
-    if (before >= 0 && count_fds() > before)
-        abort(); /* descriptors handed to the core and never closed */
+    /* Descriptors handed to the core and never closed. The control thread
+     * may hold one for a moment (a reply the endpoint sent itself): only a
+     * count that stays up is a leak. */
+    for (int i = 0; before >= 0 && count_fds() > before; i++) {
+        if (i == 200)
+            abort();
+        usleep(1000);
+    }
     return 0;
 }

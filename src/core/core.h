@@ -283,6 +283,10 @@ void vmmc_mkey_cache_destroy(vmmc_ep_t *ep);
 
 /* Wake this endpoint's sleepers (after queueing an event for it). */
 void vmmc_ep_wake(vmmc_ep_t *ep);
+/* The same for an event that only waiting application threads look at
+ * (barrier or copy-engine completion): progress need not run for it, so a
+ * sleeping service thread is left alone. */
+void vmmc_ep_wake_waiters(vmmc_ep_t *ep);
 /* Queue a notification from another thread of this process (udp, self). */
 void vmmc_notify_enqueue_local(vmmc_ep_t *ep, const vmmc_nrec_t *rec);
 

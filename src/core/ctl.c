@@ -131,7 +131,7 @@ static void boot_event(void *arg, vmmc_boot_event_t ev, int64_t a, int64_t b)
             ep->barrier_ok = ep->barrier_done;
         pthread_cond_broadcast(&ep->cond);
         pthread_mutex_unlock(&ep->lock);
-        vmmc_ep_wake(ep);
+        vmmc_ep_wake_waiters(ep);
         break;
     case VMMC_BOOT_EV_DEAD:
         vmmc_peer_mark_dead(ep, (int)a, (int)b, NULL);

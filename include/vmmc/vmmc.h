@@ -399,6 +399,7 @@ VMMC_API int vmmc_progress(vmmc_ep_t *ep);
 /**
  * @brief Wait until at least one event was handled or @p timeout_ms passed
  * (-1: forever; 0: just progress). Spins for the configured time, then blocks.
+ * Events handled meanwhile by another thread (the service thread, say) count.
  * Returns the number of events handled, 0 on timeout, or an error.
  */
 VMMC_API int vmmc_wait(vmmc_ep_t *ep, int timeout_ms);

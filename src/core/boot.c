@@ -386,7 +386,7 @@ static int recv_one(int fd, vmmc_bw_rx_t *rx, int64_t deadline, uint16_t *type,
     return 0;
 }
 
-static int parse_table(vmmc_boot_t *b, const uint8_t *body, uint32_t len)
+int vmmc_boot_parse_table(vmmc_boot_t *b, const uint8_t *body, uint32_t len)
 {
     vmmc_bw_in_t in = {.p = body, .len = len};
     const char *job;
@@ -464,7 +464,7 @@ static int rendezvous(vmmc_boot_t *b, boot_priv_t *p, const char *card, int64_t 
         vmmc_bw_in_t in = {.p = body, .len = len};
         switch (type) {
         case VMMC_BW_TABLE:
-            return parse_table(b, body, len);
+            return vmmc_boot_parse_table(b, body, len);
         case VMMC_BW_DEAD: {
             uint32_t r = vmmc_bw_get_u32(&in);
             int64_t st = (int64_t)vmmc_bw_get_u64(&in);
@@ -685,6 +685,12 @@ int vmmc_boot_dispatch(vmmc_boot_t *b, vmmc_boot_event_fn fn, void *arg)
         if (n == -EAGAIN)
             return VMMC_OK;
     }
+}
+
+int vmmc_boot_host_rank(const vmmc_boot_t *b)
+{
+    const boot_priv_t *p = b ? b->priv : NULL;
+    return p && p->mode == BOOT_TCP ? 0 : -1;
 }
 
 void vmmc_boot_fini(vmmc_boot_t *b)

@@ -57,6 +57,11 @@ int vmmc_boot_barrier_send(vmmc_boot_t *b, uint64_t epoch);
  * for each event. Returns a vmmc status (VMMC_OK when nothing is left). */
 int vmmc_boot_dispatch(vmmc_boot_t *b, vmmc_boot_event_fn fn, void *arg);
 
+/* The rank whose process serves the bootstrap connection (0 for the TCP
+ * rendezvous), or -1 when no rank does (launcher, PMIx, singleton): when
+ * that connection closes while this rank is in the job, that rank is gone. */
+int vmmc_boot_host_rank(const vmmc_boot_t *b);
+
 /* Tell the launcher this rank leaves cleanly (finalize), then close. */
 void vmmc_boot_fini(vmmc_boot_t *b);
 

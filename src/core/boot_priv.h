@@ -26,6 +26,10 @@ typedef struct boot_priv {
 } boot_priv_t;
 
 /* boot.c */
+/* Parse the server's TABLE body for a job of b->size ranks: on success fills
+ * b->job and b->peers (owned by @b); a malformed table is VMMC_ERR_PROTOCOL
+ * and leaves @b unchanged. */
+int vmmc_boot_parse_table(vmmc_boot_t *b, const uint8_t *body, uint32_t len);
 int vmmc_boot_parse_int_env(const char *name, int lo, int hi, int *out);
 void vmmc_boot_random_job(char *job, size_t n);
 

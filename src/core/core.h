@@ -205,14 +205,14 @@ struct vmmc_ep {
     pthread_mutex_t mem_lock;
     struct vmmc_mkey_cache *_Atomic mkeys; /* translation cache (mkey.c), made on first use */
 
-    /* barrier */
-    uint64_t barrier_epoch, barrier_done;
+    /* barrier (under lock): epochs asked for, completed, and completed
+     * before the bootstrap reported any death (only those succeed) */
+    uint64_t barrier_epoch, barrier_done, barrier_ok;
     int launcher_closed;
+    int boot_dead_rank;        /* first rank the bootstrap reported dead, or -1 */
 
-    /* deaths: all detected, and those reported by the launcher (ordered with
-     * barrier completions on the launcher connection) */
+    /* deaths detected by any means (the bootstrap's: boot_dead_rank) */
     _Atomic uint64_t deaths;
-    _Atomic uint64_t boot_deaths;
 
     /* control thread */
     int epfd;
@@ -220,11 +220,22 @@ struct vmmc_ep {
     pthread_t ctl_thread;
     int ctl_running;
 
-    /* waiting: one eventfd per endpoint; senders write it when sleeping > 0 */
+    /* waiting (wait.c). One eventfd per endpoint, written by peers and local
+     * events when *sleeping > 0, read only by its owner; other sleepers
+     * wait on the wake_seq futex and are woken by whoever handled events. */
     int evfd;
     int evfd_mode;             /* vmmc_event_fd() was called: always armed */
-    _Atomic uint32_t *sleeping;/* > 0 while someone sleeps: in the shm inbox so peers see it */
+    _Atomic uint32_t *sleeping;/* > 0 while the owner sleeps: in the shm inbox so peers see it */
     _Atomic uint32_t sleeping_local;
+    _Atomic int evfd_owner;    /* WAIT_OWN_*: who may read evfd now */
+    _Atomic int owner_asleep;  /* a waiter that owns evfd is in poll() on it */
+    _Atomic uint32_t sleepers; /* application threads asleep or about to sleep */
+    _Atomic uint32_t followers;/* of those, on the futex */
+    _Atomic uint32_t wake_seq; /* futex word of the followers */
+    _Atomic uint64_t work;     /* events handled by progress so far (written under progress_lock) */
+    _Atomic int app_signalled; /* app_evfd holds an unread signal */
+    int app_fd;                /* vmmc_event_fd(): an epoll set of app_evfd (and evfd) */
+    int app_evfd;              /* signalled when the application should call vmmc_progress */
 
     /* progress */
     pthread_mutex_t progress_lock;
@@ -284,6 +295,10 @@ void vmmc_mkey_cache_destroy(vmmc_ep_t *ep);
 
 /* Wake this endpoint's sleepers (after queueing an event for it). */
 void vmmc_ep_wake(vmmc_ep_t *ep);
+/* The same for an event that only waiting application threads look at
+ * (barrier or copy-engine completion): progress need not run for it, so a
+ * sleeping service thread is left alone. */
+void vmmc_ep_wake_waiters(vmmc_ep_t *ep);
 /* Queue a notification from another thread of this process (udp, self). */
 void vmmc_notify_enqueue_local(vmmc_ep_t *ep, const vmmc_nrec_t *rec);
 
@@ -292,6 +307,33 @@ void vmmc_ctl_stop(vmmc_ep_t *ep);
 typedef void (*vmmc_watch_fn)(vmmc_ep_t *ep, int fd, uint32_t events, void *arg);
 int vmmc_ctl_watch(vmmc_ep_t *ep, int fd, vmmc_watch_fn fn, void *arg);
 void vmmc_ctl_unwatch(vmmc_ep_t *ep, int fd);
+
+/* wait.c */
+enum { WAIT_OWN_NONE = 0, WAIT_OWN_WAITER, WAIT_OWN_SERVICE, WAIT_OWN_PROGRESS };
+extern int vmmc_wait_membar; /* sleepers fence every thread (membarrier), so workers need none */
+void vmmc_wait_init(vmmc_ep_t *ep);
+void vmmc_wait_fini(vmmc_ep_t *ep);
+void vmmc_wait_work_slow(vmmc_ep_t *ep) VMMC_COLD;
+void vmmc_wait_app_reset(vmmc_ep_t *ep);
+int vmmc_hooks_armed(vmmc_ep_t *ep);
+int vmmc_in_progress(const vmmc_ep_t *ep);
+
+/* Progress handled @n events (called with progress_lock held): count them,
+ * and wake application threads that sleep meanwhile. A sleeper announces
+ * itself, then fences every thread of the process (membarrier) before it
+ * checks its condition, so here a compiler barrier orders our stores (the
+ * handlers' effects, work) before the load of sleepers. */
+static inline void vmmc_wait_note_work(vmmc_ep_t *ep, int n)
+{
+    atomic_store_explicit(&ep->work, atomic_load_explicit(&ep->work, memory_order_relaxed) + (uint64_t)n,
+                          memory_order_relaxed);
+    if (VMMC_UNLIKELY(!vmmc_wait_membar))
+        atomic_thread_fence(memory_order_seq_cst);
+    else
+        atomic_signal_fence(memory_order_seq_cst);
+    if (VMMC_UNLIKELY(atomic_load_explicit(&ep->sleepers, memory_order_relaxed) != 0))
+        vmmc_wait_work_slow(ep);
+}
 
 int vmmc_dma_submit(vmmc_ep_t *ep, vmmc_req_int_t *r);
 void vmmc_dma_stop(vmmc_ep_t *ep);

@@ -122,28 +122,45 @@ static void boot_event(void *arg, vmmc_boot_event_t ev, int64_t a, int64_t b)
     vmmc_ep_t *ep = arg;
     switch (ev) {
     case VMMC_BOOT_EV_BARRIER:
+        /* The bootstrap completes a barrier without the ranks that died, and
+         * sends their DEAD first: a completion after a death is a failure. */
         pthread_mutex_lock(&ep->lock);
         if ((uint64_t)a > ep->barrier_done)
             ep->barrier_done = (uint64_t)a;
+        if (ep->boot_dead_rank < 0)
+            ep->barrier_ok = ep->barrier_done;
         pthread_cond_broadcast(&ep->cond);
         pthread_mutex_unlock(&ep->lock);
-        vmmc_ep_wake(ep);
+        vmmc_ep_wake_waiters(ep);
         break;
     case VMMC_BOOT_EV_DEAD:
-        atomic_fetch_add(&ep->boot_deaths, 1);
         vmmc_peer_mark_dead(ep, (int)a, (int)b, NULL);
         pthread_mutex_lock(&ep->lock);
+        if (ep->boot_dead_rank < 0)
+            ep->boot_dead_rank = (int)a;
         pthread_cond_broadcast(&ep->cond);
         pthread_mutex_unlock(&ep->lock);
         vmmc_ep_wake(ep);
         break;
-    case VMMC_BOOT_EV_CLOSED:
+    case VMMC_BOOT_EV_CLOSED: {
+        /* The TCP rendezvous lives in rank 0's process and lets the others
+         * leave before rank 0 does: losing it means rank 0 is gone, which
+         * the transports would learn only at their peer timeout. */
+        int host = vmmc_boot_host_rank(&ep->boot);
+        if (host >= 0 && host != ep->rank) {
+            vmmc_peer_mark_dead(ep, host, -1, "the bootstrap rendezvous it served closed");
+            pthread_mutex_lock(&ep->lock);
+            if (ep->boot_dead_rank < 0)
+                ep->boot_dead_rank = host;
+            pthread_mutex_unlock(&ep->lock);
+        }
         pthread_mutex_lock(&ep->lock);
         ep->launcher_closed = 1;
         pthread_cond_broadcast(&ep->cond);
         pthread_mutex_unlock(&ep->lock);
         vmmc_ep_wake(ep);
         break;
+    }
     }
 }
 

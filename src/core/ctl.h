@@ -12,6 +12,8 @@
 #include "core/core.h"
 
 #define VMMC_CTL_MAGIC 0x564d4d43u /* "VMMC" */
+/* Import requests of one peer for names not exported yet, kept at most. */
+#define VMMC_PENDING_IMPORTS_MAX 256
 
 enum {
     CTL_HELLO = 1,      /* importer → exporter: I am rank r (pid p) */

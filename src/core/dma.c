@@ -76,7 +76,11 @@ static void *dma_main(void *arg)
             /* After this store the request belongs to the application again. */
             atomic_store_explicit(&r->status, rc, memory_order_release);
             atomic_fetch_sub_explicit(&peer->async_inflight, 1, memory_order_release);
-            vmmc_ep_wake(ep);
+            /* Waiters look at the request; a progress hook may too. */
+            if (atomic_load_explicit(&ep->nhooks, memory_order_acquire))
+                vmmc_ep_wake(ep);
+            else
+                vmmc_ep_wake_waiters(ep);
             continue;
         }
         if (atomic_load(&ep->dma_stop))

@@ -211,6 +211,8 @@ int vmmc_init(const vmmc_ep_params_t *params, vmmc_ep_t **out)
         return vmmc_error(VMMC_ERR_NOMEM, "out of memory for the endpoint");
     ep->epfd = ep->ctl_wake_fd = ep->evfd = -1;
     ep->boot.fd = -1;
+    ep->boot_dead_rank = -1;
+    vmmc_wait_init(ep);
     ep->pid = getpid();
     pthread_mutex_init(&ep->lock, NULL);
     pthread_condattr_t ca;
@@ -322,6 +324,7 @@ int vmmc_finalize(vmmc_ep_t *ep)
     free(ep->exports);
     free(ep->pending);
     free(ep->remote);
+    vmmc_wait_fini(ep);
     if (ep->evfd >= 0)
         close(ep->evfd);
     pthread_mutex_destroy(&ep->lock);
@@ -353,7 +356,7 @@ int vmmc_peer_alive(vmmc_ep_t *ep, int rank)
 
 typedef struct barrier_wait {
     vmmc_ep_t *ep;
-    uint64_t epoch, deaths;
+    uint64_t epoch;
 } barrier_wait_t;
 
 static int barrier_over(void *arg)
@@ -361,10 +364,20 @@ static int barrier_over(void *arg)
     barrier_wait_t *bw = arg;
     vmmc_ep_t *ep = bw->ep;
     pthread_mutex_lock(&ep->lock);
-    int over = ep->barrier_done >= bw->epoch || ep->launcher_closed ||
-               atomic_load(&ep->boot_deaths) != bw->deaths;
+    int over = ep->barrier_done >= bw->epoch || ep->launcher_closed || ep->boot_dead_rank >= 0;
     pthread_mutex_unlock(&ep->lock);
     return over;
+}
+
+/* The barrier cannot complete: say which rank the bootstrap reported dead. */
+static int barrier_dead(vmmc_ep_t *ep, int dead, const char *what)
+{
+    int st;
+    vmmc_peer_t *p = vmmc_peer_get(ep, dead, &st);
+    if (p && atomic_load(&p->state) == PEER_DEAD)
+        return vmmc_error(VMMC_ERR_PEER_DEAD, "barrier %s: rank %d is dead: %s", what, dead,
+                          p->dead_why);
+    return vmmc_error(VMMC_ERR_PEER_DEAD, "barrier %s: rank %d is dead", what, dead);
 }
 
 int vmmc_barrier(vmmc_ep_t *ep)
@@ -373,53 +386,43 @@ int vmmc_barrier(vmmc_ep_t *ep)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_barrier: NULL endpoint");
     if (ep->boot.fd < 0 && ep->size == 1)
         return VMMC_OK;
-    /* A barrier of the job cannot succeed once a rank of it has died. */
-    if (atomic_load(&ep->boot_deaths)) {
-        for (int r = 0; r < ep->size; r++) {
-            int st;
-            vmmc_peer_t *p = vmmc_peer_get(ep, r, &st);
-            if (p && atomic_load(&p->state) == PEER_DEAD)
-                return vmmc_error(VMMC_ERR_PEER_DEAD, "barrier: rank %d is dead: %s", r,
-                                  p->dead_why);
-        }
-        return vmmc_error(VMMC_ERR_PEER_DEAD, "barrier: a rank of the job died");
-    }
+    /* A barrier of the job cannot succeed once a rank of it has died. Only
+     * the bootstrap's death notices count: they are ordered with its barrier
+     * completions, whereas a rank that finished the barrier and then left
+     * may close its connections to us before we see the completion. */
+    pthread_mutex_lock(&ep->lock);
+    int dead = ep->boot_dead_rank;
+    uint64_t epoch = dead < 0 ? ++ep->barrier_epoch : 0;
+    pthread_mutex_unlock(&ep->lock);
+    if (dead >= 0)
+        return barrier_dead(ep, dead, "refused");
     /* What was sent before the barrier has landed when the barrier ends. */
     if (ep->udp && vmmc_tl_udp.flush) {
         int frc = vmmc_tl_udp.flush(ep);
         if (frc != VMMC_OK)
             return frc;
     }
-    pthread_mutex_lock(&ep->lock);
-    uint64_t epoch = ++ep->barrier_epoch;
-    /* Only the launcher's death notices fail a barrier: they are ordered
-     * with its barrier completions, whereas a rank that finished the barrier
-     * and then left may close its connections to us before we see the
-     * completion. */
-    uint64_t deaths = atomic_load(&ep->boot_deaths);
-    pthread_mutex_unlock(&ep->lock);
     int rc = vmmc_boot_barrier_send(&ep->boot, epoch);
     if (rc != VMMC_OK)
         return rc;
     /* Keep serving handlers and progress hooks while waiting (a peer may
      * need our credits or answers to reach the barrier at all). */
-    barrier_wait_t bw = {ep, epoch, deaths};
+    barrier_wait_t bw = {ep, epoch};
     vmmc_wait_until(ep, barrier_over, &bw, -1);
+    /* The bootstrap completes a barrier without the ranks that died (after
+     * telling us of them): only a completion that came before any death
+     * notice is a success. */
     pthread_mutex_lock(&ep->lock);
-    int done = ep->barrier_done >= epoch;
+    int ok = ep->barrier_ok >= epoch;
     int closed = ep->launcher_closed;
+    dead = ep->boot_dead_rank;
     pthread_mutex_unlock(&ep->lock);
-    if (done)
+    if (ok)
         return VMMC_OK;
+    if (dead >= 0)
+        return barrier_dead(ep, dead, "failed");
     if (closed)
         return vmmc_error(VMMC_ERR_PEER_DEAD, "barrier failed: the launcher connection closed");
-    for (int r = 0; r < ep->size; r++) {
-        int st;
-        vmmc_peer_t *p = vmmc_peer_get(ep, r, &st);
-        if (p && atomic_load(&p->state) == PEER_DEAD)
-            return vmmc_error(VMMC_ERR_PEER_DEAD, "barrier failed: rank %d is dead: %s", r,
-                              p->dead_why);
-    }
     return vmmc_error(VMMC_ERR_PEER_DEAD, "barrier failed: a rank died");
 }
 

@@ -117,7 +117,21 @@ void vmmc_export_serve_import(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m)
         reply(ep, rank, m->id, NULL, VMMC_ERR_STALE,
               "the memory that key names was freed by its owner");
     } else {
-        /* Not exported yet: answer when it is (the importer has a deadline). */
+        /* Not exported yet: answer when it is (the importer has a deadline).
+         * Each peer may keep only so many requests waiting here, or a
+         * hostile one could make us allocate without end. */
+        int waiting = 0;
+        for (pending_import_t *q = *pending_of(ep); q; q = q->next)
+            waiting += q->rank == rank;
+        if (waiting >= VMMC_PENDING_IMPORTS_MAX) {
+            char text[128];
+            snprintf(text, sizeof text, "rank %d already has %d imports waiting at rank %d", rank,
+                     waiting, ep->rank);
+            VMMC_COUNT(ep, CNT_CTL_BAD, 1);
+            reply(ep, rank, m->id, NULL, VMMC_ERR_AGAIN, text);
+            pthread_mutex_unlock(&ep->lock);
+            return;
+        }
         pending_import_t *pi = calloc(1, sizeof *pi);
         if (pi) {
             pi->rank = rank;

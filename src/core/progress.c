@@ -1,11 +1,9 @@
-/* The progress engine and the one way to wait.
+/* The progress engine.
  *
  * vmmc_progress() drains the notification rings into a local FIFO, runs the
  * handlers unless notifications are blocked, and calls the progress hooks of
- * the layers above. vmmc_wait() spins on it for VMMC_SPIN, then sleeps on the
- * endpoint's eventfd after announcing itself in the "sleeping" word that
- * senders check after publishing an event (Dekker-style: both sides store,
- * full fence, load), so no wake-up is lost and none is paid while awake. */
+ * the layers above. Waiting on it (spin, then sleep; the event fd; the
+ * service thread) is wait.c. */
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -21,16 +19,6 @@ static __thread int tl_handler_depth;
 int vmmc_in_progress(const vmmc_ep_t *ep)
 {
     return tl_progress_ep == ep;
-}
-
-void vmmc_ep_wake(vmmc_ep_t *ep)
-{
-    atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(ep->sleeping, memory_order_relaxed)) {
-        uint64_t one = 1;
-        ssize_t w = write(ep->evfd, &one, sizeof one);
-        (void)w;
-    }
 }
 
 static void pending_push(vmmc_ep_t *ep, const vmmc_nrec_t *rec)
@@ -136,14 +124,11 @@ int vmmc_progress(vmmc_ep_t *ep)
 {
     if (VMMC_UNLIKELY(!ep))
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_progress: NULL endpoint");
+    if (VMMC_UNLIKELY(__atomic_load_n(&ep->evfd_mode, __ATOMIC_RELAXED)) && tl_progress_ep != ep)
+        vmmc_wait_app_reset(ep); /* the application's epoll loop calls us */
     if (tl_progress_ep == ep || pthread_mutex_trylock(&ep->progress_lock) != 0)
         return 0; /* from inside a handler, or another thread is progressing */
     tl_progress_ep = ep;
-    if (ep->evfd_mode) {
-        uint64_t v;
-        ssize_t r = read(ep->evfd, &v, sizeof v);
-        (void)r;
-    }
     vmmc_shm_drain(ep, pending_push);
     drain_remote(ep);
     int n = dispatch(ep);
@@ -153,13 +138,15 @@ int vmmc_progress(vmmc_ep_t *ep)
             n += ep->hooks[i].poll(ep->hooks[i].arg);
     if (ep->udp && vmmc_tl_udp.progress)
         n += vmmc_tl_udp.progress(ep);
+    if (n > 0)
+        vmmc_wait_note_work(ep, n); /* wakes threads that sleep while we handle events */
     tl_progress_ep = NULL;
     pthread_mutex_unlock(&ep->progress_lock);
     return n;
 }
 
 /* Is work pending that progress would handle? (before sleeping) */
-static int armed_pending(vmmc_ep_t *ep)
+int vmmc_hooks_armed(vmmc_ep_t *ep)
 {
     if (!atomic_load_explicit(&ep->nhooks, memory_order_acquire))
         return 0;
@@ -170,72 +157,6 @@ static int armed_pending(vmmc_ep_t *ep)
         pending = ep->hooks[i].arm && ep->hooks[i].arm(ep->hooks[i].arg);
     pthread_mutex_unlock(&ep->hooks_lock);
     return pending;
-}
-
-int vmmc_wait_until(vmmc_ep_t *ep, int (*done)(void *), void *arg, int timeout_ms)
-{
-    uint64_t start = vmmc_now_ns();
-    uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000ull;
-    uint64_t deaths = atomic_load(&ep->deaths);
-    int n = 0;
-    for (;;) {
-        n += vmmc_progress(ep);
-        if (done ? done(arg) : n > 0)
-            return done ? VMMC_OK : n;
-        if (atomic_load(&ep->deaths) != deaths && !done)
-            return vmmc_error(VMMC_ERR_PEER_DEAD, "a peer died while waiting");
-        uint64_t now = vmmc_now_ns();
-        if (now >= deadline)
-            return done ? vmmc_error(VMMC_ERR_TIMEOUT, "wait timed out after %d ms", timeout_ms) : 0;
-        if (now - start < ep->spin_ns) {
-            __builtin_ia32_pause();
-            continue;
-        }
-        /* Sleep: announce, re-check, block on the eventfd. */
-        atomic_fetch_add(ep->sleeping, 1);
-        atomic_thread_fence(memory_order_seq_cst);
-        n += vmmc_progress(ep);
-        int ready = (done ? done(arg) : n > 0) || armed_pending(ep) ||
-                    atomic_load(&ep->deaths) != deaths;
-        if (!ready) {
-            VMMC_COUNT(ep, CNT_SLEEPS, 1);
-            uint64_t left = deadline - now;
-            int ms = deadline == UINT64_MAX || left > 1000000000ull ? 1000 : (int)(left / 1000000) + 1;
-            struct pollfd pf = {ep->evfd, POLLIN, 0};
-            poll(&pf, 1, ms);
-            uint64_t v;
-            ssize_t r = read(ep->evfd, &v, sizeof v);
-            (void)r;
-        }
-        atomic_fetch_sub(ep->sleeping, 1);
-        start = vmmc_now_ns(); /* spin again briefly after a wake-up */
-    }
-}
-
-int vmmc_wait(vmmc_ep_t *ep, int timeout_ms)
-{
-    if (!ep)
-        return vmmc_error(VMMC_ERR_INVALID, "vmmc_wait: NULL endpoint");
-    if (tl_progress_ep == ep)
-        return vmmc_error(VMMC_ERR_INVALID, "vmmc_wait called from inside a handler");
-    if (timeout_ms < -1)
-        return vmmc_error(VMMC_ERR_INVALID, "vmmc_wait: timeout %d ms (use -1 for none)", timeout_ms);
-    if (timeout_ms == 0)
-        return vmmc_progress(ep);
-    return vmmc_wait_until(ep, NULL, NULL, timeout_ms);
-}
-
-int vmmc_event_fd(vmmc_ep_t *ep)
-{
-    if (!ep)
-        return vmmc_error(VMMC_ERR_INVALID, "vmmc_event_fd: NULL endpoint");
-    pthread_mutex_lock(&ep->lock);
-    if (!ep->evfd_mode) {
-        ep->evfd_mode = 1;
-        atomic_fetch_add(ep->sleeping, 1); /* always armed from now on */
-    }
-    pthread_mutex_unlock(&ep->lock);
-    return ep->evfd;
 }
 
 int vmmc_notify_block(vmmc_ep_t *ep)
@@ -261,11 +182,7 @@ int vmmc_notify_unblock(vmmc_ep_t *ep)
     }
     if (cur - 1 == 0) {
         /* Queued notifications run at the next progress; wake sleepers. */
-        uint64_t one = 1;
-        if (atomic_load(ep->sleeping)) {
-            ssize_t w = write(ep->evfd, &one, sizeof one);
-            (void)w;
-        }
+        vmmc_ep_wake(ep);
         return 1;
     }
     return 0;
@@ -337,61 +254,6 @@ int vmmc_signal(vmmc_ep_t *ep, int rank)
             return rc;
     }
     return p->tl->signal(ep, p);
-}
-
-/* ---- the service thread ---- */
-
-static void *service_main(void *arg)
-{
-    vmmc_ep_t *ep = arg;
-    while (atomic_load(&ep->service_run))
-        vmmc_wait_until(ep, NULL, NULL, 200);
-    return NULL;
-}
-
-int vmmc_service_start(vmmc_ep_t *ep)
-{
-    if (!ep)
-        return vmmc_error(VMMC_ERR_INVALID, "vmmc_service_start: NULL endpoint");
-    pthread_mutex_lock(&ep->lock);
-    int rc = VMMC_OK;
-    if (!ep->service_started) {
-        atomic_store(&ep->service_run, 1);
-        int e = pthread_create(&ep->service_thread, NULL, service_main, ep);
-        if (e) {
-            errno = e;
-            rc = vmmc_error_sys("pthread_create (service thread)");
-        } else {
-            ep->service_started = 1;
-        }
-    }
-    pthread_mutex_unlock(&ep->lock);
-    return rc;
-}
-
-void vmmc_service_stop_internal(vmmc_ep_t *ep)
-{
-    pthread_mutex_lock(&ep->lock);
-    int started = ep->service_started;
-    ep->service_started = 0;
-    atomic_store(&ep->service_run, 0);
-    pthread_mutex_unlock(&ep->lock);
-    if (!started)
-        return;
-    uint64_t one = 1;
-    ssize_t w = write(ep->evfd, &one, sizeof one);
-    (void)w;
-    pthread_join(ep->service_thread, NULL);
-}
-
-int vmmc_service_stop(vmmc_ep_t *ep)
-{
-    if (!ep)
-        return vmmc_error(VMMC_ERR_INVALID, "vmmc_service_stop: NULL endpoint");
-    if (tl_progress_ep == ep)
-        return vmmc_error(VMMC_ERR_INVALID, "vmmc_service_stop called from a handler");
-    vmmc_service_stop_internal(ep);
-    return VMMC_OK;
 }
 
 /* ---- requests ---- */

@@ -610,10 +610,10 @@ int vmmc_shm_proxy_setup(vmmc_proxy_t *px, const vmmc_ctl_msg_t *m, const int *f
         px->base = (char *)px->map_base + (px->raddr & 4095);
     }
 out:
-    if (memfd >= 0)
-        close(memfd);
-    if (rfd >= 0)
-        close(rfd);
+    /* Mappings keep no descriptor; the reply's extra ones (a hostile or
+     * confused exporter may send any) are closed too. */
+    for (int k = 0; k < nfds; k++)
+        close(fds[k]);
     return rc;
 }
 

@@ -39,6 +39,16 @@
  *   copy_bw                         GB/s the ceiling of memalloc_bw, made the
  *                                        same way: the same stream, flag and
  *                                        ack, with memcpy into the mapping
+ *   copy2_bw                        GB/s the ceiling of a copy that both
+ *                                        cores share (FM's split copy): per
+ *                                        message, rank 0 says go, rank 1
+ *                                        copies the front half from rank 0's
+ *                                        memory while rank 0 copies the back
+ *                                        half into rank 1's, and rank 0 waits
+ *                                        for rank 1's done before the next
+ *                                        (the sender may reuse its buffer when
+ *                                        the send returns); source and
+ *                                        destination are "ma" memory
  *   notify_poll_lat, notify_block_lat, notify_epoll_lat, notify_service_lat
  *                                   us   8-byte send with VMMC_SEND_NOTIFY,
  *                                        the handler replies; ping-pong / 2 with
@@ -73,7 +83,8 @@
 #define WAIT_LIMIT_NS 20e9 /* a peer silent this long means something broke */
 #define MAX_SIZE ((size_t)16 << 20)
 
-enum { SLOT_FLAG = 0, SLOT_ACK = 1, SLOT_GO = 2, SLOT_DONE = 3, SLOT_MAP = 4, NSLOTS = 8 };
+enum { SLOT_FLAG = 0, SLOT_ACK = 1, SLOT_GO = 2, SLOT_DONE = 3, SLOT_MAP = 4, SLOT_GO2 = 5,
+       SLOT_DONE2 = 6, NSLOTS = 8 };
 enum { MODE_POLL, MODE_BLOCK, MODE_EPOLL, MODE_SERVICE };
 
 typedef struct region {
@@ -93,6 +104,7 @@ typedef struct vb {
     region_t ma, ml, nt;
     char *src;        /* send source */
     uint64_t seq;     /* sequence numbers, identical on both ranks */
+    uint64_t seq2;    /* copy2_bw's messages, identical on both ranks */
     _Atomic uint64_t notified;
     uint64_t reply_until; /* rank 1: the handler replies while notified <= this */
     int service_mode;
@@ -482,15 +494,48 @@ static int bandwidth(vb_t *v, region_t *r, size_t n, int bidir, double *out)
     return bandwidth_n(v, r, n, bidir, out, v->c->reps, 1);
 }
 
-/* One-way bandwidth and its ceiling (the same stream by memcpy into the
- * mapping), repetitions alternating after one warm-up of each. */
-static int bandwidth_with_ceiling(vb_t *v, region_t *r, size_t n, double *fig, double *ceil)
+/* copy2_bw: @count messages of @n bytes copied by both ranks, half each
+ * (see the header); GB/s into *out on rank 0. */
+static int copy2_n(vb_t *v, size_t n, long count, double *out)
 {
+    size_t h = (n / 2) & ~(size_t)63;
+    volatile uint64_t *go = slot(v, SLOT_GO2), *done = slot(v, SLOT_DONE2);
+    uint64_t *peer_go = (uint64_t *)(void *)(v->ma.map + slot_off(v, SLOT_GO2));
+    uint64_t *peer_done = (uint64_t *)(void *)(v->ma.map + slot_off(v, SLOT_DONE2));
+    double t0 = bench_now_ns();
+    for (long i = 0; i < count; i++) {
+        uint64_t k = ++v->seq2;
+        if (v->me == 0) {
+            __atomic_store_n(peer_go, k, __ATOMIC_RELEASE);
+            memcpy(v->ma.map + h, v->ma.mem + h, n - h);
+            if (wait_word(v, done, k))
+                return -1;
+        } else {
+            if (wait_word(v, go, k))
+                return -1;
+            memcpy(v->ma.mem, v->ma.map, h);
+            __atomic_store_n(peer_done, k, __ATOMIC_RELEASE);
+        }
+    }
+    *out = (double)n * (double)count / (bench_now_ns() - t0);
+    return 0;
+}
+
+/* One-way bandwidth and its ceilings (the same stream by memcpy into the
+ * mapping, and the copy shared by both cores), repetitions alternating after
+ * one warm-up of each. */
+static int bandwidth_with_ceiling(vb_t *v, region_t *r, size_t n, double *fig, double *ceil,
+                                  double *ceil2)
+{
+    long count = iters_for(v, n, 100000);
     for (int rep = 0; rep < v->c->reps; rep++) {
         v->raw = 1;
         int rc = bandwidth_n(v, r, n, 0, &ceil[rep], 1, rep == 0);
         v->raw = 0;
         if (rc || bandwidth_n(v, r, n, 0, &fig[rep], 1, rep == 0))
+            return -1;
+        if ((rep == 0 && copy2_n(v, n, count / 10 + 1, &ceil2[rep])) ||
+            copy2_n(v, n, count, &ceil2[rep]))
             return -1;
     }
     return 0;
@@ -502,11 +547,13 @@ static int test_bandwidth(vb_t *v)
     EACH(v, bw_sizes, q_bw, n)
     {
         if (v->ma.map && !v->drive) {
-            double ceil[MAX_REPS];
-            if (bandwidth_with_ceiling(v, &v->ma, n, s, ceil))
+            double ceil[MAX_REPS], ceil2[MAX_REPS];
+            if (bandwidth_with_ceiling(v, &v->ma, n, s, ceil, ceil2))
                 return -1;
             bench_report(v->c, "copy_bw", n, "GB/s", bench_stats(ceil, v->c->reps),
                          "limits/memcpy_bw");
+            bench_report(v->c, "copy2_bw", n, "GB/s", bench_stats(ceil2, v->c->reps),
+                         "vmmc/copy_bw");
             bench_report_bounded(v->c, "memalloc_bw", n, "GB/s", bench_stats(s, v->c->reps),
                                  "vmmc/copy_bw");
         } else {

@@ -1393,6 +1393,13 @@ int vmmc_cmd_bench(int argc, char **argv)
         return 2;
     if (o.worker)
         return run_worker(&o);
+    /* The settings, once for the run: a refused value would fail every
+     * suite; the warnings are not repeated by the suites' processes. */
+    if (vmmc_config_check() != VMMC_OK) {
+        fprintf(stderr, "vmmc bench: %s\n", vmmc_last_error());
+        return 1;
+    }
+    setenv("VMMC_SETTINGS_CHECKED", "1", 1);
 
     /* selected suites, in canonical order */
     const char *ran[16];

@@ -91,7 +91,11 @@ static void run_usage(FILE *f)
             "If a rank is killed by a signal or exits non-zero, the others get a death\n"
             "notice at once, then SIGTERM after VMMC_RUN_GRACE (default 500ms), then\n"
             "SIGKILL. SIGINT and SIGTERM are forwarded to every rank. The exit status is\n"
-            "the first failure's (128+signal for a signal), else 0.\n",
+            "the first failure's (128+signal for a signal), else 0.\n"
+            "The ranks' stderr passes through the launcher; a failed rank is named with\n"
+            "the last line it wrote there. The VMMC_* settings are checked once, before\n"
+            "any rank starts: a refused value stops the job (status 1), and warnings are\n"
+            "printed once (the ranks get VMMC_SETTINGS_CHECKED).\n",
             RUN_MAX_RANKS);
 }
 

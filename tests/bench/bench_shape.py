@@ -35,9 +35,10 @@ def skip(msg):
     sys.exit(77)
 
 
-def run(tool, args, expect_rc=0, timeout=150):
+def run(tool, args, expect_rc=0, timeout=150, env=None):
     p = subprocess.run([tool, "bench"] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       universal_newlines=True, timeout=timeout)
+                       universal_newlines=True, timeout=timeout,
+                       env=dict(os.environ, **env) if env else None)
     if expect_rc is not None and p.returncode != expect_rc:
         fail("vmmc bench %s: exit status %d, expected %d\nstdout:\n%s\nstderr:\n%s"
              % (" ".join(args), p.returncode, expect_rc, p.stdout, p.stderr))
@@ -235,7 +236,11 @@ def case_peers(tool):
 
 def case_vmmc(tool):
     p = run(tool, ["limits", "vmmc", "--sizes", "8:1M", "--format", "json"] + TINY,
-            expect_rc=None)
+            expect_rc=None, env={"VMMC_NO_SUCH_SETTING": "1"})
+    # An unknown setting is warned about once per run, not by the tool, the
+    # launcher and every rank.
+    if p.stderr.count("unknown setting VMMC_NO_SUCH_SETTING") != 1:
+        fail("the unknown setting is not warned about exactly once:\n" + p.stderr)
     try:
         doc = json.loads(p.stdout)
     except ValueError as e:

@@ -217,7 +217,11 @@ static int setup_region(vb_t *v, region_t *r, const char *name, size_t len, int 
     }
     int importers[1] = {v->peer};
     vmmc_export_params_t ep = {0};
-    ep.field_mask = VMMC_EXPORT_PARAM_IMPORTERS | (handler ? VMMC_EXPORT_PARAM_HANDLER : 0);
+    ep.field_mask = VMMC_EXPORT_PARAM_IMPORTERS | (handler ? VMMC_EXPORT_PARAM_HANDLER : 0) |
+                    VMMC_EXPORT_PARAM_FLAGS;
+    /* Library memory may be mapped by the peer for the floors (copy2_bw
+     * reads through the mapping): grant reads. */
+    ep.flags = from_alloc ? VMMC_EXPORT_READ : 0;
     ep.name = name;
     ep.addr = r->mem;
     ep.length = len;

@@ -285,9 +285,11 @@ typedef struct vmmc_proxy vmmc_proxy_t;
 
 /**
  * @brief Import @p rank's export @p name, waiting at most @p timeout_ms
- * (-1: forever) for it to appear. VMMC_ERR_PERMISSION if the exporter does not
- * allow this rank; VMMC_ERR_TIMEOUT if the name did not appear in time;
- * VMMC_ERR_PEER_DEAD if the exporter is gone.
+ * for it to appear (-1: the VMMC_IMPORT_TIMEOUT setting, 30 s by default; an
+ * import never waits forever for a name that does not appear).
+ * VMMC_ERR_PERMISSION if the exporter does not allow this rank;
+ * VMMC_ERR_TIMEOUT if the name did not appear in time; VMMC_ERR_PEER_DEAD if
+ * the exporter is gone.
  */
 VMMC_API int vmmc_import(vmmc_ep_t *ep, int rank, const char *name,
                          int timeout_ms, vmmc_proxy_t **px);
@@ -466,9 +468,22 @@ VMMC_API int vmmc_redirect_cancel(vmmc_request_t *req);
  *  @{ */
 
 /** @brief Iterate over VMMC_* settings: returns 0 and fills the out
- *  parameters for index @p i, or VMMC_ERR_NOT_FOUND past the end. */
+ *  parameters for index @p i, or VMMC_ERR_NOT_FOUND past the end. Every
+ *  setting of every layer in the library is listed, and the variables of a
+ *  job (VMMC_RANK, VMMC_SIZE, VMMC_BOOTSTRAP, ...). @p help ends with the
+ *  syntax and valid range in brackets. A refused value shows the default,
+ *  which is what would be used; vmmc_config_check() says why. */
 VMMC_API int vmmc_config_get(int i, const char **name, const char **value,
                              const char **deflt, const char **help);
+
+/** @brief Check the VMMC_* settings in the environment: VMMC_OK, or
+ *  VMMC_ERR_INVALID with vmmc_last_error() naming each refused value, the
+ *  reason and the valid range. A value is refused when it does not parse,
+ *  when a time has no unit (write "50us", not "50"; only 0 may go without),
+ *  when it does not fit in 64 bits, or when it lies outside the setting's
+ *  range. vmmc_init() fails the same way, so a job never runs with a setting
+ *  other than the one the user wrote. */
+VMMC_API int vmmc_config_check(void);
 
 /** @brief Iterate over facts about this build and machine (version,
  *  transports, PMIx support, limits): key/value pairs for `vmmc info`. */

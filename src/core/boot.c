@@ -34,10 +34,10 @@ static uint64_t run_grace_ns;
 static const vmmc_cfg_entry_t boot_entries[] = {
     {"BOOT_TIMEOUT", "30s",
      "how long a rank waits to join its job (TCP connect retries, rendezvous, rank 0 at exit)",
-     VMMC_CFG_TIME, &boot_timeout_ns},
+     VMMC_CFG_TIME, &boot_timeout_ns, 1000000ull, 1000000000000000ull},
     {"RUN_GRACE", "500ms",
      "vmmc run: after a rank fails, time the others get before SIGTERM (SIGKILL follows)",
-     VMMC_CFG_TIME, &run_grace_ns},
+     VMMC_CFG_TIME, &run_grace_ns, 0, 3600000000000ull},
 };
 VMMC_CONFIG_TABLE(boot_cfg, "boot", boot_entries);
 

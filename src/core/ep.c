@@ -18,14 +18,15 @@ vmmc_core_cfg_t vmmc_core_cfg;
 
 static const vmmc_cfg_entry_t core_entries[] = {
     {"SPIN", "50us", "how long vmmc_wait() spins before it sleeps (a cross-core wake costs ~30us here)",
-     VMMC_CFG_TIME, &vmmc_core_cfg.spin_ns},
+     VMMC_CFG_TIME, &vmmc_core_cfg.spin_ns, 0, 10000000000ull},
     {"DMA_SPIN", "200us", "how long the copy engine spins for new work before it sleeps",
-     VMMC_CFG_TIME, &vmmc_core_cfg.dma_spin_ns},
+     VMMC_CFG_TIME, &vmmc_core_cfg.dma_spin_ns, 0, 10000000000ull},
     {"ASYNC_INLINE", "16K", "asynchronous sends up to this size are done inline by the caller",
      VMMC_CFG_SIZE, &vmmc_core_cfg.async_inline_max},
     {"NOTIFY_QUEUE", "256", "notification records queued per sender before it waits",
-     VMMC_CFG_INT, &vmmc_core_cfg.notify_queue},
-    {"MAX_EXPORTS", "4096", "exports per endpoint", VMMC_CFG_INT, &vmmc_core_cfg.max_exports},
+     VMMC_CFG_INT, &vmmc_core_cfg.notify_queue, 2, 1 << 20},
+    {"MAX_EXPORTS", "4096", "exports per endpoint", VMMC_CFG_INT, &vmmc_core_cfg.max_exports,
+     1, 1 << 24},
     {"TRANSPORT", "auto", "auto (shm on this host, udp elsewhere), shm, or udp (force udp everywhere)",
      VMMC_CFG_STRING, &vmmc_core_cfg.transport},
     {"SERVICE_THREAD", "no", "start the notification service thread at vmmc_init()",
@@ -33,7 +34,7 @@ static const vmmc_cfg_entry_t core_entries[] = {
     {"DMA_CPU", "auto", "where the copy engine runs: auto (any CPU but the caller's), inherit, or a CPU number",
      VMMC_CFG_STRING, &vmmc_core_cfg.dma_cpu},
     {"CONNECT_TIMEOUT", "10s", "how long to wait for a peer's control handshake",
-     VMMC_CFG_TIME, &vmmc_core_cfg.connect_timeout_ns},
+     VMMC_CFG_TIME, &vmmc_core_cfg.connect_timeout_ns, 1000000ull, 86400000000000ull},
 };
 VMMC_CONFIG_TABLE(core_cfg_table, "core", core_entries);
 
@@ -205,7 +206,9 @@ int vmmc_init(const vmmc_ep_params_t *params, vmmc_ep_t **out)
 {
     if (!out)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_init: NULL result pointer");
-    vmmc_config_load();
+    int cfg_rc = vmmc_config_load(); /* a refused VMMC_* value: say so, do not run */
+    if (cfg_rc != VMMC_OK)
+        return cfg_rc;
     vmmc_ep_t *ep = calloc(1, sizeof *ep);
     if (!ep)
         return vmmc_error(VMMC_ERR_NOMEM, "out of memory for the endpoint");

@@ -7,6 +7,17 @@
 #include <time.h>
 
 #include "core/export.h"
+#include "util/config.h"
+
+/* How long an import with no limit of its own (timeout -1) waits for the
+ * name to appear. */
+static uint64_t import_timeout_ns;
+static const vmmc_cfg_entry_t import_entries[] = {
+    {"IMPORT_TIMEOUT", "30s", "how long vmmc_import() with timeout -1 waits for the export to "
+     "appear before it fails with VMMC_ERR_TIMEOUT", VMMC_CFG_TIME, &import_timeout_ns,
+     1000000ull, 86400000000000ull},
+};
+VMMC_CONFIG_TABLE(import_cfg, "core", import_entries);
 
 static void proxy_release(vmmc_proxy_t *px)
 {
@@ -31,7 +42,8 @@ int vmmc_import_start(vmmc_ep_t *ep, int rank, const char *name, int timeout_ms,
     if (rank < 0 || rank >= ep->size)
         return vmmc_error(VMMC_ERR_INVALID, "rank %d is not in the job (size %d)", rank, ep->size);
     if (timeout_ms < -1)
-        return vmmc_error(VMMC_ERR_INVALID, "timeout %d ms: use -1 for no limit", timeout_ms);
+        return vmmc_error(VMMC_ERR_INVALID, "timeout %d ms: use -1 for VMMC_IMPORT_TIMEOUT",
+                          timeout_ms);
     int rc;
     vmmc_peer_t *p = vmmc_peer_get(ep, rank, &rc);
     if (!p)
@@ -46,7 +58,8 @@ int vmmc_import_start(vmmc_ep_t *ep, int rank, const char *name, int timeout_ms,
     px->rank = rank;
     px->peer = p;
     snprintf(px->name, sizeof px->name, "%s", name);
-    px->deadline_ns = timeout_ms < 0 ? UINT64_MAX : vmmc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    px->deadline_ns = vmmc_now_ns() + (timeout_ms < 0 ? import_timeout_ns
+                                                      : (uint64_t)timeout_ms * 1000000ull);
     atomic_store(&px->state, PX_PENDING);
 
     vmmc_ctl_msg_t m;

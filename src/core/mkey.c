@@ -38,7 +38,7 @@ static struct {
 
 static const vmmc_cfg_entry_t mkey_entries[] = {
     {"MKEY_CACHE", "64", "translation cache: peer allocations kept attached (vmmc_mem_attach)",
-     VMMC_CFG_INT, &mkey_cfg.entries},
+     VMMC_CFG_INT, &mkey_cfg.entries, 1, 1 << 20},
 };
 VMMC_CONFIG_TABLE(mkey_cfg_table, "core", mkey_entries);
 

@@ -2,6 +2,8 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,73 +19,128 @@ extern char **environ;
 static int64_t log_level_cfg;
 static const vmmc_cfg_entry_t util_entries[] = {
     {"LOG_LEVEL", "1", "log verbosity: 0 error, 1 warn, 2 info, 3 debug, 4 trace",
-     VMMC_CFG_INT, &log_level_cfg},
+     VMMC_CFG_INT, &log_level_cfg, 0, 4},
 };
 VMMC_CONFIG_TABLE(util_cfg, "util", util_entries);
 
+/* Variables a launcher sets for its ranks (or a user sets to form a job by
+ * hand). The job layer reads and checks them; listing them here makes them
+ * known and visible in `vmmc info -c`. */
+static const char *job_vars[8];
+static const vmmc_cfg_entry_t job_entries[] = {
+    {"BOOTSTRAP", "", "host:port of the TCP rendezvous for a job started without `vmmc run` "
+     "(with VMMC_RANK and VMMC_SIZE; see docs/launcher.md)", VMMC_CFG_JOB, &job_vars[0]},
+    {"RANK", "", "this process's rank, 0 .. VMMC_SIZE-1 (set by `vmmc run`, or by hand with "
+     "VMMC_BOOTSTRAP)", VMMC_CFG_JOB, &job_vars[1]},
+    {"SIZE", "", "number of ranks in the job (set by `vmmc run`, or by hand with VMMC_BOOTSTRAP)",
+     VMMC_CFG_JOB, &job_vars[2]},
+    {"LOCAL_RANK", "", "rank among the job's processes on this host (set by `vmmc run`)",
+     VMMC_CFG_JOB, &job_vars[3]},
+    {"JOB", "", "job identifier (set by `vmmc run`)", VMMC_CFG_JOB, &job_vars[4]},
+    {"LAUNCHER", "", "the launcher's socket (set by `vmmc run`)", VMMC_CFG_JOB, &job_vars[5]},
+    {"SETTINGS_CHECKED", "", "set by `vmmc run` once it has checked the job's settings: the "
+     "ranks do not repeat its warnings", VMMC_CFG_JOB, &job_vars[6]},
+    {"BENCH_DIR", "", "vmmc bench: the source tree's bench/ directory, where the MPI peer "
+     "programs are (default: the copy built into the tool)", VMMC_CFG_JOB, &job_vars[7]},
+};
+VMMC_CONFIG_TABLE(job_cfg, "job", job_entries);
+
 extern const vmmc_cfg_table_t *const __start_vmmc_cfg[] __attribute__((weak));
 extern const vmmc_cfg_table_t *const __stop_vmmc_cfg[] __attribute__((weak));
+#ifdef VMMC_CFG_LIST
+/* Generated at build time (cmake/cfg_tables.cmake): every table in libvmmc.
+ * Referring to it makes a static link bring every layer's table along. */
+extern const vmmc_cfg_table_t *const vmmc_cfg_all[];
+#endif
 
 /* Flat view of all entries with the value in effect as text. */
 typedef struct {
     const vmmc_cfg_entry_t *e;
     char *value;
+    char *help; /* the entry's help with its syntax and range */
 } cfg_slot_t;
 static cfg_slot_t *slots;
 static int nslots;
+static char *errors;    /* every refused value, "; "-separated, or NULL */
+static int load_failed; /* out of memory while loading */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-int vmmc_cfg_parse_size(const char *s, uint64_t *out)
+/* A decimal number with an optional suffix; -1 bad syntax. */
+static int parse_number(const char *s, double *v, const char **rest)
 {
     char *end;
+    while (isspace((unsigned char)*s))
+        s++;
+    if (!isdigit((unsigned char)*s) && *s != '.')
+        return -1; /* no sign, no "inf"/"nan", no hex */
     errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno || v < 0)
+    *v = strtod(s, &end);
+    if (end == s || errno || !isfinite(*v) || *v < 0)
         return -1;
     while (isspace((unsigned char)*end))
         end++;
-    uint64_t mult = 1;
+    *rest = end;
+    return 0;
+}
+
+/* v * mult as a uint64_t; -3 if it does not fit. */
+static int to_u64(double v, double mult, uint64_t *out)
+{
+    double x = v * mult;
+    if (!(x < 18446744073709551616.0))
+        return -3;
+    *out = (uint64_t)x;
+    return 0;
+}
+
+int vmmc_cfg_parse_size(const char *s, uint64_t *out)
+{
+    double v;
+    const char *end;
+    if (parse_number(s, &v, &end))
+        return -1;
+    double mult = 1;
     switch (toupper((unsigned char)*end)) {
-    case 'K': mult = 1ull << 10; end++; break;
-    case 'M': mult = 1ull << 20; end++; break;
-    case 'G': mult = 1ull << 30; end++; break;
-    case 'T': mult = 1ull << 40; end++; break;
+    case 'K': mult = 0x1p10; end++; break;
+    case 'M': mult = 0x1p20; end++; break;
+    case 'G': mult = 0x1p30; end++; break;
+    case 'T': mult = 0x1p40; end++; break;
     default: break;
     }
-    if (toupper((unsigned char)*end) == 'I')
+    if (mult > 1 && toupper((unsigned char)*end) == 'I')
         end++;
     if (toupper((unsigned char)*end) == 'B')
         end++;
     if (*end)
         return -1;
-    *out = (uint64_t)(v * (double)mult);
-    return 0;
+    return to_u64(v, mult, out);
 }
 
 int vmmc_cfg_parse_time(const char *s, uint64_t *out)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno || v < 0)
+    double v;
+    const char *end;
+    if (parse_number(s, &v, &end))
         return -1;
-    while (isspace((unsigned char)*end))
-        end++;
     double mult;
-    if (!*end || !strcmp(end, "ns"))
+    if (!*end) {
+        if (v != 0)
+            return -2;
         mult = 1;
-    else if (!strcmp(end, "us"))
+    } else if (!strcmp(end, "ns")) {
+        mult = 1;
+    } else if (!strcmp(end, "us")) {
         mult = 1e3;
-    else if (!strcmp(end, "ms"))
+    } else if (!strcmp(end, "ms")) {
         mult = 1e6;
-    else if (!strcmp(end, "s"))
+    } else if (!strcmp(end, "s")) {
         mult = 1e9;
-    else if (!strcmp(end, "m") || !strcmp(end, "min"))
+    } else if (!strcmp(end, "m") || !strcmp(end, "min")) {
         mult = 60e9;
-    else
+    } else {
         return -1;
-    *out = (uint64_t)(v * mult);
-    return 0;
+    }
+    return to_u64(v, mult, out);
 }
 
 int vmmc_cfg_parse_bool(const char *s, int *out)
@@ -97,64 +154,208 @@ int vmmc_cfg_parse_bool(const char *s, int *out)
     return -1;
 }
 
-static int parse_into(const vmmc_cfg_entry_t *e, const char *s)
+/* A size or time in the largest unit that keeps it exact. */
+static void fmt_amount(char *b, size_t n, vmmc_cfg_type_t t, uint64_t v)
 {
+    static const char *const su[] = {"", "K", "M", "G", "T"};
+    static const char *const tu[] = {"ns", "us", "ms", "s"};
+    int k = 0;
+    if (t == VMMC_CFG_SIZE) {
+        while (k < 4 && v && v % 1024 == 0) {
+            v /= 1024;
+            k++;
+        }
+        snprintf(b, n, "%" PRIu64 "%s", v, su[k]);
+    } else if (t == VMMC_CFG_TIME) {
+        while (k < 3 && v && v % 1000 == 0) {
+            v /= 1000;
+            k++;
+        }
+        snprintf(b, n, "%" PRIu64 "%s", v, v ? tu[k] : "");
+    } else {
+        snprintf(b, n, "%" PRId64, (int64_t)v);
+    }
+}
+
+static int ranged(const vmmc_cfg_entry_t *e)
+{
+    return e->min || e->max;
+}
+
+/* Parse @s into @e->dst; 0, or a reason in @why. */
+static int parse_into(const vmmc_cfg_entry_t *e, const char *s, char *why, size_t n)
+{
+    uint64_t u = 0;
+    int rc = 0;
     switch (e->type) {
-    case VMMC_CFG_SIZE: return vmmc_cfg_parse_size(s, e->dst);
-    case VMMC_CFG_TIME: return vmmc_cfg_parse_time(s, e->dst);
-    case VMMC_CFG_BOOL: return vmmc_cfg_parse_bool(s, e->dst);
+    case VMMC_CFG_SIZE:
+    case VMMC_CFG_TIME:
+        rc = e->type == VMMC_CFG_SIZE ? vmmc_cfg_parse_size(s, &u) : vmmc_cfg_parse_time(s, &u);
+        if (rc == -2) {
+            snprintf(why, n, "give a unit: ns, us, ms, s (e.g. %s)", e->deflt);
+            return -1;
+        }
+        if (rc == -3) {
+            snprintf(why, n, "too large");
+            return -1;
+        }
+        if (rc) {
+            snprintf(why, n, e->type == VMMC_CFG_SIZE ? "not a size (e.g. 4096, 64K, 1M)"
+                                                      : "not a time (e.g. 500us, 10ms, 2s)");
+            return -1;
+        }
+        break;
     case VMMC_CFG_INT: {
         char *end;
         errno = 0;
         long long v = strtoll(s, &end, 0);
-        if (end == s || *end || errno)
+        if (end == s || *end || errno) {
+            snprintf(why, n, errno == ERANGE ? "too large" : "not an integer");
             return -1;
+        }
+        if (ranged(e) && (v < (long long)e->min || v > (long long)e->max))
+            goto out_of_range;
         *(int64_t *)e->dst = v;
         return 0;
     }
+    case VMMC_CFG_BOOL:
+        if (vmmc_cfg_parse_bool(s, e->dst)) {
+            snprintf(why, n, "not a boolean (yes/no, y/n, 1/0, on/off, true/false)");
+            return -1;
+        }
+        return 0;
     case VMMC_CFG_STRING:
+    case VMMC_CFG_JOB:
         *(const char **)e->dst = s; /* s is a private copy kept in slots */
         return 0;
     }
+    if (ranged(e) && (u < e->min || u > e->max))
+        goto out_of_range;
+    *(uint64_t *)e->dst = u;
+    return 0;
+out_of_range: {
+    char lo[32], hi[32];
+    fmt_amount(lo, sizeof lo, e->type, e->min);
+    fmt_amount(hi, sizeof hi, e->type, e->max);
+    snprintf(why, n, "out of range: valid values are %s .. %s", lo, hi);
     return -1;
+}
+}
+
+static void add_error(const char *fmt, ...) VMMC_PRINTF(1, 2);
+static void add_error(const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    size_t old = errors ? strlen(errors) : 0;
+    char *e = realloc(errors, old + strlen(msg) + 3);
+    if (!e) {
+        load_failed = 1;
+        return;
+    }
+    if (old)
+        memcpy(e + old, "; ", 3);
+    else
+        e[0] = 0;
+    strcat(e, msg);
+    errors = e;
+}
+
+/* The help text with the entry's syntax and range. */
+static char *describe(const vmmc_cfg_entry_t *e)
+{
+    char range[96] = "";
+    if (ranged(e)) {
+        char lo[32], hi[32];
+        fmt_amount(lo, sizeof lo, e->type, e->min);
+        fmt_amount(hi, sizeof hi, e->type, e->max);
+        snprintf(range, sizeof range, ", %s .. %s", lo, hi);
+    }
+    const char *kind = "";
+    switch (e->type) {
+    case VMMC_CFG_SIZE: kind = "size in bytes, K/M/G suffixes"; break;
+    case VMMC_CFG_TIME: kind = "time, unit required: ns, us, ms, s"; break;
+    case VMMC_CFG_INT: kind = "integer"; break;
+    case VMMC_CFG_BOOL: kind = "yes/no"; break;
+    case VMMC_CFG_STRING: kind = "text"; break;
+    case VMMC_CFG_JOB: kind = "job variable"; break;
+    }
+    size_t n = strlen(e->help) + strlen(kind) + strlen(range) + 8;
+    char *h = malloc(n);
+    if (h)
+        snprintf(h, n, "%s [%s%s]", e->help, kind, range);
+    return h;
+}
+
+static int seen_table(const vmmc_cfg_table_t **seen, int n, const vmmc_cfg_table_t *t)
+{
+    for (int i = 0; i < n; i++)
+        if (seen[i] == t)
+            return 1;
+    return 0;
 }
 
 static void load(void)
 {
+    /* Every table once: the generated list, then the linker section. */
+    const vmmc_cfg_table_t *tabs[256];
+    int ntabs = 0;
+#ifdef VMMC_CFG_LIST
+    for (const vmmc_cfg_table_t *const *t = vmmc_cfg_all; *t && ntabs < 256; t++)
+        if (!seen_table(tabs, ntabs, *t))
+            tabs[ntabs++] = *t;
+#endif
     const vmmc_cfg_table_t *const *b = __start_vmmc_cfg, *const *en = __stop_vmmc_cfg;
+    for (const vmmc_cfg_table_t *const *t = b; t && t < en && ntabs < 256; t++)
+        if (!seen_table(tabs, ntabs, *t))
+            tabs[ntabs++] = *t;
     int n = 0;
-    for (const vmmc_cfg_table_t *const *t = b; t && t < en; t++)
-        n += (int)(*t)->count;
+    for (int t = 0; t < ntabs; t++)
+        n += (int)tabs[t]->count;
     slots = calloc((size_t)n, sizeof *slots);
-    if (!slots)
+    if (!slots) {
+        load_failed = 1;
         return;
-    for (const vmmc_cfg_table_t *const *t = b; t && t < en; t++) {
-        for (size_t i = 0; i < (*t)->count; i++) {
-            const vmmc_cfg_entry_t *e = &(*t)->entries[i];
+    }
+    char why[160];
+    for (int t = 0; t < ntabs; t++) {
+        for (size_t i = 0; i < tabs[t]->count; i++) {
+            const vmmc_cfg_entry_t *e = &tabs[t]->entries[i];
             char var[96];
             snprintf(var, sizeof var, "VMMC_%s", e->name);
             const char *env = getenv(var);
             cfg_slot_t *sl = &slots[nslots++];
             sl->e = e;
             sl->value = strdup(e->deflt);
-            if (parse_into(e, sl->value) != 0)
-                vmmc_log(VMMC_LOG_ERROR, "bad built-in default %s=%s", var, e->deflt);
-            if (env) {
-                char *copy = strdup(env);
-                if (copy && parse_into(e, copy) == 0) {
-                    free(sl->value);
-                    sl->value = copy;
-                } else {
-                    fprintf(stderr, "vmmc: warning: %s=%s is not a valid value (%s); using %s\n",
-                            var, env, e->help, e->deflt);
-                    parse_into(e, sl->value);
-                    free(copy);
-                }
+            sl->help = describe(e);
+            if (!sl->value || !sl->help) {
+                load_failed = 1;
+                continue;
+            }
+            if (parse_into(e, sl->value, why, sizeof why) != 0)
+                add_error("built-in default %s=%s: %s", var, e->deflt, why);
+            if (!env)
+                continue;
+            char *copy = strdup(env);
+            if (!copy) {
+                load_failed = 1;
+            } else if (parse_into(e, copy, why, sizeof why) == 0) {
+                free(sl->value);
+                sl->value = copy;
+            } else {
+                add_error("%s=%s: %s", var, env, why);
+                free(copy);
             }
         }
     }
     vmmc_log_level = (int)log_level_cfg;
-    /* Warn about VMMC_* variables nobody declared (typos). */
+    /* Warn about VMMC_* variables nobody declared (typos), once per job. */
+    const char *checked = getenv("VMMC_SETTINGS_CHECKED");
+    if (checked && *checked)
+        return;
     for (char **ev = environ; ev && *ev; ev++) {
         if (strncmp(*ev, "VMMC_", 5))
             continue;
@@ -163,33 +364,39 @@ static void load(void)
         int known = 0;
         for (int i = 0; i < nslots && !known; i++)
             known = strlen(slots[i].e->name) == len && !strncmp(slots[i].e->name, *ev + 5, len);
-        /* Variables the launcher sets for its ranks are not settings. */
-        static const char *const job_vars[] = {"RANK", "SIZE", "JOB", "LAUNCHER", "LOCAL_RANK",
-                                               "BOOTSTRAP", "HOST_ID", NULL};
-        for (int j = 0; job_vars[j] && !known; j++)
-            known = strlen(job_vars[j]) == len && !strncmp(job_vars[j], *ev + 5, len);
         if (!known)
             fprintf(stderr, "vmmc: warning: unknown setting %.*s ignored (see `vmmc info -c`)\n",
                     (int)(len + 5), *ev);
     }
 }
 
-void vmmc_config_load(void)
+int vmmc_config_load(void)
 {
     pthread_once(&once, load);
+    if (load_failed)
+        return vmmc_error(VMMC_ERR_NOMEM, "out of memory while reading the VMMC_* settings");
+    if (errors)
+        return vmmc_error(VMMC_ERR_INVALID, "bad setting: %s (`vmmc info -c` lists them all)",
+                          errors);
+    return VMMC_OK;
+}
+
+int vmmc_config_check(void)
+{
+    return vmmc_config_load();
 }
 
 int vmmc_config_get(int i, const char **name, const char **value, const char **deflt,
                     const char **help)
 {
-    vmmc_config_load();
+    pthread_once(&once, load);
     if (i < 0 || i >= nslots)
         return VMMC_ERR_NOT_FOUND;
     static __thread char namebuf[96];
     snprintf(namebuf, sizeof namebuf, "VMMC_%s", slots[i].e->name);
     if (name) *name = namebuf;
-    if (value) *value = slots[i].value;
+    if (value) *value = slots[i].value ? slots[i].value : "";
     if (deflt) *deflt = slots[i].e->deflt;
-    if (help) *help = slots[i].e->help;
+    if (help) *help = slots[i].help ? slots[i].help : slots[i].e->help;
     return VMMC_OK;
 }

@@ -21,7 +21,7 @@ import sys
 import tempfile
 
 COLUMNS = ["suite", "transport", "size", "metric", "value", "unit", "min", "max",
-           "ratio", "ratio_to"]
+           "ratio", "ratio_to", "flag"]
 TINY = ["--quick", "--reps", "2"]
 
 
@@ -35,9 +35,10 @@ def skip(msg):
     sys.exit(77)
 
 
-def run(tool, args, expect_rc=0, timeout=150):
+def run(tool, args, expect_rc=0, timeout=150, env=None):
     p = subprocess.run([tool, "bench"] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       universal_newlines=True, timeout=timeout)
+                       universal_newlines=True, timeout=timeout,
+                       env=dict(os.environ, **env) if env else None)
     if expect_rc is not None and p.returncode != expect_rc:
         fail("vmmc bench %s: exit status %d, expected %d\nstdout:\n%s\nstderr:\n%s"
              % (" ".join(args), p.returncode, expect_rc, p.stdout, p.stderr))
@@ -57,6 +58,7 @@ def parse_csv(text):
             d[k] = float(d[k])
         d["ratio"] = float(d["ratio"]) if d["ratio"] != "" else None
         d["ratio_to"] = d["ratio_to"] or None
+        d["flag"] = d["flag"] or None
         out.append(d)
     return out
 
@@ -106,6 +108,8 @@ def case_cli(tool):
         (["--no-such-option"], "unknown option"),
         (["no-such-suite"], "unknown suite"),
         (["--plot"], "needs a value"),
+        (["--bound", "limits/syscall"], "bad --bound"),
+        (["--bound", "syscall:wake"], "bad --bound"),
     ]
     for args, msg in bad:
         p = run(tool, args, expect_rc=2)
@@ -218,6 +222,10 @@ def case_peers(tool):
     for n in notes:
         if "not installed" in n and "apt-get install" not in n:
             fail("a missing peer note does not name the package: %r" % n)
+    if shutil.which("mpicc.openmpi") and shutil.which("mpirun.openmpi"):
+        r = find(peers, "openmpi_lat", 8)
+        if r["ratio"] is None or r["ratio_to"] != "peers/openmpi_floor@8":
+            fail("Open MPI's latency is not compared with its floor in the same ranks: %r" % r)
     if shutil.which("ucx_perftest"):
         r = find(peers, "ucx_uct_put_short_lat", 8)
         if r["ratio"] is None or not r["ratio_to"].startswith("limits/cacheline_oneway"):
@@ -228,7 +236,11 @@ def case_peers(tool):
 
 def case_vmmc(tool):
     p = run(tool, ["limits", "vmmc", "--sizes", "8:1M", "--format", "json"] + TINY,
-            expect_rc=None)
+            expect_rc=None, env={"VMMC_NO_SUCH_SETTING": "1"})
+    # An unknown setting is warned about once per run, not by the tool, the
+    # launcher and every rank.
+    if p.stderr.count("unknown setting VMMC_NO_SUCH_SETTING") != 1:
+        fail("the unknown setting is not warned about exactly once:\n" + p.stderr)
     try:
         doc = json.loads(p.stdout)
     except ValueError as e:
@@ -237,13 +249,24 @@ def case_vmmc(tool):
         fail("vmmc bench vmmc failed (status %d): notes %r\n%s"
              % (p.returncode, doc["notes"], p.stderr))
     mine = check_rows(doc["rows"], "vmmc")
+    # The floors made the same way: the ping-pong and the stream through a
+    # mapping of the peer's region, in the same ranks.
     r = find(mine, "memalloc_lat", 8)
+    if r["ratio"] is None or r["ratio_to"] != "vmmc/line_lat@8":
+        fail("8 B latency is not compared with its same-method floor: %r" % r)
+    r = find(mine, "line_lat", 8)
     if r["ratio"] is None or r["ratio_to"] != "limits/cacheline_oneway@8":
-        fail("8 B latency is not compared with the cache-line ping-pong: %r" % r)
-    for m in ("memalloc_bw", "malloc_bw"):
-        r = find(mine, m, 1 << 20)
-        if r["ratio"] is None or r["ratio_to"] != "limits/memcpy_bw@1048576":
-            fail("%s at 1 MiB is not compared with memcpy of 1 MiB: %r" % (m, r))
+        fail("the floor is not compared with the limits suite's: %r" % r)
+    r = find(mine, "memalloc_bw", 1 << 20)
+    if r["ratio"] is None or r["ratio_to"] != "vmmc/copy_bw@1048576":
+        fail("memalloc_bw at 1 MiB is not compared with its same-method ceiling: %r" % r)
+    find(mine, "copy_bw", 1 << 20)
+    r = find(mine, "malloc_bw", 1 << 20)
+    if r["ratio"] is None or r["ratio_to"] != "limits/memcpy_bw@1048576":
+        fail("malloc_bw at 1 MiB is not compared with memcpy of 1 MiB: %r" % r)
+    for r in mine:
+        if r["flag"] not in (None, "below-floor", "above-ceiling"):
+            fail("unknown flag %r" % r)
     for m, size in (("malloc_lat", 8), ("memalloc_send_overhead", 8),
                     ("malloc_send_overhead", 8), ("memalloc_async_return", 1 << 20),
                     ("overlap", 1 << 20), ("notify_poll_lat", 8), ("notify_block_lat", 8),
@@ -251,7 +274,41 @@ def case_vmmc(tool):
         find(mine, m, size)
 
 
+def case_flag(tool):
+    # A figure beyond its floor is flagged, in every format: a system call
+    # checked against a cross-core wake-up as its "floor" is far below it
+    # (every time: the two differ by ~100x), a same-core wake-up checked
+    # against a system call is not.
+    bounds = ["--bound", "limits/syscall:limits/wake_futex_cross",
+              "--bound", "limits/wake_futex_same:limits/syscall"]
+    p = run(tool, ["limits"] + TINY + ["--sizes", "8:8", "--format", "json"] + bounds)
+    doc = json.loads(p.stdout)
+    rows = check_rows(doc["rows"], "limits")
+    r = find(rows, "syscall")
+    if r["flag"] != "below-floor" or r["ratio_to"] != "limits/wake_futex_cross":
+        fail("a figure below its floor is not flagged: %r" % r)
+    if not any(n["text"].startswith("! syscall") and "floor" in n["text"] for n in doc["notes"]):
+        fail("no note explains the flag: %r" % doc["notes"])
+    r = find(rows, "wake_futex_same")
+    if r["flag"] is not None or r["ratio_to"] != "limits/syscall":
+        fail("a figure above its floor is flagged, or not compared: %r" % r)
+    others = [r for r in rows if r["flag"] and r["metric"] != "syscall"]
+    if others:
+        fail("rows flagged without a bound: %r" % others)
+    out = run(tool, ["limits"] + TINY + ["--sizes", "8:8"] + bounds).stdout
+    line = [l for l in out.splitlines() if " syscall " in l]
+    if not line or "x !" not in line[0]:
+        fail("the table does not mark the flagged row: %r" % line)
+    if "! = 1 figure beyond the floor or ceiling" not in out:
+        fail("the table does not explain the mark:\n" + out)
+    csv_rows = parse_csv(run(tool, ["limits"] + TINY + ["--sizes", "8:8", "--format", "csv"]
+                             + bounds).stdout)
+    if find(csv_rows, "syscall")["flag"] != "below-floor":
+        fail("the CSV does not carry the flag")
+
+
 CASES = {
+    "flag": case_flag,
     "cli": case_cli,
     "limits_csv": case_limits_csv,
     "limits_json": case_limits_json,

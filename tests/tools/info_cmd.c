@@ -22,6 +22,20 @@ int main(int argc, char **argv)
     VT_OK(vmmc_info_get(0, &k, &v));
     VT_CHECK(strstr(r->out, k));
 
+    /* The job's variables are settings too, and the syntax is documented. */
+    VT_CHECK(strstr(r->out, "VMMC_RANK ") && strstr(r->out, "VMMC_SIZE ") &&
+             strstr(r->out, "VMMC_BOOTSTRAP ") && strstr(r->out, "VMMC_IMPORT_TIMEOUT "));
+    VT_CHECK(strstr(r->out, "VMMC_FM_RING ") && strstr(r->out, "unit required: ns, us, ms, s"));
+
+    /* A refused value: named with the reason on stderr, exit status 1. */
+    r = spawn_run((char *[]){vmmc, "info", "-c", NULL},
+                  (char *[]){"VMMC_SPIN=50", "VMMC_UDP_WINDOW=0", NULL}, 30, NULL, NULL);
+    VT_CHECK(exit_code(r->status) == 1);
+    VT_CHECK(strstr(r->err, "VMMC_SPIN=50: give a unit"));
+    VT_CHECK(strstr(r->err, "VMMC_UDP_WINDOW=0: out of range: valid values are 2 .. 1024"));
+    g = strstr(r->out, "VMMC_SPIN ");
+    VT_CHECK(g && strstr(g, "= 50us ")); /* what is used: the default */
+
     r = spawn_run((char *[]){vmmc, "info", NULL}, NULL, 30, NULL, NULL);
     VT_CHECK(exit_code(r->status) == 0 && !strstr(r->out, "VMMC_BOOT_TIMEOUT"));
     r = spawn_run((char *[]){vmmc, "info", "--bogus", NULL}, NULL, 30, NULL, NULL);

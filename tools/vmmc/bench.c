@@ -37,6 +37,10 @@
 #include "cmds.h"
 
 #define ROW_TAG "@@vmmc-bench"
+#define BOUND_TAG "bound:" /* a row's reference that is its floor or ceiling */
+/* How far past its bound's extreme repetition a figure must be to be flagged:
+ * the spread of repetitions on a quiet machine. */
+#define BOUND_MARGIN 0.03
 
 extern const bench_suite_t *const __start_vmmc_bench[];
 extern const bench_suite_t *const __stop_vmmc_bench[];
@@ -122,6 +126,14 @@ void bench_report(bench_ctx_t *c, const char *metric, size_t size, const char *u
     fflush(g_rows);
 }
 
+void bench_report_bounded(bench_ctx_t *c, const char *metric, size_t size, const char *unit,
+                          bench_stat_t st, const char *bound)
+{
+    char ref[256];
+    snprintf(ref, sizeof ref, BOUND_TAG "%s", bound);
+    bench_report(c, metric, size, unit, st, ref);
+}
+
 void bench_note(bench_ctx_t *c, const char *fmt, ...)
 {
     char buf[1024];
@@ -150,6 +162,8 @@ typedef struct row {
     double value, min, max;
     double ratio;    /* NAN if none */
     char *ratio_to;  /* "suite/metric@size", NULL if none */
+    int bound;       /* ref is a floor (times) or ceiling (rates) of this figure */
+    const char *flag; /* "below-floor", "above-ceiling", or NULL */
 } row_t;
 
 typedef struct note {
@@ -237,6 +251,10 @@ static int parse_line(const char *suite, char *line)
     r->min = strtod(f[7], NULL);
     r->max = strtod(f[8], NULL);
     r->ref = n > 9 ? xstrdup(f[9]) : NULL;
+    if (r->ref && !strncmp(r->ref, BOUND_TAG, strlen(BOUND_TAG))) {
+        memmove(r->ref, r->ref + strlen(BOUND_TAG), strlen(r->ref) - strlen(BOUND_TAG) + 1);
+        r->bound = 1;
+    }
     r->ratio = NAN;
     return 1;
 }
@@ -254,6 +272,8 @@ typedef struct opts {
     int sizes_set;
     const char *worker;
     const char *crash; /* --crash-test: this suite kills itself (tests the failure path) */
+    const char *bounds[8]; /* --bound METRIC:BOUND */
+    int nbounds;
     int timeout_s;
     const char *suites[16];
     int nsuites;
@@ -281,6 +301,8 @@ static void bench_usage(FILE *f)
             "                        quick 60)\n"
             "  --crash-test SUITE    make SUITE die at start (checks that the others\n"
             "                        still run and the failure is reported)\n"
+            "  --bound S/M:S2/M2     also check figure S/M against S2/M2 as its floor\n"
+            "                        (times) or ceiling (rates)\n"
             "  -h, --help            this text\n"
             "\n"
             "suites (all by default):\n");
@@ -443,6 +465,16 @@ static int parse_opts(int argc, char **argv, opts_t *o)
         } else if (!strcmp(a, "--crash-test")) {
             NEED_VAL();
             o->crash = val;
+        } else if (!strcmp(a, "--bound")) {
+            NEED_VAL();
+            const char *colon = strchr(val, ':');
+            if (o->nbounds == 8 || !colon || !strchr(val, '/') || strchr(val, '/') > colon ||
+                !strchr(colon, '/')) {
+                fprintf(stderr, "vmmc bench: bad --bound '%s': give SUITE/METRIC:SUITE/METRIC "
+                                "(at most 8)\n", val);
+                return -1;
+            }
+            o->bounds[o->nbounds++] = val;
         } else if (a[0] == '-') {
             fprintf(stderr, "vmmc bench: unknown option '%s' (see --help)\n", a);
             return -1;
@@ -838,6 +870,50 @@ static void compute_ratios(void)
         else
             snprintf(buf, sizeof buf, "%s", r->ref);
         r->ratio_to = xstrdup(buf);
+        /* A figure beyond its own floor or ceiling, measured the same way in
+         * this run, is impossible: flag it rather than let it be quoted.
+         * Beyond means past every repetition of the bound (below the floor's
+         * min, above the ceiling's max) by more than BOUND_MARGIN, so that
+         * neither the bound's noise nor the figure's raises the flag. */
+        if (r->bound && best->size == r->size) {
+            int is_time = !strcmp(f1, "time");
+            if (is_time ? r->value * s1 < best->min * s2 * (1 - BOUND_MARGIN)
+                        : r->value * s1 > best->max * s2 * (1 + BOUND_MARGIN)) {
+                char sz[32];
+                r->flag = is_time ? "below-floor" : "above-ceiling";
+                snprintf(sz, sizeof sz, "%zu B", r->size);
+                add_note(r->suite,
+                         "! %s at %s is %.3gx its %s %s, measured the same way in this run, "
+                         "and more than 3 %% beyond every repetition of it: impossible, so the "
+                         "two did not see "
+                         "the same machine (the cpus moved or other work ran) or the path "
+                         "skipped work it owes; do not quote it",
+                         r->metric, r->size ? sz : "-", r->ratio,
+                         is_time ? "floor" : "ceiling", r->ratio_to);
+            }
+        }
+    }
+}
+
+/* --bound METRIC:BOUND (both "suite/metric"): treat BOUND as METRIC's floor
+ * (times) or ceiling (rates), as suites do for their own figures. */
+static void apply_bounds(const opts_t *o)
+{
+    for (int b = 0; b < o->nbounds; b++) {
+        const char *colon = strchr(o->bounds[b], ':');
+        const char *slash = strchr(o->bounds[b], '/');
+        if (!colon || !slash || slash > colon)
+            continue;
+        for (size_t i = 0; i < nrows; i++) {
+            row_t *r = &rows[i];
+            size_t sl = (size_t)(slash - o->bounds[b]), ml = (size_t)(colon - slash - 1);
+            if (strlen(r->suite) != sl || strncmp(r->suite, o->bounds[b], sl) ||
+                strlen(r->metric) != ml || strncmp(r->metric, slash + 1, ml))
+                continue;
+            free(r->ref);
+            r->ref = xstrdup(colon + 1);
+            r->bound = 1;
+        }
     }
 }
 
@@ -956,7 +1032,7 @@ static void print_table(FILE *f, const opts_t *o, const char *const *ran, int nr
                 if (isnan(r->ratio))
                     snprintf(cell[8], sizeof cell[8], "-");
                 else
-                    snprintf(cell[8], sizeof cell[8], "%.3gx", r->ratio);
+                    snprintf(cell[8], sizeof cell[8], "%.3gx%s", r->ratio, r->flag ? " !" : "");
                 snprintf(cell[9], sizeof cell[9], "%s",
                          r->ratio_to ? r->ratio_to
                                      : (r->ref && *r->ref ? "(reference not measured)" : ""));
@@ -991,6 +1067,13 @@ static void print_table(FILE *f, const opts_t *o, const char *const *ran, int nr
     fprintf(f, "\nmedian of %d repetitions after warm-up%s; one-way latency = round trip / 2;"
                " GB/s = 1e9 B/s\n",
             o->reps, o->quick ? " (--quick)" : "");
+    int flagged = 0;
+    for (size_t i = 0; i < nrows; i++)
+        flagged += rows[i].flag != NULL;
+    if (flagged)
+        fprintf(f, "! = %d figure%s beyond the floor or ceiling measured the same way in this "
+                   "run (see the notes): not to be quoted\n",
+                flagged, flagged == 1 ? "" : "s");
 }
 
 static void csv_field(FILE *f, const char *s)
@@ -1010,7 +1093,7 @@ static void csv_field(FILE *f, const char *s)
 
 static void print_csv(FILE *f)
 {
-    fprintf(f, "suite,transport,size,metric,value,unit,min,max,ratio,ratio_to\n");
+    fprintf(f, "suite,transport,size,metric,value,unit,min,max,ratio,ratio_to,flag\n");
     for (size_t i = 0; i < nrows; i++) {
         const row_t *r = &rows[i];
         csv_field(f, r->suite);
@@ -1025,6 +1108,8 @@ static void print_csv(FILE *f)
             fprintf(f, "%.6g", r->ratio);
         fputc(',', f);
         csv_field(f, r->ratio_to);
+        fputc(',', f);
+        csv_field(f, r->flag);
         fputc('\n', f);
     }
 }
@@ -1117,6 +1202,11 @@ static void print_json(FILE *f, const opts_t *o)
         fprintf(f, ", \"ratio_to\": ");
         if (r->ratio_to)
             json_str(f, r->ratio_to);
+        else
+            fputs("null", f);
+        fprintf(f, ", \"flag\": ");
+        if (r->flag)
+            json_str(f, r->flag);
         else
             fputs("null", f);
         fputc('}', f);
@@ -1303,6 +1393,13 @@ int vmmc_cmd_bench(int argc, char **argv)
         return 2;
     if (o.worker)
         return run_worker(&o);
+    /* The settings, once for the run: a refused value would fail every
+     * suite; the warnings are not repeated by the suites' processes. */
+    if (vmmc_config_check() != VMMC_OK) {
+        fprintf(stderr, "vmmc bench: %s\n", vmmc_last_error());
+        return 1;
+    }
+    setenv("VMMC_SETTINGS_CHECKED", "1", 1);
 
     /* selected suites, in canonical order */
     const char *ran[16];
@@ -1346,6 +1443,7 @@ int vmmc_cmd_bench(int argc, char **argv)
         failed |= rc != 0;
     }
     fprintf(stderr, "vmmc bench: total %.1f s\n", (bench_now_ns() - t_all) / 1e9);
+    apply_bounds(&o);
     compute_ratios();
 
     if (!strcmp(o.format, "csv")) {

@@ -45,6 +45,16 @@ double bench_n_half(const size_t *sizes, const double *bw, int n);
 void bench_report(bench_ctx_t *c, const char *metric, size_t size, const char *unit,
                   bench_stat_t st, const char *ref);
 
+/* Report a figure that cannot beat @bound ("suite/metric", the same size):
+ * its floor if @unit is a time (a latency cannot be below the same ping-pong
+ * without the library), its ceiling if a rate (a bandwidth cannot exceed the
+ * same copy without the library). The floor must be measured the same way:
+ * same processes and pinning, same timing, same iteration counts. The ratio
+ * column compares with @bound; a figure beyond it is flagged ("!", a note,
+ * and the "flag" column), not quietly printed. */
+void bench_report_bounded(bench_ctx_t *c, const char *metric, size_t size, const char *unit,
+                          bench_stat_t st, const char *bound);
+
 /* Say why something was not measured (missing peer, unsupported). */
 void bench_note(bench_ctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -26,6 +26,29 @@
  *                                        about as long: time of both together /
  *                                        the longer of the two alone (1 = full
  *                                        overlap, 2 = none)
+ *   line_lat                        us   the floor of memalloc_lat: the same
+ *                                        ping-pong (same ranks, pinning, loop,
+ *                                        wait, clock and iteration counts) with
+ *                                        each vmmc_send() replaced by a plain
+ *                                        memcpy into a mapping of the peer's
+ *                                        region (vmmc_proxy_map): one cache
+ *                                        line each way at 8 B. Repetitions of
+ *                                        the two alternate, so both see the
+ *                                        same machine. memalloc_lat is
+ *                                        reported against it as its floor
+ *   copy_bw                         GB/s the ceiling of memalloc_bw, made the
+ *                                        same way: the same stream, flag and
+ *                                        ack, with memcpy into the mapping
+ *   copy2_bw                        GB/s the ceiling of a copy that both
+ *                                        cores share (FM's split copy): per
+ *                                        message, rank 0 says go, rank 1
+ *                                        copies the front half from rank 0's
+ *                                        memory while rank 0 copies the back
+ *                                        half into rank 1's, and rank 0 waits
+ *                                        for rank 1's done before the next
+ *                                        (the sender may reuse its buffer when
+ *                                        the send returns); source and
+ *                                        destination are "ma" memory
  *   notify_poll_lat, notify_block_lat, notify_epoll_lat, notify_service_lat
  *                                   us   8-byte send with VMMC_SEND_NOTIFY,
  *                                        the handler replies; ping-pong / 2 with
@@ -60,12 +83,14 @@
 #define WAIT_LIMIT_NS 20e9 /* a peer silent this long means something broke */
 #define MAX_SIZE ((size_t)16 << 20)
 
-enum { SLOT_FLAG = 0, SLOT_ACK = 1, SLOT_GO = 2, SLOT_DONE = 3, NSLOTS = 8 };
+enum { SLOT_FLAG = 0, SLOT_ACK = 1, SLOT_GO = 2, SLOT_DONE = 3, SLOT_MAP = 4, SLOT_GO2 = 5,
+       SLOT_DONE2 = 6, NSLOTS = 8 };
 enum { MODE_POLL, MODE_BLOCK, MODE_EPOLL, MODE_SERVICE };
 
 typedef struct region {
     char *mem;
     size_t len;
+    char *map;        /* the peer's region mapped here (floors), or NULL */
     int from_alloc;
     vmmc_export_t *ex;
     vmmc_proxy_t *px; /* the peer's region of the same kind */
@@ -79,12 +104,14 @@ typedef struct vb {
     region_t ma, ml, nt;
     char *src;        /* send source */
     uint64_t seq;     /* sequence numbers, identical on both ranks */
+    uint64_t seq2;    /* copy2_bw's messages, identical on both ranks */
     _Atomic uint64_t notified;
     uint64_t reply_until; /* rank 1: the handler replies while notified <= this */
     int service_mode;
     sem_t done;
     int failed;
     int drive; /* waits call vmmc_progress(): data arrives through it (udp) */
+    int raw;   /* measuring a floor: data moves by memcpy into r->map */
 } vb_t;
 
 /* ------------------------------------------------------------------------- */
@@ -190,8 +217,11 @@ static int setup_region(vb_t *v, region_t *r, const char *name, size_t len, int 
     }
     int importers[1] = {v->peer};
     vmmc_export_params_t ep = {0};
-    ep.field_mask = VMMC_EXPORT_PARAM_IMPORTERS | VMMC_EXPORT_PARAM_FLAGS | (handler ? VMMC_EXPORT_PARAM_HANDLER : 0);
-    ep.flags = VMMC_EXPORT_READ; /* a whole allocation that grants reads may be mapped */
+    ep.field_mask = VMMC_EXPORT_PARAM_IMPORTERS | (handler ? VMMC_EXPORT_PARAM_HANDLER : 0) |
+                    VMMC_EXPORT_PARAM_FLAGS;
+    /* A whole allocation that grants reads is mapped by the peer (the
+     * deliberate-update path, and copy2_bw reads through the mapping). */
+    ep.flags = from_alloc ? VMMC_EXPORT_READ : 0;
     ep.name = name;
     ep.addr = r->mem;
     ep.length = len;
@@ -266,6 +296,23 @@ static long iters_for(vb_t *v, size_t n, long base)
 /* ------------------------------------------------------------------------- */
 /* Latency: ping-pong, receiver polls the last word                           */
 
+/* Move @n bytes of v->src to offset 0 of the peer's region: through vmmc,
+ * or (measuring a floor) by memcpy into the mapping, the same bytes in the
+ * same order, so that the last word still lands last. */
+static inline int put_data(vb_t *v, region_t *r, size_t n)
+{
+    if (v->raw) {
+        if (n > 8)
+            memcpy(r->map, v->src, n - 8);
+        uint64_t last;
+        memcpy(&last, v->src + n - 8, 8);
+        __atomic_store_n((uint64_t *)(void *)(r->map + n - 8), last, __ATOMIC_RELEASE);
+        return 0;
+    }
+    int rc = vmmc_send(r->px, 0, v->src, n, 0);
+    return rc ? fail(v, "vmmc_send", rc) : 0;
+}
+
 /* One exchange of @n bytes: rank 0 (or both ranks, @both) sends first. */
 static inline int exchange(vb_t *v, region_t *r, size_t n, int both, volatile uint64_t *mine)
 {
@@ -273,24 +320,24 @@ static inline int exchange(vb_t *v, region_t *r, size_t n, int both, volatile ui
     if (v->me == 1 && !both && wait_word(v, mine, s))
         return -1;
     memcpy(v->src + n - 8, &s, 8);
-    int rc = vmmc_send(r->px, 0, v->src, n, 0);
-    if (rc)
-        return fail(v, "vmmc_send", rc);
+    if (put_data(v, r, n))
+        return -1;
     if ((v->me == 0 || both) && wait_word(v, mine, s))
         return -1;
     return 0;
 }
 
 /* Ping-pong (both = 0: one-way = round trip / 2) or simultaneous exchange
- * (both = 1: time per exchange), in us per repetition into @out. */
-static int pingpong(vb_t *v, region_t *r, size_t n, long iters, int both, double *out)
+ * (both = 1: time per exchange), in us per repetition into @out (@reps of
+ * them, after a warm-up of a tenth). */
+static int pingpong_n(vb_t *v, region_t *r, size_t n, long iters, int both, double *out, int reps)
 {
     volatile uint64_t *mine = (volatile uint64_t *)(r->mem + n - 8);
     long warm = iters / 10 + 10;
     for (long i = 0; i < warm; i++)
         if (exchange(v, r, n, both, mine))
             return -1;
-    for (int rep = 0; rep < v->c->reps; rep++) {
+    for (int rep = 0; rep < reps; rep++) {
         double t0 = bench_now_ns();
         for (long i = 0; i < iters; i++)
             if (exchange(v, r, n, both, mine))
@@ -301,12 +348,37 @@ static int pingpong(vb_t *v, region_t *r, size_t n, long iters, int both, double
     return 0;
 }
 
+static int pingpong(vb_t *v, region_t *r, size_t n, long iters, int both, double *out)
+{
+    return pingpong_n(v, r, n, iters, both, out, v->c->reps);
+}
+
+/* The figure and its floor (v->raw), repetitions alternating: @fig and
+ * @floor get v->c->reps values each. Without a mapping, no floor (-1 in
+ * floor[0] is not written: the caller checks r->map). */
+static int pingpong_with_floor(vb_t *v, region_t *r, size_t n, long iters, double *fig,
+                               double *floor)
+{
+    for (int rep = 0; rep < v->c->reps; rep++) {
+        if (r->map) {
+            v->raw = 1;
+            int rc = pingpong_n(v, r, n, iters, 0, &floor[rep], 1);
+            v->raw = 0;
+            if (rc)
+                return -1;
+        }
+        if (pingpong_n(v, r, n, iters, 0, &fig[rep], 1))
+            return -1;
+    }
+    return 0;
+}
+
 static const char *lat_ref(vb_t *v, size_t n)
 {
     if (v->drive) /* over udp, the floor is the kernel's UDP round trip */
         return n <= 64 ? "peers/sockperf_udp_lat" : NULL;
     if (n <= 64)
-        return "limits/cacheline_oneway";
+        return "limits/cacheline_oneway"; /* without a mapping: no same-method floor */
     if (n == 1024 || n == 65536 || n == (1 << 20) || n == (4 << 20))
         return "peers/openmpi_lat";
     return NULL;
@@ -345,10 +417,22 @@ static int test_latency(vb_t *v)
             if (quick_skip(v, n))
                 continue;
             long it = iters_for(v, n, v->c->quick ? 5000 : 20000);
-            if (pingpong(v, rs[k], n, it, 0, s))
+            /* The small sizes of library memory: with their floor, made the
+             * same way, repetitions alternating. */
+            int floored = k == 0 && n <= 64 && rs[k]->map && !v->drive;
+            double fl[MAX_REPS];
+            if (floored ? pingpong_with_floor(v, rs[k], n, it, s, fl)
+                        : pingpong(v, rs[k], n, it, 0, s))
                 return -1;
             memcpy(lat[ns], s, sizeof(double) * (size_t)v->c->reps);
             sizes[ns++] = n;
+            if (floored) {
+                bench_report(v->c, "line_lat", n, "us", bench_stats(fl, v->c->reps),
+                             "limits/cacheline_oneway");
+                bench_report_bounded(v->c, names[k], n, "us", bench_stats(s, v->c->reps),
+                                     "vmmc/line_lat");
+                continue;
+            }
             bench_report(v->c, names[k], n, "us", bench_stats(s, v->c->reps), lat_ref(v, n));
         }
         if (!v->c->quick)
@@ -372,19 +456,18 @@ static int test_latency(vb_t *v)
 
 static int stream(vb_t *v, region_t *r, size_t n, long count)
 {
-    for (long i = 0; i < count; i++) {
-        int rc = vmmc_send(r->px, 0, v->src, n, 0);
-        if (rc)
-            return fail(v, "vmmc_send", rc);
-    }
+    for (long i = 0; i < count; i++)
+        if (put_data(v, r, n))
+            return -1;
     return 0;
 }
 
-/* One-way (bidir = 0) or both ways at once (bidir = 1). */
-static int bandwidth(vb_t *v, region_t *r, size_t n, int bidir, double *out)
+/* One-way (bidir = 0) or both ways at once (bidir = 1): @reps values into
+ * @out, after a warm-up repetition if @warm. */
+static int bandwidth_n(vb_t *v, region_t *r, size_t n, int bidir, double *out, int reps, int warm)
 {
     long count = iters_for(v, n, 100000);
-    for (int rep = -1; rep < v->c->reps; rep++) {
+    for (int rep = warm ? -1 : 0; rep < reps; rep++) {
         uint64_t s = ++v->seq;
         double t0 = bench_now_ns();
         if (v->me == 0) {
@@ -410,15 +493,79 @@ static int bandwidth(vb_t *v, region_t *r, size_t n, int bidir, double *out)
     return 0;
 }
 
+static int bandwidth(vb_t *v, region_t *r, size_t n, int bidir, double *out)
+{
+    return bandwidth_n(v, r, n, bidir, out, v->c->reps, 1);
+}
+
+/* copy2_bw: @count messages of @n bytes copied by both ranks, half each
+ * (see the header); GB/s into *out on rank 0. */
+static int copy2_n(vb_t *v, size_t n, long count, double *out)
+{
+    size_t h = (n / 2) & ~(size_t)63;
+    volatile uint64_t *go = slot(v, SLOT_GO2), *done = slot(v, SLOT_DONE2);
+    uint64_t *peer_go = (uint64_t *)(void *)(v->ma.map + slot_off(v, SLOT_GO2));
+    uint64_t *peer_done = (uint64_t *)(void *)(v->ma.map + slot_off(v, SLOT_DONE2));
+    double t0 = bench_now_ns();
+    for (long i = 0; i < count; i++) {
+        uint64_t k = ++v->seq2;
+        if (v->me == 0) {
+            __atomic_store_n(peer_go, k, __ATOMIC_RELEASE);
+            memcpy(v->ma.map + h, v->ma.mem + h, n - h);
+            if (wait_word(v, done, k))
+                return -1;
+        } else {
+            if (wait_word(v, go, k))
+                return -1;
+            memcpy(v->ma.mem, v->ma.map, h);
+            __atomic_store_n(peer_done, k, __ATOMIC_RELEASE);
+        }
+    }
+    *out = (double)n * (double)count / (bench_now_ns() - t0);
+    return 0;
+}
+
+/* One-way bandwidth and its ceilings (the same stream by memcpy into the
+ * mapping, and the copy shared by both cores), repetitions alternating after
+ * one warm-up of each. */
+static int bandwidth_with_ceiling(vb_t *v, region_t *r, size_t n, double *fig, double *ceil,
+                                  double *ceil2)
+{
+    long count = iters_for(v, n, 100000);
+    for (int rep = 0; rep < v->c->reps; rep++) {
+        v->raw = 1;
+        int rc = bandwidth_n(v, r, n, 0, &ceil[rep], 1, rep == 0);
+        v->raw = 0;
+        if (rc || bandwidth_n(v, r, n, 0, &fig[rep], 1, rep == 0))
+            return -1;
+        if ((rep == 0 && copy2_n(v, n, count / 10 + 1, &ceil2[rep])) ||
+            copy2_n(v, n, count, &ceil2[rep]))
+            return -1;
+    }
+    return 0;
+}
+
 static int test_bandwidth(vb_t *v)
 {
     double s[MAX_REPS], copy[MAX_REPS];
     EACH(v, bw_sizes, q_bw, n)
     {
-        if (bandwidth(v, &v->ma, n, 0, s))
-            return -1;
-        bench_report(v->c, "memalloc_bw", n, "GB/s", bench_stats(s, v->c->reps),
-                     "limits/memcpy_bw");
+        if (v->ma.map && !v->drive) {
+            double ceil[MAX_REPS], ceil2[MAX_REPS];
+            if (bandwidth_with_ceiling(v, &v->ma, n, s, ceil, ceil2))
+                return -1;
+            bench_report(v->c, "copy_bw", n, "GB/s", bench_stats(ceil, v->c->reps),
+                         "limits/memcpy_bw");
+            bench_report(v->c, "copy2_bw", n, "GB/s", bench_stats(ceil2, v->c->reps),
+                         "vmmc/copy_bw");
+            bench_report_bounded(v->c, "memalloc_bw", n, "GB/s", bench_stats(s, v->c->reps),
+                                 "vmmc/copy_bw");
+        } else {
+            if (bandwidth(v, &v->ma, n, 0, s))
+                return -1;
+            bench_report(v->c, "memalloc_bw", n, "GB/s", bench_stats(s, v->c->reps),
+                         "limits/memcpy_bw");
+        }
         if (bandwidth(v, &v->ml, n, 0, s))
             return -1;
         memcpy(copy, s, sizeof(double) * (size_t)v->c->reps);
@@ -761,7 +908,23 @@ static int vmmc_suite_run(bench_ctx_t *c)
         setup_region(v, &v->ml, "bench.ml", v->data, 0, 0) ||
         setup_region(v, &v->nt, "bench.nt", 4096, 1, 1))
         goto out;
-    int rc = vmmc_barrier(v->ep);
+    /* The floors' path: the peer's "ma" mapped here, stores straight into
+     * it. Where the library cannot map it (udp, a policy), no floor. */
+    void *map = NULL;
+    int mrc = v->drive ? VMMC_ERR_UNSUPPORTED : vmmc_proxy_map(v->ma.px, &map);
+    if (mrc == VMMC_OK)
+        v->ma.map = map;
+    else if (!v->drive && v->me == 0)
+        bench_note(c, "vmmc suite: no same-method floor for latency and bandwidth "
+                      "(vmmc_proxy_map: %s); memalloc_lat and memalloc_bw are compared with the "
+                      "limits suite instead", vmmc_last_error());
+    /* Floors need both mappings: each rank says whether it has one. */
+    int rc = put_word(v, SLOT_MAP, v->ma.map ? 2 : 1);
+    if (rc || wait_word(v, slot(v, SLOT_MAP), 1))
+        goto out;
+    if (*slot(v, SLOT_MAP) != 2)
+        v->ma.map = NULL;
+    rc = vmmc_barrier(v->ep);
     if (rc) {
         fail(v, "vmmc_barrier", rc);
         goto out;

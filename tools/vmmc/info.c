@@ -18,7 +18,12 @@ static void info_usage(FILE *f)
             "  -c, --config   also list every VMMC_* setting: value in effect, default, help\n"
             "  -h, --help     this text\n"
             "\n"
-            "Unknown VMMC_* variables in the environment are reported as warnings.\n");
+            "Unknown VMMC_* variables in the environment are reported as warnings; a\n"
+            "value that is refused (bad syntax, a time without a unit, out of range) is\n"
+            "reported as an error and makes the exit status 1.\n"
+            "Sizes take K/M/G suffixes (64K = 65536 bytes); times need a unit: ns, us,\n"
+            "ms, s (only 0 may go without). Each setting's help ends with its syntax\n"
+            "and valid range in brackets.\n");
 }
 
 static void print_facts(void)
@@ -41,8 +46,8 @@ static void print_config(void)
             w = (int)strlen(name);
     for (int i = 0; vmmc_config_get(i, &name, &value, &deflt, &help) == VMMC_OK; i++) {
         int changed = strcmp(value ? value : "", deflt ? deflt : "") != 0;
-        printf("  %-*s = %-10s  (default %s)%s\n", w, name, value ? value : "", deflt ? deflt : "",
-               changed ? " *" : "");
+        printf("  %-*s = %-10s  (default %s)%s\n", w, name, value && *value ? value : "(unset)",
+               deflt && *deflt ? deflt : "unset", changed ? " *" : "");
         printf("  %-*s   %s\n", w, "", help ? help : "");
     }
 }
@@ -64,7 +69,9 @@ int vmmc_cmd_info(int argc, char **argv)
     }
     /* Reading the settings first makes the library report unknown or bad
      * VMMC_* variables before anything else is printed. */
-    vmmc_config_get(0, NULL, NULL, NULL, NULL);
+    int bad = vmmc_config_check() != VMMC_OK;
+    if (bad)
+        fprintf(stderr, "vmmc info: %s\n", vmmc_last_error());
     fflush(stderr);
     printf("vmmc %s\n\n", vmmc_version());
     printf("build and machine:\n");
@@ -75,5 +82,5 @@ int vmmc_cmd_info(int argc, char **argv)
     } else {
         printf("\n(`vmmc info -c` lists every VMMC_* setting)\n");
     }
-    return 0;
+    return bad ? 1 : 0;
 }

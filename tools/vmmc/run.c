@@ -5,8 +5,13 @@
  * VMMC_LAUNCHER, and serves the rendezvous, the barrier and death notices
  * with the library's bootstrap server (src/core/boot_server.c, compiled into
  * the tool). When a rank fails (killed by a signal or non-zero exit) it says
- * so on stderr, sends DEAD to every other rank at once, and after
- * VMMC_RUN_GRACE sends SIGTERM, then SIGKILL. */
+ * so on stderr with the last line the rank wrote to its stderr (the ranks'
+ * stderr passes through the launcher, line by line), sends DEAD to every
+ * other rank at once, and after VMMC_RUN_GRACE sends SIGTERM, then SIGKILL.
+ *
+ * The launcher checks the VMMC_* settings once for the whole job: a refused
+ * value stops it before any rank starts, and its warnings (unknown names)
+ * are printed once; the ranks get VMMC_SETTINGS_CHECKED and stay quiet. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -49,7 +54,8 @@ typedef struct {
 typedef struct {
     pid_t pid;
     int running;
-    outstream_t out[2]; /* --tag-output: stdout, stderr */
+    outstream_t out[2]; /* stdout (--tag-output only), stderr (always) */
+    char last_err[256]; /* the last non-empty line the rank wrote to stderr */
 } rank_t;
 
 typedef struct {
@@ -85,7 +91,11 @@ static void run_usage(FILE *f)
             "If a rank is killed by a signal or exits non-zero, the others get a death\n"
             "notice at once, then SIGTERM after VMMC_RUN_GRACE (default 500ms), then\n"
             "SIGKILL. SIGINT and SIGTERM are forwarded to every rank. The exit status is\n"
-            "the first failure's (128+signal for a signal), else 0.\n",
+            "the first failure's (128+signal for a signal), else 0.\n"
+            "The ranks' stderr passes through the launcher; a failed rank is named with\n"
+            "the last line it wrote there. The VMMC_* settings are checked once, before\n"
+            "any rank starts: a refused value stops the job (status 1), and warnings are\n"
+            "printed once (the ranks get VMMC_SETTINGS_CHECKED).\n",
             RUN_MAX_RANKS);
 }
 
@@ -241,7 +251,7 @@ static int nofile_raised;
  * the launcher may open that many descriptors. */
 static int raise_nofile(const job_t *j)
 {
-    rlim_t need = (rlim_t)j->n * (j->tag_output ? 3 : 1) + 32;
+    rlim_t need = (rlim_t)j->n * (j->tag_output ? 3 : 2) + 32;
     if (getrlimit(RLIMIT_NOFILE, &nofile_orig) < 0 || nofile_orig.rlim_cur >= need)
         return 0;
     if (nofile_orig.rlim_max < need) {
@@ -272,14 +282,13 @@ static void child(job_t *j, int r, const char *job, const char *sock, const sigs
         _exit(127); /* the launcher is already gone */
     signal(SIGPIPE, SIG_DFL);
     sigprocmask(SIG_SETMASK, oldmask, NULL);
-    if (j->tag_output) {
+    if (j->tag_output)
         dup2(pipes[0][1], STDOUT_FILENO);
-        dup2(pipes[1][1], STDERR_FILENO);
-        for (int k = 0; k < 2; k++) {
-            close(pipes[k][0]);
-            close(pipes[k][1]);
-        }
-    }
+    dup2(pipes[1][1], STDERR_FILENO);
+    for (int k = 0; k < 2; k++)
+        for (int e = 0; e < 2; e++)
+            if (pipes[k][e] >= 0)
+                close(pipes[k][e]);
     char v[32];
     snprintf(v, sizeof v, "%d", r);
     setenv("VMMC_RANK", v, 1);
@@ -288,6 +297,7 @@ static void child(job_t *j, int r, const char *job, const char *sock, const sigs
     setenv("VMMC_SIZE", v, 1);
     setenv("VMMC_JOB", job, 1);
     setenv("VMMC_LAUNCHER", sock, 1);
+    setenv("VMMC_SETTINGS_CHECKED", "1", 1); /* the launcher warned already */
     unsetenv("VMMC_BOOTSTRAP");
     if (j->cpu_bind)
         bind_cpu(r);
@@ -321,24 +331,35 @@ static void plan_kill(job_t *j, int64_t term_in)
     j->t_kill = t + (term_in >= 0 ? term_in : 0) + KILL_AFTER_TERM_MS;
 }
 
+static void drain(job_t *j, int r, int k, int eof_flush);
+
+/* The summary's tail: the rank's own last words, if it wrote any. */
+#define LAST_ERR(rk) (rk)->last_err[0] ? "; its last message: \"" : "", (rk)->last_err, \
+                     (rk)->last_err[0] ? "\"" : ""
+
 static void on_exit_status(job_t *j, vmmc_boot_server_t *srv, int r, int ws)
 {
     rank_t *rk = &j->ranks[r];
     int failed = 0;
+    /* What the rank wrote before it exited is in the pipe: pass it on (and
+     * note its last line) before the summary. */
+    for (int k = 0; k < 2; k++)
+        if (rk->out[k].fd >= 0)
+            drain(j, r, k, 0);
     rk->running = 0;
     j->alive--;
     if (WIFSIGNALED(ws)) {
         int sig = WTERMSIG(ws);
         failed = 1;
         if (!j->stopping)
-            fprintf(stderr, "vmmc run: rank %d (pid %d) killed by signal %d (%s)\n", r,
-                    (int)rk->pid, sig, strsignal(sig));
+            fprintf(stderr, "vmmc run: rank %d (pid %d) killed by signal %d (%s)%s%s%s\n", r,
+                    (int)rk->pid, sig, strsignal(sig), LAST_ERR(rk));
         set_status(j, 128 + sig);
     } else if (WIFEXITED(ws) && WEXITSTATUS(ws) != 0) {
         failed = 1;
         if (!j->stopping)
-            fprintf(stderr, "vmmc run: rank %d (pid %d) exited with status %d\n", r, (int)rk->pid,
-                    WEXITSTATUS(ws));
+            fprintf(stderr, "vmmc run: rank %d (pid %d) exited with status %d%s%s%s\n", r,
+                    (int)rk->pid, WEXITSTATUS(ws), LAST_ERR(rk));
         set_status(j, WEXITSTATUS(ws));
     }
     vmmc_boot_server_rank_exited(srv, r, ws, failed);
@@ -364,44 +385,66 @@ static void reap(job_t *j, vmmc_boot_server_t *srv)
     }
 }
 
-/* --tag-output: copy complete lines with a [rank] prefix. */
-static void emit(FILE *f, int r, const char *p, size_t n)
+/* Copy a complete line (with a [rank] prefix under --tag-output); note the
+ * last non-empty line of each rank's stderr. */
+static void emit(job_t *j, int r, int k, const char *p, size_t n, int newline)
 {
-    fprintf(f, "[%d] %.*s\n", r, (int)n, p);
+    FILE *f = k ? stderr : stdout;
+    if (j->tag_output)
+        fprintf(f, "[%d] %.*s%s", r, (int)n, p, newline ? "\n" : "");
+    else
+        fprintf(f, "%.*s%s", (int)n, p, newline ? "\n" : "");
+    if (k == 1 && n > 0) {
+        char *le = j->ranks[r].last_err;
+        size_t m = n < sizeof j->ranks[r].last_err - 1 ? n : sizeof j->ranks[r].last_err - 1;
+        memcpy(le, p, m);
+        le[m] = 0;
+        for (size_t i = 0; i < m; i++)
+            if ((unsigned char)le[i] < ' ')
+                le[i] = ' ';
+    }
 }
 
+/* Read what the pipe holds now (all of it), pass complete lines on; at EOF
+ * or with @eof_flush, the last partial line too. */
 static void drain(job_t *j, int r, int k, int eof_flush)
 {
     outstream_t *o = &j->ranks[r].out[k];
     FILE *f = k ? stderr : stdout;
-    if (o->fd >= 0 && !eof_flush) {
-        ssize_t n = read(o->fd, o->buf + o->len, sizeof o->buf - o->len);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN))
-            return;
-        if (n <= 0) {
-            close(o->fd);
-            o->fd = -1;
-            eof_flush = 1;
-        } else {
-            o->len += (size_t)n;
+    for (;;) {
+        if (o->fd >= 0 && !eof_flush) {
+            ssize_t n = read(o->fd, o->buf + o->len, sizeof o->buf - o->len);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0 && errno == EAGAIN)
+                break;
+            if (n <= 0) {
+                close(o->fd);
+                o->fd = -1;
+                eof_flush = 1;
+            } else {
+                o->len += (size_t)n;
+            }
         }
-    }
-    size_t start = 0;
-    for (size_t i = 0; i < o->len; i++)
-        if (o->buf[i] == '\n') {
-            emit(f, r, o->buf + start, i - start);
-            start = i + 1;
+        size_t start = 0;
+        for (size_t i = 0; i < o->len; i++)
+            if (o->buf[i] == '\n') {
+                emit(j, r, k, o->buf + start, i - start, 1);
+                start = i + 1;
+            }
+        if (start == 0 && o->len == sizeof o->buf) { /* a line longer than the buffer */
+            emit(j, r, k, o->buf, o->len, 0);
+            start = o->len;
         }
-    if (start == 0 && o->len == sizeof o->buf) { /* a line longer than the buffer */
-        emit(f, r, o->buf, o->len);
-        start = o->len;
+        if (eof_flush && start < o->len) {
+            emit(j, r, k, o->buf + start, o->len - start, 1);
+            start = o->len;
+        }
+        memmove(o->buf, o->buf + start, o->len - start);
+        o->len -= start;
+        if (o->fd < 0 || eof_flush)
+            break;
     }
-    if (eof_flush && start < o->len) {
-        emit(f, r, o->buf + start, o->len - start);
-        start = o->len;
-    }
-    memmove(o->buf, o->buf + start, o->len - start);
-    o->len -= start;
     fflush(f);
 }
 
@@ -431,7 +474,7 @@ static int event_loop(job_t *j, vmmc_boot_server_t *srv, int sfd)
     int nsig = 0;
     for (;;) {
         if (j->alive == 0) {
-            if (!j->tag_output || !open_streams(j))
+            if (!open_streams(j))
                 break;
             if (drain_until < 0)
                 drain_until = now_ms() + 500;
@@ -463,13 +506,12 @@ static int event_loop(job_t *j, vmmc_boot_server_t *srv, int sfd)
          * descriptor limit, closed ones included. */
         int n = 0;
         fds[n++] = (struct pollfd){.fd = sfd, .events = POLLIN};
-        if (j->tag_output)
-            for (int r = 0; r < j->n; r++)
-                for (int k = 0; k < 2; k++)
-                    if (j->ranks[r].out[k].fd >= 0) {
-                        outidx[n - 1] = 2 * r + k;
-                        fds[n++] = (struct pollfd){.fd = j->ranks[r].out[k].fd, .events = POLLIN};
-                    }
+        for (int r = 0; r < j->n; r++)
+            for (int k = 0; k < 2; k++)
+                if (j->ranks[r].out[k].fd >= 0) {
+                    outidx[n - 1] = 2 * r + k;
+                    fds[n++] = (struct pollfd){.fd = j->ranks[r].out[k].fd, .events = POLLIN};
+                }
         int nout = n - 1;
         int nsrv = vmmc_boot_server_pollfds(srv, fds + n);
         int rc = poll(fds, (nfds_t)(n + nsrv), wait);
@@ -521,13 +563,13 @@ static int event_loop(job_t *j, vmmc_boot_server_t *srv, int sfd)
                 drain(j, outidx[i] / 2, outidx[i] % 2, 0);
         vmmc_boot_server_handle(srv, fds + n, nsrv);
     }
-    if (j->tag_output)
-        for (int r = 0; r < j->n; r++)
-            for (int k = 0; k < 2; k++) {
-                drain(j, r, k, 1);
-                if (j->ranks[r].out[k].fd >= 0)
-                    close(j->ranks[r].out[k].fd);
-            }
+    for (int r = 0; r < j->n; r++)
+        for (int k = 0; k < 2; k++) {
+            drain(j, r, k, 0);
+            drain(j, r, k, 1);
+            if (j->ranks[r].out[k].fd >= 0)
+                close(j->ranks[r].out[k].fd);
+        }
     free(fds);
     free(outidx);
     return j->status;
@@ -540,6 +582,13 @@ int vmmc_cmd_run(int argc, char **argv)
     if (parse_args(&j, argc, argv) < 0) {
         fprintf(stderr, "(`vmmc run --help` for usage)\n");
         return 2;
+    }
+    /* The settings, once for the whole job: a refused value stops it here
+     * with the reason (each rank's vmmc_init() would fail the same way);
+     * the warnings about unknown names were printed while reading them. */
+    if (vmmc_config_check() != VMMC_OK) {
+        fprintf(stderr, "vmmc run: %s\n", vmmc_last_error());
+        return 1;
     }
     j.grace_ms = grace_ms();
     if (raise_nofile(&j) < 0)
@@ -595,7 +644,7 @@ int vmmc_cmd_run(int argc, char **argv)
     for (int r = 0; r < j.n; r++) {
         int pipes[2][2] = {{-1, -1}, {-1, -1}};
         j.ranks[r].out[0].fd = j.ranks[r].out[1].fd = -1;
-        if (j.tag_output && (pipe2(pipes[0], O_CLOEXEC) < 0 || pipe2(pipes[1], O_CLOEXEC) < 0)) {
+        if ((j.tag_output && pipe2(pipes[0], O_CLOEXEC) < 0) || pipe2(pipes[1], O_CLOEXEC) < 0) {
             fprintf(stderr, "vmmc run: pipe: %s\n", strerror(errno));
             set_status(&j, 1);
             plan_kill(&j, 0);
@@ -604,17 +653,15 @@ int vmmc_cmd_run(int argc, char **argv)
         pid_t pid = fork();
         if (pid == 0)
             child(&j, r, job, sock, &old, pipes, self);
-        if (j.tag_output) {
-            close(pipes[0][1]);
-            close(pipes[1][1]);
+        for (int k = 0; k < 2; k++) {
+            if (pipes[k][0] < 0)
+                continue;
+            close(pipes[k][1]);
             if (pid > 0) {
-                j.ranks[r].out[0].fd = pipes[0][0];
-                j.ranks[r].out[1].fd = pipes[1][0];
-                fcntl(pipes[0][0], F_SETFL, O_NONBLOCK);
-                fcntl(pipes[1][0], F_SETFL, O_NONBLOCK);
+                j.ranks[r].out[k].fd = pipes[k][0];
+                fcntl(pipes[k][0], F_SETFL, O_NONBLOCK);
             } else {
-                close(pipes[0][0]);
-                close(pipes[1][0]);
+                close(pipes[k][0]);
             }
         }
         if (pid < 0) {

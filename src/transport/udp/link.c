@@ -29,23 +29,23 @@ static int64_t cfg_window;
 static const char *cfg_fault;
 static const vmmc_cfg_entry_t udp_entries[] = {
     {"UDP_DGRAM_SIZE", "63K", "largest UDP datagram the link sends (header included; "
-     "256 .. 65507; use 1472 on paths with a 1500-byte MTU)", VMMC_CFG_SIZE, &cfg_dgram},
+     "256 .. 65507; use 1472 on paths with a 1500-byte MTU)", VMMC_CFG_SIZE, &cfg_dgram, 256, 65507},
     {"UDP_WINDOW", "64", "datagrams in flight per peer and direction (2 .. 1024); also the "
-     "receive reorder buffer", VMMC_CFG_INT, &cfg_window},
+     "receive reorder buffer", VMMC_CFG_INT, &cfg_window, 2, 1024},
     {"UDP_SOCKBUF", "8M", "socket send/receive buffer size requested", VMMC_CFG_SIZE,
-     &cfg_sockbuf},
-    {"UDP_RTO_MIN", "1ms", "floor of the retransmission timeout", VMMC_CFG_TIME, &cfg_rto_min},
+     &cfg_sockbuf, 65536, 1ull << 30},
+    {"UDP_RTO_MIN", "1ms", "floor of the retransmission timeout", VMMC_CFG_TIME, &cfg_rto_min, 10000, 10000000000ull},
     {"UDP_RTO_MAX", "100ms", "ceiling of the retransmission timeout (after backoff)",
-     VMMC_CFG_TIME, &cfg_rto_max},
+     VMMC_CFG_TIME, &cfg_rto_max, 10000, 60000000000ull},
     {"UDP_RTO_INIT", "20ms", "retransmission timeout before the first RTT sample",
-     VMMC_CFG_TIME, &cfg_rto_init},
+     VMMC_CFG_TIME, &cfg_rto_init, 10000, 60000000000ull},
     {"UDP_KEEPALIVE", "250ms", "send a keep-alive to a peer after this long without sending",
-     VMMC_CFG_TIME, &cfg_keepalive},
+     VMMC_CFG_TIME, &cfg_keepalive, 1000000, 60000000000ull},
     {"UDP_PEER_TIMEOUT", "3s", "declare a peer dead after this long without a datagram from "
-     "it, or with a datagram unacknowledged", VMMC_CFG_TIME, &cfg_peer_timeout},
+     "it, or with a datagram unacknowledged", VMMC_CFG_TIME, &cfg_peer_timeout, 2000000, 3600000000000ull},
     {"UDP_BUSY_RETRY", "200us", "when the receiver cannot take data (e.g. a redirectable "
      "export's arrival log is full), offer it again after this long", VMMC_CFG_TIME,
-     &cfg_busy_retry},
+     &cfg_busy_retry, 1000, 1000000000ull},
     {"UDP_ACK_DELAY", "50us", "a standalone ACK waits this long for data going back to carry "
      "it (sent at once after a quarter window); 0 acknowledges every receive at once",
      VMMC_CFG_TIME, &vmmc_udp_cfg_ack_delay},

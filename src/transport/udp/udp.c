@@ -51,7 +51,7 @@ static const vmmc_cfg_entry_t udp_tl_entries[] = {
     {"UDP_ADDR", "", "address the udp transport binds and publishes (IPv4 or IPv6); empty: "
      "the first non-loopback IPv4 interface that is up, else 127.0.0.1", VMMC_CFG_STRING,
      &cfg_addr},
-    {"UDP_PORT", "0", "UDP port to bind (0: any free port)", VMMC_CFG_INT, &cfg_port},
+    {"UDP_PORT", "0", "UDP port to bind (0: any free port)", VMMC_CFG_INT, &cfg_port, 0, 65535},
     {"UDP_SYNC", "no", "vmmc_send over udp returns once the data is in the receiver's memory "
      "(yes: one round trip per send), or once the link holds it (no: the source is reusable "
      "at once; order and notifications hold, and vmmc_barrier waits until every send landed)",

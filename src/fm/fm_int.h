@@ -308,8 +308,6 @@ struct fm {
     int max_handlers;
     fm_hentry_t *handlers;
     fm_peer_t *peers;
-    void *mem;                  /* all our rings */
-    size_t mem_len;
     vmmc_export_t **exports;
     atomic_int rlock;           /* receive side: extract vs the progress hook */
     int in_extract;

@@ -252,15 +252,21 @@ int fm_init(vmmc_ep_t *ep, const fm_params_t *params, fm_t **out)
         st = vmmc_error(VMMC_ERR_NOMEM, "fm_init: no memory for %d peers", fm->size);
         goto fail;
     }
+    /* Each sender's ring and control lines are an allocation of their own,
+     * exported whole to that sender alone: the core maps only a whole
+     * allocation, and a mapping of one allocation reaches nothing of the
+     * other senders' rings. Reads are granted too (a writable page is
+     * readable anyway): the sender sees only what it wrote and what we
+     * write back to it (credits, descriptors, the offer word). */
     size_t region = FM_CTRL + fm->ring_size;
-    fm->mem_len = region * (size_t)fm->size;
-    if ((st = vmmc_mem_alloc(ep, fm->mem_len, &fm->mem)) != VMMC_OK)
-        goto fail;
     for (int r = 0; r < fm->size; r++) {
         fm_peer_t *p = &fm->peers[r];
+        void *mem;
+        if ((st = vmmc_mem_alloc(ep, region, &mem)) != VMMC_OK)
+            goto fail;
         p->fm = fm;
         p->rank = r;
-        p->ctrl = (char *)fm->mem + region * (size_t)r;
+        p->ctrl = mem;
         p->ring = p->ctrl + FM_CTRL;
         p->rR = fm->ring_size;
         p->rseq = 1;
@@ -275,10 +281,11 @@ int fm_init(vmmc_ep_t *ep, const fm_params_t *params, fm_t **out)
         char name[64];
         snprintf(name, sizeof name, "fm.ring.%d", r);
         vmmc_export_params_t ep_params = {
-            .field_mask = VMMC_EXPORT_PARAM_IMPORTERS,
+            .field_mask = VMMC_EXPORT_PARAM_IMPORTERS | VMMC_EXPORT_PARAM_FLAGS,
             .name = name,
             .addr = p->ctrl,
             .length = region,
+            .flags = VMMC_EXPORT_READ,
             .importers = &p->rank,
             .num_importers = 1,
         };
@@ -331,10 +338,10 @@ int fm_finalize(fm_t *fm)
             free(p->staging);
             if (fm->exports && fm->exports[r])
                 vmmc_unexport(fm->exports[r]);
+            if (p->ctrl)
+                vmmc_mem_free(fm->ep, p->ctrl);
         }
     }
-    if (fm->mem)
-        vmmc_mem_free(fm->ep, fm->mem);
     fm_ctx_free_all(fm);
     free(fm->exports);
     free(fm->peers);

@@ -5,7 +5,8 @@
  *   [0, 64)     credit word: bytes B has consumed of A's ring at B (written by B)
  *   [64, 128)   credit request counter (written by B: "return my credits")
  *   [128, 192)  placement descriptor for A's current message to B (written by B)
- *   [192, 192+R) the ring B writes packets into
+ *   [192, 256)  offer word of A's split copy to B (A offers and revokes, B claims)
+ *   [256, 256+R) the ring B writes packets into
  *
  * so everything B writes to A goes into one import and stays in order. Ring
  * positions are absolute byte counts; R is a power of two (offset = pos & (R-1)).
@@ -31,17 +32,28 @@
  *
  * Split copy: when the piece that follows the first packet lies in the
  * sender's vmmc_mem_alloc() memory too, the first packet carries an OFFER
- * (the piece's message offset and a memory key for it, after the payload).
- * The receiver then copies the front of the piece itself (the descriptor's
- * pull length), straight from the sender's memory into the handler's buffer,
- * while the sender copies the rest: both cores copy. It says it is done by
- * writing the descriptor's seq into the sender's credit line (FM_PULL_OFF);
- * the sender waits for that before its send call returns (the piece's memory
- * is the caller's again). The sender confirms that it took the offer up by
- * flagging its next DIRECT packet PULLED: that packet then covers the pulled
- * bytes plus its own. Any other next packet means the sender had moved on
- * (it stopped waiting for the descriptor): the pulled bytes are void, and
- * the packets that follow write the same bytes again. */
+ * (the piece's message offset, an offer number and a memory key for it,
+ * after the payload). The receiver may then copy the front of the piece
+ * itself (the descriptor's pull length), straight from the sender's memory
+ * into the handler's buffer, while the sender copies the rest: both cores
+ * copy. Who may read the sender's memory is decided on one word, the offer
+ * word in the sender's region (FM_OFFER_OFF: offer number << 2 | state):
+ *
+ *   sender, before publishing the offer:   OFFERED
+ *   receiver, before it reads one byte:    CAS OFFERED -> CLAIMED (else no pull)
+ *   receiver, after its last byte:         DONE
+ *   sender, before the send call returns:  CAS OFFERED -> REVOKED; if that
+ *                                          fails, wait for DONE (or a dead peer)
+ *
+ * so no path lets the receiver read the piece after the send returned, and
+ * messages without an offer pay nothing. The receiver claims before it posts
+ * a descriptor with a pull length; the sender takes the pull up only if
+ * nothing of the piece went out yet, and confirms that by flagging its next
+ * DIRECT packet PULLED: that packet then covers the pulled bytes plus its
+ * own. Any other next packet means the sender had moved on (it stopped
+ * waiting for the descriptor): the pulled bytes are void, and the packets
+ * that follow write the same bytes again (the sender's buffer does not
+ * change before DONE, so both copies agree). */
 #ifndef VMMC_FM_INT_H
 #define VMMC_FM_INT_H
 
@@ -54,12 +66,16 @@
 #include "vmmc/fm.h"
 
 #define FM_HDR 16u
-#define FM_CTRL 192u
+#define FM_CTRL 256u
 #define FM_LINE 64u
 #define FM_CREDIT_OFF 0u
 #define FM_REQ_OFF 64u
 #define FM_DESC_OFF 128u
-#define FM_PULL_OFF 8u /* in the credit line: the last descriptor whose pull is done */
+#define FM_OFFER_OFF 192u
+
+/* The offer word: offer number << 2 | one of these. */
+enum { FM_O_REVOKED, FM_O_OFFERED, FM_O_CLAIMED, FM_O_DONE };
+static inline uint64_t fm_oword(uint64_t oseq, unsigned state) { return oseq << 2 | state; }
 
 /* Descriptor words (FM_DESC_OFF): seq (written last), message number (low
  * 32 bits) | pull length << 32, message offset, length (0: none), memory key. */
@@ -85,8 +101,8 @@ enum { FM_D_SEQ, FM_D_MSG, FM_D_OFF, FM_D_LEN, FM_D_KEY, FM_D_WORDS = FM_D_KEY +
 #define FM_F_DIRECT 16u /* no payload: len bytes were placed in the posted buffer */
 #define FM_F_OFFER 32u  /* first packet: an offer follows the payload (split copy) */
 #define FM_F_PULLED 64u /* DIRECT: the receiver's pulled bytes come first */
-/* An offer: message offset of the piece, then a memory key for it. */
-#define FM_OFFER_BYTES (8u + (unsigned)sizeof(vmmc_mkey_t))
+/* An offer: message offset of the piece, offer number, a memory key for it. */
+#define FM_OFFER_BYTES (16u + (unsigned)sizeof(vmmc_mkey_t))
 #define FM_PULL_MAX ((uint64_t)1 << 30)
 #define FM_SPLIT_PIECE_MIN 8192u /* smallest piece worth splitting */
 
@@ -200,10 +216,11 @@ struct fm_stream {
     vmmc_mkey_t zkey; /* ... its key and range, tried again at packet boundaries */
     uint64_t zkM, zkN;
     int offer;        /* split copy: the first packet offers [ooff, +okey's length) */
+    int olive;        /* ... offer number oseq is out: settle it before the call returns */
     vmmc_mkey_t okey;
     uint64_t ooff;
+    uint64_t oseq;
     uint64_t opulled; /* taken up: the receiver copies these; flag the next DIRECT */
-    uint64_t pull_seq; /* ... and says so with this seq: wait for it before returning */
     /* receive side */
     const char *rp;   /* payload of the current packet, NULL when consumed */
     size_t rlen, rpos;
@@ -246,6 +263,7 @@ typedef struct fm_peer {
     unsigned zc_skip;           /* large messages to send plainly before probing again */
     unsigned zc_miss;           /* "none" answers (or timeouts) in a row, at most 5 */
     const char *split_nokey;    /* last send piece that could not be keyed */
+    uint64_t oseq;              /* split-copy offers made to it */
     fm_stream_t ss;
     /* --- receiving from this peer --- */
     char *ring;                 /* our ring for this sender */
@@ -290,8 +308,6 @@ struct fm {
     int max_handlers;
     fm_hentry_t *handlers;
     fm_peer_t *peers;
-    void *mem;                  /* all our rings */
-    size_t mem_len;
     vmmc_export_t **exports;
     atomic_int rlock;           /* receive side: extract vs the progress hook */
     int in_extract;
@@ -364,7 +380,5 @@ int fm_send_credit(struct fm *fm, fm_peer_t *p, uint64_t consumed);
 /* Post a placement descriptor for @p's current message (len 0: none). */
 int fm_send_desc(struct fm *fm, fm_peer_t *p, uint64_t msg, uint64_t off, uint64_t len,
                  const vmmc_mkey_t *key, uint64_t pull);
-/* Tell @p that the pull of descriptor @seq is done (its memory is its own again). */
-int fm_send_pulled(struct fm *fm, fm_peer_t *p, uint64_t seq);
 
 #endif

@@ -189,15 +189,18 @@ static void zc_post(fm_t *fm, fm_peer_t *p, fm_stream_t *s, char *dst, size_t wa
      * lies in the first packet, valid while that is the current one (mbase
      * 0), and the piece must start where the packet ends. A packet after it
      * means the sender stopped waiting and sends the piece in packets: a
-     * pull would be for nothing. */
+     * pull would be for nothing. Not one byte is read before the offer word
+     * in the sender's region (which we write through our mapping of it)
+     * says the offer is ours: the sender revokes it before its call returns. */
     void *src = NULL;
-    uint64_t pull = 0, w0, ooff;
+    uint64_t pull = 0, w0, ooff, oseq = 0;
     uint32_t nl;
     vmmc_mkey_t okey;
-    if (s->roffer && s->mbase == 0 && s->rp && fm->split_min &&
+    if (s->roffer && s->mbase == 0 && s->rp && fm->split_min && p->map &&
         (memcpy(&ooff, s->roffer, 8), ooff == off) &&
         !peek_at(p, p->tail + s->rslot, fm_seq_next(p->rseq), &w0, &nl)) {
-        memcpy(&okey, s->roffer + 8, sizeof okey);
+        memcpy(&oseq, s->roffer + 8, 8);
+        memcpy(&okey, s->roffer + 16, sizeof okey);
         uint64_t L = vmmc_mkey_len(&okey);
         if (L > want)
             L = want;
@@ -215,6 +218,13 @@ static void zc_post(fm_t *fm, fm_peer_t *p, fm_stream_t *s, char *dst, size_t wa
                     pull = fm->pull_budget > 0 ? (uint64_t)fm->pull_budget & ~(uint64_t)63 : 0;
                 if (pull < FM_SPLIT_PIECE_MIN / 2)
                     pull = 0;
+                uint64_t o = fm_oword(oseq, FM_O_OFFERED);
+                if (pull && (oseq >> 62 ||
+                             !atomic_compare_exchange_strong_explicit(
+                                 (_Atomic uint64_t *)(p->map + FM_OFFER_OFF), &o,
+                                 fm_oword(oseq, FM_O_CLAIMED), memory_order_acq_rel,
+                                 memory_order_relaxed)))
+                    pull = 0; /* revoked: the sender has moved on */
             } else {
                 src = NULL;
                 if (a != VMMC_ERR_AGAIN) /* AGAIN: being mapped, ready next time */
@@ -232,10 +242,12 @@ static void zc_post(fm_t *fm, fm_peer_t *p, fm_stream_t *s, char *dst, size_t wa
         if (pull) {
             memcpy(dst, src, pull);
             fm->pulled += pull;
-            fm_send_pulled(fm, p, p->dseq);
             s->zpull = pull; /* counted once the sender's PULLED packet confirms it */
         }
     }
+    if (pull) /* our last read of the sender's memory is done */
+        atomic_store_explicit((_Atomic uint64_t *)(p->map + FM_OFFER_OFF),
+                              fm_oword(oseq, FM_O_DONE), memory_order_release);
     if (src)
         vmmc_mem_detach(fm->ep, src);
 }

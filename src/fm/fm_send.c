@@ -137,13 +137,6 @@ int fm_send_desc(fm_t *fm, fm_peer_t *p, uint64_t msg, uint64_t off, uint64_t le
     return st;
 }
 
-/* Used by the receive side (fm_recv.c) once it has copied what a split
- * copy asked it to pull: the sender may then reuse that memory. */
-int fm_send_pulled(fm_t *fm, fm_peer_t *p, uint64_t seq)
-{
-    return ctrl_write(fm, p, FM_PULL_OFF, seq);
-}
-
 /* Wait until @need bytes of credit are there: extract our own receive side
  * meanwhile (so two ranks sending to each other cannot deadlock), then sleep
  * in vmmc_wait(); the receiver's credit write and signal wake us. */
@@ -221,7 +214,8 @@ static inline int publish(fm_t *fm, fm_peer_t *p, fm_stream_t *s, unsigned flags
         if (VMMC_UNLIKELY(flags & FM_F_OFFER)) {
             char *o = h + FM_HDR + ((len + 7) & ~(size_t)7);
             memcpy(o, &s->ooff, 8);
-            memcpy(o + 8, &s->okey, sizeof s->okey);
+            memcpy(o + 8, &s->oseq, 8);
+            memcpy(o + 16, &s->okey, sizeof s->okey);
         }
         if (s->staged) {
             uint64_t *st = (uint64_t *)p->staging;
@@ -398,13 +392,14 @@ static int zc_check(fm_t *fm, fm_peer_t *p, fm_stream_t *s)
     s->zkN = len;
     s->zretry = 1;
     zc_attach(fm, p, s);
-    /* Split copy: the receiver is copying the first `pull` bytes of the
-     * offered piece. Take that up only if nothing of the piece went out yet
-     * (else those bytes travel as sent, and the pull is void). */
-    if (pull && s->offer && s->zdst && off == s->ooff && s->sent == off && pull < len &&
+    /* Split copy: the receiver claimed the offer and is copying the first
+     * `pull` bytes of the piece. Take that up only while the offer is out
+     * and nothing of the piece went out yet (else those bytes travel as
+     * sent, and the pull is void). Either way offer_settle() waits for the
+     * receiver's copy before the call returns. */
+    if (pull && s->offer && s->olive && s->zdst && off == s->ooff && s->sent == off && pull < len &&
         pull < vmmc_mkey_len(&s->okey)) {
         s->opulled = pull;
-        s->pull_seq = seq;
         s->sent += pull; /* fm_send_piece skips them */
         FM_CNT(fm, FM_C_SPLIT_SENT, pull);
     }
@@ -412,22 +407,47 @@ static int zc_check(fm_t *fm, fm_peer_t *p, fm_stream_t *s)
     return 1;
 }
 
-/* Split copy taken up: wait until the receiver has copied its part out of
- * the piece's memory, which the caller owns again when the send returns. */
-static int pull_sync(fm_t *fm, fm_peer_t *p, fm_stream_t *s)
+static uint64_t now_ns(void);
+
+/* Settle the split-copy offer before the send call returns (the piece's
+ * memory is the caller's again): revoke it if the receiver has not claimed
+ * it, else wait until the receiver says it has read its last byte. The
+ * receiver's copy is a plain memcpy between its claim and DONE, so the wait
+ * is short; a dead receiver ends it with VMMC_ERR_PEER_DEAD, and a receiver
+ * that stops cannot make us return while it may still read. */
+static VMMC_COLD int offer_settle(fm_t *fm, fm_peer_t *p, fm_stream_t *s)
 {
-    const _Atomic uint64_t *w = (const _Atomic uint64_t *)(p->ctrl + FM_PULL_OFF);
-    for (unsigned i = 1; atomic_load_explicit(w, memory_order_acquire) < s->pull_seq; i++) {
-        __builtin_ia32_pause();
-        if (VMMC_UNLIKELY((i & 1023) == 0)) {
-            if (vmmc_peer_alive(fm->ep, p->rank) == 0) {
-                s->pull_seq = 0;
+    _Atomic uint64_t *w = (_Atomic uint64_t *)(p->ctrl + FM_OFFER_OFF);
+    const uint64_t claimed = fm_oword(s->oseq, FM_O_CLAIMED), done = fm_oword(s->oseq, FM_O_DONE);
+    uint64_t v = fm_oword(s->oseq, FM_O_OFFERED);
+    s->olive = 0;
+    if (atomic_compare_exchange_strong_explicit(w, &v, fm_oword(s->oseq, FM_O_REVOKED),
+                                                memory_order_acq_rel, memory_order_acquire))
+        return VMMC_OK; /* never claimed: the receiver reads nothing */
+    uint64_t t0 = 0;
+    for (unsigned i = 1; v == claimed; i++) {
+        if (VMMC_LIKELY(i < 4096)) {
+            __builtin_ia32_pause();
+        } else {
+            /* Long: the receiver may be waiting for this CPU. */
+            if (!t0)
+                t0 = now_ns();
+            if ((i & 63) == 0 && vmmc_peer_alive(fm->ep, p->rank) == 0)
                 return peer_dead(fm, p);
-            }
-            sched_yield(); /* the receiver may be waiting for this CPU */
+            struct timespec ts = {0, now_ns() - t0 < 1000000 ? 0 : 50000};
+            if (ts.tv_nsec)
+                nanosleep(&ts, NULL);
+            else
+                sched_yield();
         }
+        v = atomic_load_explicit(w, memory_order_acquire);
     }
-    s->pull_seq = 0;
+    if (VMMC_UNLIKELY(v != done)) {
+        FM_CNT(fm, FM_C_PROTOCOL, 1);
+        return vmmc_error(VMMC_ERR_PROTOCOL, "fm: rank %d wrote 0x%llx into the split-copy word "
+                          "of offer %llu; only the receiver's claim or its end may be there",
+                          p->rank, (unsigned long long)v, (unsigned long long)s->oseq);
+    }
     return VMMC_OK;
 }
 
@@ -450,6 +470,11 @@ static unsigned split_offer(fm_t *fm, fm_peer_t *p, fm_stream_t *s, const char *
     }
     s->offer = 1;
     s->ooff = s->sent;
+    s->oseq = ++p->oseq;
+    s->olive = 1;
+    /* Out before the packet that names it (publish's release store). */
+    atomic_store_explicit((_Atomic uint64_t *)(p->ctrl + FM_OFFER_OFF),
+                          fm_oword(s->oseq, FM_O_OFFERED), memory_order_relaxed);
     return FM_F_OFFER;
 }
 
@@ -684,7 +709,7 @@ static int begin_locked(fm_t *fm, fm_peer_t *p, size_t max_length, int handler, 
     s->zretry = 0;
     s->offer = 0;
     s->opulled = 0;
-    s->pull_seq = 0;
+    s->olive = 0;
     if (s->zc)
         FM_CNT(fm, FM_C_ZC_MSG, 1);
     int st = pkt_start(fm, p, s, nb);
@@ -820,10 +845,10 @@ int fm_send_piece(fm_stream_t *s, const void *buf, size_t n)
         return VMMC_OK;
     }
     int st = send_piece(s, buf, n);
-    if (VMMC_UNLIKELY(s && s->kind == FM_SEND && s->pull_seq)) {
-        int st2 = pull_sync(s->fm, s->peer, s);
-        if (st == VMMC_OK)
-            st = st2;
+    if (VMMC_UNLIKELY(s && s->kind == FM_SEND && s->olive)) {
+        int st2 = offer_settle(s->fm, s->peer, s);
+        if (st == VMMC_OK && st2 != VMMC_OK)
+            st = s->err = st2;
     }
     return st;
 }

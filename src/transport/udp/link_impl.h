@@ -96,6 +96,10 @@ struct vmmc_udp_link {
      * socket. */
     _Atomic uint64_t app_polls;
     atomic_int app_idle, skipping;
+    /* When the progress thread's current sleep ends (0: it is not asleep):
+     * an application poll that leaves a delayed ACK owed wakes it if that
+     * sleep would outlast the ACK's delay by far (link_rx.c). */
+    _Atomic uint64_t sleep_until;
     uint64_t seen_polls;                 /* progress thread: app_polls when it last looked */
     uint64_t recheck_ns;                 /* progress thread: current look-back interval */
     /* Delayed ACKs owed (peers with ack_owed_ns set): lets a poll skip the

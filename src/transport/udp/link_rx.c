@@ -645,7 +645,14 @@ static void wait_events(vmmc_udp_link_t *l, uint64_t deadline, uint64_t now, int
     struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
     struct pollfd pf[2] = {{.fd = app ? -1 : l->fd, .events = POLLIN},
                            {.fd = l->evfd, .events = POLLIN}};
+    atomic_store(&l->sleep_until, deadline > now ? deadline : now);
+    /* A delayed ACK owed since (by an application poll) is due before this
+     * sleep would end: Dekker pairing with the check in
+     * vmmc_udp_link_poll(), so one of the two sees the other. */
+    if (atomic_load(&l->acks_owed) && !app && deadline > now + vmmc_udp_cfg_ack_delay)
+        ts.tv_sec = 0, ts.tv_nsec = (long)vmmc_udp_cfg_ack_delay;
     int r = ppoll(pf, 2, &ts, NULL);
+    atomic_store_explicit(&l->sleep_until, 0, memory_order_relaxed);
     if (app)
         atomic_store_explicit(&l->skipping, 0, memory_order_relaxed);
     if (r > 0 && (pf[1].revents & POLLIN)) {
@@ -739,8 +746,21 @@ int vmmc_udp_link_poll(vmmc_udp_link_t *l)
     uint64_t before = __atomic_load_n(&l->c.delivered_frags, __ATOMIC_RELAXED);
     int got = rx_pass(l, 0, !l->rx_streak);
     l->rx_streak = got > 0;
-    if (atomic_load_explicit(&l->acks_owed, memory_order_relaxed))
-        owed_acks(l, vmmc_udp_now());
+    if (atomic_load_explicit(&l->acks_owed, memory_order_relaxed)) {
+        uint64_t now = vmmc_udp_now();
+        owed_acks(l, now);
+        /* An ACK (or delivery report) is still owed, and this thread may
+         * stop polling now (compute, or wait for the sender in a barrier):
+         * the progress thread must send it in time. While it looks back
+         * every POLL_RECHECK it does; if it sleeps on the socket until a
+         * keep-alive (the ACK became owed after it computed its deadline),
+         * wake it, once. */
+        atomic_thread_fence(memory_order_seq_cst);
+        uint64_t su = atomic_load(&l->sleep_until);
+        if (atomic_load(&l->acks_owed) &&
+            su > now + vmmc_udp_cfg_ack_delay + vmmc_udp_cfg_poll_recheck)
+            vmmc_udp_link_wake(l);
+    }
     tl_rx_owner = NULL;
     pthread_mutex_unlock(&l->rx_lock);
     return (int)(__atomic_load_n(&l->c.delivered_frags, __ATOMIC_RELAXED) - before);

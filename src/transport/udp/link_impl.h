@@ -41,7 +41,9 @@ typedef struct peer {
     int going_down, down_why;           /* owner being told / reason (lock) */
     struct sockaddr_storage addr;
     socklen_t alen;
-    uint8_t token[VMMC_UDP_TOKEN_SIZE]; /* the peer's link token */
+    vmmc_udp_key_t txk, rxk;            /* keys of the links to and from the peer */
+    uint64_t ctl_tx;                    /* control counter sent last (lock) */
+    uint64_t ctl_rx;                    /* highest control counter received (receive owner) */
 
     /* Send side (lock). Sequence numbers start at 1; 32-bit serial. */
     uint32_t snd_una, snd_nxt, peer_wnd, high_sack;

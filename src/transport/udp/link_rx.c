@@ -279,13 +279,19 @@ static void count_verdict(vmmc_udp_link_t *l, vmmc_udp_verdict_t v)
     case VMMC_UDP_BAD_MAGIC: CNT_RX(l, drop_magic, 1); break;
     case VMMC_UDP_BAD_VERSION: CNT_RX(l, drop_version, 1); break;
     case VMMC_UDP_BAD_HEADER: CNT_RX(l, drop_header, 1); break;
-    case VMMC_UDP_BAD_CRC: CNT_RX(l, drop_crc, 1); break;
+    case VMMC_UDP_BAD_AUTH: CNT_RX(l, drop_auth, 1); break;
     case VMMC_UDP_OK: break;
     }
 }
 
 /* Handle one received datagram. @nested: the progress thread is inside a
- * callback, so data is stored, never delivered. */
+ * callback, so data is stored, never delivered.
+ *
+ * Every check comes before the first change of state: a datagram refused
+ * for any reason (malformed, unknown source, wrong tag, dead peer, replayed
+ * control counter, outside the window, duplicate, impossible ack, refused
+ * capability) moves no sequence number, stores and delivers nothing, and
+ * does not count as a sign of life; it is only counted. */
 static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void *from,
                    socklen_t fromlen, int nested, uint64_t now)
 {
@@ -297,7 +303,7 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
         count_verdict(l, v);
         return;
     }
-    if (VMMC_UNLIKELY(h.dst != l->p.self || h.src >= l->p.max_peers)) {
+    if (VMMC_UNLIKELY(h.src >= l->p.max_peers)) {
         CNT_RX(l, drop_unknown_peer, 1);
         return;
     }
@@ -307,18 +313,47 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
         CNT_RX(l, drop_unknown_peer, 1);
         return;
     }
+    /* Made with the key of the link from that peer to us (which also says
+     * it is for us), and not corrupted. */
+    if (VMMC_UNLIKELY(vmmc_udp_auth(buf, &h, &p->rxk) != VMMC_UDP_OK)) {
+        CNT_RX(l, drop_auth, 1);
+        return;
+    }
     if (VMMC_UNLIKELY(state != PEER_ALIVE)) {
         CNT_RX(l, drop_dead_peer, 1);
         return;
     }
-    /* Capability: region 0 and unsequenced datagrams carry our link token;
-     * datagrams for a region carry that region's token. */
-    int forged = (h.type != VMMC_UDP_T_DATA || h.region == 0)
-                     ? memcmp(h.token, l->p.token, VMMC_UDP_TOKEN_SIZE) != 0
-                     : (l->p.accept && l->p.accept(l->p.arg, h.src, h.region, h.gen, h.token) != 0);
-    if (VMMC_UNLIKELY(forged)) {
-        CNT_RX(l, drop_bad_token, 1);
-        return;
+    int32_t d = 0;
+    if (h.type != VMMC_UDP_T_DATA) {
+        /* Unsequenced: a fresh control counter, or a replay (or one
+         * overtaken by a later one, whose news it would only undo). */
+        if (VMMC_UNLIKELY(h.offset <= p->ctl_rx)) {
+            CNT_RX(l, drop_replay, 1);
+            return;
+        }
+    } else {
+        d = (int32_t)(h.seq - p->rcv_nxt);
+        if (d < 0 || (p->rx[h.seq % l->ring].present && p->rx[h.seq % l->ring].hdr.seq == h.seq)) {
+            /* Already received: our ack was lost, the datagram was
+             * duplicated, or it is replayed. Acknowledge again (the sender
+             * may be waiting for that), change nothing else. */
+            if (d >= -(int32_t)(4 * l->window)) {
+                CNT_RX(l, drop_duplicate, 1);
+                ack_later(l, p);
+            } else {
+                CNT_RX(l, drop_window, 1);
+            }
+            return;
+        }
+        if ((int32_t)(h.seq - p->dlv_nxt) >= (int32_t)l->window) {
+            CNT_RX(l, drop_window, 1);
+            return;
+        }
+        if (h.region && l->p.accept &&
+            VMMC_UNLIKELY(l->p.accept(l->p.arg, h.src, h.region, h.gen, h.token) != 0)) {
+            CNT_RX(l, drop_bad_token, 1);
+            return;
+        }
     }
     pthread_mutex_lock(&p->lock);
     int bad = on_ack(l, p, &h, now);
@@ -327,6 +362,9 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
         CNT_RX(l, drop_bad_ack, 1);
         return;
     }
+    /* Accepted: from here on it counts. */
+    if (h.type != VMMC_UDP_T_DATA)
+        p->ctl_rx = h.offset;
     atomic_store_explicit(&p->last_rx_ns, now, memory_order_relaxed);
 
     if (h.type == VMMC_UDP_T_BYE) {
@@ -336,20 +374,6 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
     if (h.type != VMMC_UDP_T_DATA)
         return;
 
-    int32_t d = (int32_t)(h.seq - p->rcv_nxt);
-    if (d < 0) {
-        /* Already received: our ack was lost or the datagram duplicated. */
-        if (d >= -(int32_t)(4 * l->window))
-            CNT_RX(l, drop_duplicate, 1);
-        else
-            CNT_RX(l, drop_window, 1);
-        ack_later(l, p);
-        return;
-    }
-    if ((int32_t)(h.seq - p->dlv_nxt) >= (int32_t)l->window) {
-        CNT_RX(l, drop_window, 1);
-        return;
-    }
     ack_later(l, p);
     rxslot_t *s = &p->rx[h.seq % l->ring];
     if (d == 0 && !nested && p->dlv_nxt == p->rcv_nxt && !busy(p)) {
@@ -370,10 +394,6 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
         s->hdr = h;
         s->present = 1;
         l->rx_backlog = 1;
-        return;
-    }
-    if (s->present && s->hdr.seq == h.seq) {
-        CNT_RX(l, drop_duplicate, 1);
         return;
     }
     if (VMMC_UNLIKELY(!s->buf) && !(s->buf = malloc(l->dgram))) {

@@ -34,7 +34,8 @@ static const vmmc_cfg_entry_t udp_entries[] = {
      "receive reorder buffer", VMMC_CFG_INT, &cfg_window},
     {"UDP_SOCKBUF", "8M", "socket send/receive buffer size requested", VMMC_CFG_SIZE,
      &cfg_sockbuf},
-    {"UDP_RTO_MIN", "1ms", "floor of the retransmission timeout", VMMC_CFG_TIME, &cfg_rto_min},
+    {"UDP_RTO_MIN", "200us", "floor of the retransmission timeout (above it, the timeout "
+     "follows the measured round trip)", VMMC_CFG_TIME, &cfg_rto_min},
     {"UDP_RTO_MAX", "100ms", "ceiling of the retransmission timeout (after backoff)",
      VMMC_CFG_TIME, &cfg_rto_max},
     {"UDP_RTO_INIT", "20ms", "retransmission timeout before the first RTT sample",
@@ -338,7 +339,9 @@ int vmmc_udp_link_add_peer(vmmc_udp_link_t *l, uint32_t id, const struct sockadd
     p->tx = tx;
     p->rx = rx;
     p->snd_una = p->snd_nxt = 1;
-    p->high_sack = 0;
+    p->rack_ns = p->progress_ns = p->min_rtt = 0;
+    p->probed = p->acked_since_rto = 0;
+    p->backoff = 0;
     p->peer_wnd = l->window;
     p->rto = s->rto_init_ns;
     p->rcv_nxt = p->dlv_nxt = 1;
@@ -612,8 +615,10 @@ int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t 
         t->retx = 0;
         t->sacked = 0;
         t->first_ns = now;
-        if (p->snd_nxt == p->snd_una)
+        if (p->snd_nxt == p->snd_una) {
             p->unacked_since = now;
+            p->progress_ns = now;
+        }
         p->snd_nxt++;
         CNT_TX(p, tx_data, 1);
         batch[nb++] = t;
@@ -715,7 +720,7 @@ static const struct {
     C(delivered_frags), C(delivered_bytes), C(drop_truncated), C(drop_magic),
     C(drop_version), C(drop_header), C(drop_auth), C(drop_unknown_peer), C(drop_bad_token),
     C(drop_window), C(drop_duplicate), C(drop_bad_ack), C(drop_replay), C(drop_dead_peer),
-    C(peers_dead),
+    C(peers_dead), C(loss_probes),
     C(send_errors), C(window_waits), C(deliver_busy),
 };
 #undef C

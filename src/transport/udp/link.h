@@ -162,7 +162,7 @@ typedef struct vmmc_udp_counters {
     uint64_t acks_sent, keepalives_sent, delivered_frags, delivered_bytes;
     uint64_t drop_truncated, drop_magic, drop_version, drop_header, drop_auth;
     uint64_t drop_unknown_peer, drop_bad_token, drop_window, drop_duplicate, drop_bad_ack;
-    uint64_t drop_replay;
+    uint64_t drop_replay, loss_probes;
     uint64_t drop_dead_peer, peers_dead, send_errors, window_waits, deliver_busy;
 } vmmc_udp_counters_t;
 void vmmc_udp_link_counters(vmmc_udp_link_t *l, vmmc_udp_counters_t *c);

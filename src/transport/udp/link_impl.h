@@ -46,10 +46,18 @@ typedef struct peer {
     uint64_t ctl_rx;                    /* highest control counter received (receive owner) */
 
     /* Send side (lock). Sequence numbers start at 1; 32-bit serial. */
-    uint32_t snd_una, snd_nxt, peer_wnd, high_sack;
+    uint32_t snd_una, snd_nxt, peer_wnd;
     txslot_t *tx;                       /* window slots, index seq % window */
     uint64_t srtt, rttvar, rto;         /* ns */
     int have_rtt;
+    /* Loss recovery (link_rx.c): rack_ns, the latest send time of a
+     * datagram known delivered (RACK: what was sent well before it and is
+     * still unacknowledged is lost); progress_ns, when new data was last
+     * acknowledged or first sent (the tail-loss probe's clock); probed, a
+     * probe is out; acked_since_rto, the backoff is only for silence. */
+    uint64_t rack_ns, progress_ns, min_rtt, probe_ns;
+    int probed, acked_since_rto;
+    unsigned backoff;                   /* timeouts in a row without an ack */
     uint64_t last_tx_ns;
     uint64_t unacked_since;             /* first_ns of the oldest unacked */
 

@@ -15,9 +15,11 @@
 
 static inline uint64_t le64(const uint8_t *p)
 {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
+    uint64_t v;
+    memcpy(&v, p, 8); /* one load */
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
     return v;
 }
 

@@ -4,7 +4,7 @@
  * (VMMC_UDP_KEEPALIVE, 250 ms). Both ranks send, then enter the barrier, in
  * several patterns (the receiver polling, sleeping, or in its own barrier);
  * no barrier may take anywhere near the keep-alive period. The bound is
- * generous (100 ms against a ~250 ms failure, where a good one takes well
+ * generous (180 ms against a ~250 ms failure, where a good one takes well
  * under 3 ms) so that a loaded machine does not fail it. */
 #include <unistd.h>
 
@@ -68,7 +68,7 @@ int main(void)
                 worst = t[ROUNDS - 1];
         }
     }
-    if (worst > 0.100)
+    if (worst > 0.180)
         VT_FAIL("a barrier after a send took %.1f ms: held until a keep-alive?", worst * 1e3);
     VT_OK(vmmc_unimport(px));
     VT_OK(vmmc_barrier(ep));

@@ -355,6 +355,12 @@ int vmmc_udp_link_add_peer(vmmc_udp_link_t *l, uint32_t id, const struct sockadd
     return VMMC_OK;
 }
 
+uint32_t vmmc_udp_link_sent(vmmc_udp_link_t *l, uint32_t id)
+{
+    peer_t *p = peer_get(l, id);
+    return p ? __atomic_load_n(&p->snd_nxt, __ATOMIC_ACQUIRE) : 0;
+}
+
 int vmmc_udp_link_peer_alive(vmmc_udp_link_t *l, uint32_t id)
 {
     peer_t *p = peer_get(l, id);

@@ -146,6 +146,10 @@ int vmmc_udp_link_flush(vmmc_udp_link_t *l, uint32_t peer, int timeout_ms);
  * rest is held there and lands when it takes data again). */
 int vmmc_udp_link_sync(vmmc_udp_link_t *l, uint32_t peer, int timeout_ms, int unless_busy);
 
+/* Datagrams queued to @peer so far (its next sequence number): equal
+ * readings before and after something mean nothing was sent in between. */
+uint32_t vmmc_udp_link_sent(vmmc_udp_link_t *l, uint32_t peer);
+
 /* 1 alive, 0 dead or gone, VMMC_ERR_NOT_FOUND (not registered). */
 int vmmc_udp_link_peer_alive(vmmc_udp_link_t *l, uint32_t peer);
 /* Declare @peer dead from outside (e.g. the launcher saw it exit). */

@@ -113,6 +113,9 @@ typedef struct udp_ep {
     ctl_q_t *qhead, **qtail;
     int qlen;
     int hooked;                      /* udp_arm is a progress hook of ep */
+    /* Per rank: the link's datagram count right after our last write to it
+     * (a signal right behind a write rides on it, see udp_signal). */
+    _Atomic uint32_t *wrote_at;
 } udp_ep_t;
 
 static udp_ep_t *U(vmmc_ep_t *ep)
@@ -299,6 +302,11 @@ static int udp_deliver(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec, cons
         if ((rec->flags & VMMC_UDP_F_LAST) && (rec->flags & VMMC_UDP_F_NOTIFY) && r->msg_ok)
             vmmc_deliver_notify(ep, (int)peer, rec->region - 1, rec->gen, r->msg_off,
                                 rec->offset + len - r->msg_off, rec->imm);
+        /* A complete write wakes a sleeping endpoint (a fence and a load
+         * when nobody sleeps): the sender's vmmc_signal right behind it
+         * then needs no datagram of its own (udp_signal). */
+        if (rec->flags & VMMC_UDP_F_LAST)
+            vmmc_deliver_wake(ep);
         return 0;
     }
     case K_CTL:
@@ -541,7 +549,8 @@ static int udp_ep_start(vmmc_ep_t *ep)
     }
     u->lo_fd = -1;
     u->rx = calloc((size_t)ep->size, sizeof *u->rx);
-    if (!u->rx)
+    u->wrote_at = calloc((size_t)ep->size, sizeof *u->wrote_at);
+    if (!u->rx || !u->wrote_at)
         return vmmc_error(VMMC_ERR_NOMEM, "udp: out of memory for %d peers", ep->size);
     vmmc_udp_link_params_t p;
     memset(&p, 0, sizeof p);
@@ -613,6 +622,7 @@ static void udp_ep_close(vmmc_ep_t *ep)
     pthread_mutex_destroy(&u->lock);
     pthread_cond_destroy(&u->cond);
     free(u->rx);
+    free((void *)u->wrote_at);
     free(u);
     ep->udp = NULL;
 }
@@ -696,6 +706,9 @@ static int udp_put(vmmc_proxy_t *px, size_t off, const void *src, size_t len, in
     vmmc_udp_link_t *l = U(px->ep)->link;
     int st = vmmc_udp_link_send_ex(l, (uint32_t)px->rank, &rec, src, len,
                                    flags & VMMC_SEND_NONBLOCK);
+    if (st == VMMC_OK)
+        atomic_store_explicit(&U(px->ep)->wrote_at[px->rank],
+                              vmmc_udp_link_sent(l, (uint32_t)px->rank), memory_order_relaxed);
     /* Remote completion (VMMC_UDP_SYNC, and always to this very process):
      * return once the receiver applied it, so "send, then barrier" or a
      * write to oneself is visible as with shm. A non-blocking send stops
@@ -783,8 +796,17 @@ static int udp_flush(vmmc_ep_t *ep)
     return VMMC_OK;
 }
 
+/* Wake the peer. When the last thing sent to it was a write, its delivery
+ * wakes the peer (udp_deliver) at the moment this signal would: no
+ * datagram is needed (FM signals after every packet). */
 static int udp_signal(vmmc_ep_t *ep, vmmc_peer_t *peer)
 {
+    udp_ep_t *u = U(ep);
+    uint32_t r = (uint32_t)peer->rank;
+    if (atomic_load_explicit(&u->wrote_at[r], memory_order_relaxed) ==
+            vmmc_udp_link_sent(u->link, r) &&
+        vmmc_udp_link_peer_alive(u->link, r) == 1)
+        return VMMC_OK;
     vmmc_udp_rec_t rec;
     memset(&rec, 0, sizeof rec);
     rec.kind = K_SIGNAL;

@@ -72,7 +72,10 @@ int main(void)
         VT_FAIL("a barrier after a send took %.1f ms: held until a keep-alive?", worst * 1e3);
     VT_OK(vmmc_unimport(px));
     VT_OK(vmmc_barrier(ep));
+    VT_OK(vmmc_unexport(ex));
     VT_OK(vmmc_finalize(ep));
+    free(buf);
+    free(src);
     printf("PASS\n");
     return 0;
 }

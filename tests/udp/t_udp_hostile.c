@@ -94,6 +94,7 @@ int main(int argc, char **argv)
         posix_spawn_file_actions_addclose(&fa, pfd[0]);
         char *args[] = {argv[1], "100", argc > 2 ? argv[2] : "data,ctl,replay", NULL};
         VT_CHECK(posix_spawn(&hostile, argv[1], &fa, NULL, args, environ) == 0);
+        posix_spawn_file_actions_destroy(&fa);
         close(pfd[1]);
         hout = fdopen(pfd[0], "r");
         char line[256];
@@ -169,7 +170,12 @@ int main(int argc, char **argv)
     if (px)
         VT_OK(vmmc_unimport(px));
     VT_OK(vmmc_barrier(ep));
+    if (me == 1) {
+        VT_OK(vmmc_unexport(ex));
+        fclose(hout);
+    }
     VT_OK(vmmc_finalize(ep));
+    free(buf);
     printf("PASS\n");
     return 0;
 }

@@ -14,12 +14,17 @@
  * token in clear) and the current one (version 3: keyed tag), so the test
  * shows what the authentication changed. The bytes it writes are 0xEE, so a
  * victim that took them finds them in its memory.
+ * It sees every UDP datagram on the host, but touches only the traffic of
+ * its parent (the victim rank: the UDP ports its sockets are bound to) and
+ * of that traffic's other ends, so that other programs on the machine are
+ * left alone.
  * Usage: udp_hostile SECONDS [data,ctl,replay]. Prints READY once listening, then a summary
  * when SIGTERM'd or after SECONDS. Exit 77: no raw sockets here. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdint.h>
@@ -35,6 +40,52 @@
 #include "transport/udp/crc32c.h"
 
 static volatile sig_atomic_t stop;
+
+/* The UDP ports that process @pid's sockets are bound to (/proc). */
+static int ports_of(pid_t pid, uint16_t *ports, int max)
+{
+    char path[64], link[64];
+    unsigned long inodes[64];
+    int ni = 0, np = 0;
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && ni < 64) {
+        char fp[400];
+        snprintf(fp, sizeof fp, "%s/%s", path, e->d_name);
+        ssize_t n = readlink(fp, link, sizeof link - 1);
+        if (n <= 0)
+            continue;
+        link[n] = 0;
+        unsigned long ino;
+        if (sscanf(link, "socket:[%lu]", &ino) == 1)
+            inodes[ni++] = ino;
+    }
+    closedir(d);
+    const char *files[] = {"/proc/net/udp", "/proc/net/udp6"};
+    for (int f = 0; f < 2; f++) {
+        FILE *fp = fopen(files[f], "r");
+        if (!fp)
+            continue;
+        char line[512];
+        while (fgets(line, sizeof line, fp) && np < max) {
+            char local[80];
+            unsigned long ino;
+            if (sscanf(line, " %*d: %79s %*s %*x %*s %*s %*s %*s %*s %lu", local, &ino) != 2)
+                continue;
+            char *colon = strrchr(local, ':');
+            if (!colon)
+                continue;
+            for (int i = 0; i < ni; i++)
+                if (inodes[i] == ino)
+                    ports[np++] = (uint16_t)strtoul(colon + 1, NULL, 16);
+        }
+        fclose(fp);
+    }
+    return np;
+}
 static void on_term(int s)
 {
     (void)s;
@@ -283,6 +334,12 @@ int main(int argc, char **argv)
     setsockopt(rx, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     int big = 8 << 20;
     setsockopt(rx, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+    uint16_t victim[16];
+    int nvictim = ports_of(getppid(), victim, 16);
+    if (nvictim == 0) {
+        printf("no UDP socket found in the parent\n");
+        return 1;
+    }
     printf("READY\n");
     fflush(stdout);
     static uint8_t pkt[70000];
@@ -303,6 +360,11 @@ int main(int argc, char **argv)
         if (u[6] == 0 && u[7] == 0)
             continue; /* ours */
         uint16_t sp = (uint16_t)(u[0] << 8 | u[1]), dp = (uint16_t)(u[2] << 8 | u[3]);
+        int ours = 0;
+        for (int i = 0; i < nvictim; i++)
+            ours |= sp == victim[i] || dp == victim[i];
+        if (!ours)
+            continue; /* not the victim's traffic: leave it alone */
         uint32_t sip, dip;
         memcpy(&sip, pkt + 12, 4);
         memcpy(&dip, pkt + 16, 4);

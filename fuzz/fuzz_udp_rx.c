@@ -3,11 +3,16 @@
  * Each input is a sequence of datagrams that arrive at a fresh link from its
  * registered peer (through socket bindings that read from the input instead
  * of a socket). Input format: byte 0 = mode bits, then records of
- * [u16 length][bytes]. Mode bit 0: fix up magic, version, length and CRC of
- * every record so that the fuzzer reaches the stateful checks (tokens,
- * sequence window, acks, reorder buffer); bit 1: some records come from a
- * stranger's address. Anything is fine except a crash, a sanitizer report,
- * a hang, or a delivery that did not come from a valid datagram. */
+ * [u16 length][bytes]. Mode bit 0: fix up magic, version, type, length,
+ * source and the tag (under the key of the link from the peer) of every
+ * record, so that the fuzzer reaches the stateful checks (control counters
+ * and their replays, region tokens, sequence window, duplicates, acks,
+ * reorder buffer); bit 1: some records come from a stranger's address;
+ * bit 2: some fixed-up records keep a wrong tag (forgeries: each must be
+ * refused as such, and counted); bit 3: no capability hook (as the
+ * transport runs the link). Anything is fine except a crash, a sanitizer
+ * report, a hang, a delivery that did not come from the peer, or a forgery
+ * that was not refused by the tag check. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* sendmmsg, recvmmsg, ppoll */
 #endif
@@ -21,6 +26,7 @@
 
 #include "transport/udp/crc32c.h"
 #include "transport/udp/link.h"
+#include "transport/udp/wire.h"
 
 #define MAXD 64
 
@@ -29,12 +35,13 @@ typedef struct {
     int go, next, n, drained;
     const uint8_t *d[MAXD];
     size_t len[MAXD];
-    int stranger[MAXD];
+    int stranger[MAXD], forged[MAXD];
     struct sockaddr_in peer, other;
     uint8_t fixed[MAXD][VMMC_UDP_MAX_DGRAM < 4096 ? VMMC_UDP_MAX_DGRAM : 4096];
 } feed_t;
 
 static feed_t F = {.lock = PTHREAD_MUTEX_INITIALIZER};
+static vmmc_udp_key_t K;
 static uint64_t delivered;
 
 static int b_send(void *ctx, int fd, struct mmsghdr *v, unsigned n)
@@ -114,6 +121,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int mode = data[0];
     size_t pos = 1;
     F.n = F.next = F.go = F.drained = 0;
+    memset(F.forged, 0, sizeof F.forged);
+    if (!K.k[0]) {
+        uint8_t s0[16], s1[16];
+        tok(s0, 0);
+        tok(s1, 1);
+        vmmc_udp_key_derive(&K, s1, 1, s0, 0); /* the link from the peer to us */
+    }
     while (pos + 2 <= size && F.n < MAXD) {
         size_t len = (size_t)data[pos] | ((size_t)data[pos + 1] << 8);
         pos += 2;
@@ -124,20 +138,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if ((mode & 1) && len >= VMMC_UDP_HDR_MIN && len <= sizeof F.fixed[i]) {
             uint8_t *b = F.fixed[i];
             memcpy(b, data + pos, len);
+            b[3] = (uint8_t)(1 + (b[3] & 3)); /* a valid type */
+            b[4] &= 7;                        /* no sack, no imm: the 64-byte header */
+            if (b[3] != VMMC_UDP_T_DATA) {
+                len = VMMC_UDP_HDR_MIN;       /* control: no payload, no flags */
+                b[4] = 0;
+            }
             uint32_t plen = (uint32_t)(len - VMMC_UDP_HDR_MIN);
             b[0] = 0x56, b[1] = 0x4D, b[2] = VMMC_UDP_VERSION;
-            b[36] = (uint8_t)plen, b[37] = (uint8_t)(plen >> 8), b[38] = b[39] = 0;
-            b[8] = 1, b[9] = b[10] = b[11] = 0;  /* src: the peer */
-            b[12] = b[13] = b[14] = b[15] = 0;   /* dst: us */
-            if (b[4] & 0x40) { /* use the right token for region 0 or 5 */
-                int region = b[32] & 1 ? 5 : 0;
-                b[32] = (uint8_t)region, b[33] = b[34] = b[35] = 0;
-                tok(b + 16, region ? 5 : 0);
+            b[32] = (uint8_t)plen, b[33] = (uint8_t)(plen >> 8), b[34] = b[35] = 0;
+            b[8] = 1, b[9] = b[10] = b[11] = 0; /* src: the peer */
+            if (b[3] == VMMC_UDP_T_DATA && (b[47] & 0x80))
+                b[47] &= 0x7f;                /* offset + length must not wrap */
+            if (b[4] & 0x4) { /* use the right token for region 0 or 5 */
+                int region = b[12] & 1 ? 5 : 0;
+                b[12] = (uint8_t)region, b[13] = b[14] = b[15] = 0;
+                if (region)
+                    tok(b + 16, 5);
+                else
+                    memset(b + 16, 0, 16);
             }
-            b[4] &= 7; /* no sack, no imm: the 64-byte header */
-            uint32_t crc = vmmc_crc32c(vmmc_crc32c(0, b + VMMC_UDP_HDR_MIN, plen), b, 60);
-            b[60] = (uint8_t)crc, b[61] = (uint8_t)(crc >> 8), b[62] = (uint8_t)(crc >> 16),
-            b[63] = (uint8_t)(crc >> 24);
+            vmmc_udp_hdr_t h;
+            if (vmmc_udp_decode(b, len, &h) != VMMC_UDP_OK)
+                abort(); /* fixed up: only the tag is left to check */
+            (void)vmmc_udp_encode(b, &h, vmmc_crc32c(0, b + VMMC_UDP_HDR_MIN, plen), &K);
+            if ((mode & 4) && (data[pos - 2] & 1)) {
+                b[VMMC_UDP_HDR_MIN - 1 - (data[pos - 2] >> 5)] ^= (uint8_t)(1u << (data[pos - 2] >> 1 & 7));
+                F.forged[i] = 1;
+            }
             F.d[i] = b;
         } else {
             F.d[i] = data + pos;
@@ -160,7 +188,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     p.bind_len = sizeof self;
     tok(p.token, 0);
     p.deliver = on_deliver;
-    p.accept = on_accept;
+    p.accept = (mode & 8) ? NULL : on_accept;
     p.bindings = &b;
     vmmc_udp_link_t *l;
     if (vmmc_udp_link_open(&p, &l) != 0)
@@ -180,6 +208,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         usleep(20);
     }
+    /* Every forgery that came from the peer's address was refused by the
+     * tag check. */
+    uint64_t forged = 0;
+    for (int i = 0; i < F.n; i++)
+        forged += F.forged[i] && !F.stranger[i];
+    vmmc_udp_counters_t c;
+    vmmc_udp_link_counters(l, &c);
+    if (c.drop_auth < forged)
+        abort();
     vmmc_udp_link_close(l, 0);
     return 0;
 }

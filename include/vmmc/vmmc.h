@@ -489,7 +489,9 @@ VMMC_API int vmmc_config_check(void);
  *  transports, PMIx support, limits): key/value pairs for `vmmc info`. */
 VMMC_API int vmmc_info_get(int i, const char **key, const char **value);
 
-/** @brief Iterate over endpoint counters (for `vmmc info`): same scheme. */
+/** @brief Iterate over endpoint counters (for `vmmc info`): same scheme.
+ *  The core's come first, then the transports' (named `udp.*`: datagrams
+ *  and bytes in and out, retransmissions, datagrams refused by reason). */
 VMMC_API int vmmc_counter_get(vmmc_ep_t *ep, int i, const char **name,
                               uint64_t *value);
 /** @} */

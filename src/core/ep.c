@@ -469,8 +469,12 @@ int vmmc_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *value)
         "async_sends_by_engine", "wakeups_sent", "sleeps", "imports_served", "exports",
         "redirect_bytes_direct", "redirect_bytes_copied", "control_messages_dropped",
         "notifications_refused"};
-    if (!ep || i < 0 || i >= CNT_MAX)
+    if (!ep || i < 0)
         return VMMC_ERR_NOT_FOUND;
+    if (i >= CNT_MAX) /* then the transports' (udp: datagrams, drops by reason, ...) */
+        return ep->udp && vmmc_tl_udp.counter_get
+                   ? vmmc_tl_udp.counter_get(ep, i - CNT_MAX, name, value)
+                   : VMMC_ERR_NOT_FOUND;
     if (name)
         *name = names[i];
     if (value)

@@ -211,6 +211,8 @@ static int fm_connect_peer(fm_t *fm, fm_peer_t *p)
                 return st;
         }
     }
+    if (!p->map)
+        fm->unmapped++;
     /* Largest payload whose slot still leaves room for two in the ring. */
     uint64_t maxpay = p->R / 2 - FM_HDR;
     maxpay &= ~(uint64_t)(FM_LINE - 1);

@@ -323,6 +323,8 @@ struct fm {
     int ndead;                  /* ranks known dead */
     double last_dead_check;
     unsigned empty_polls;
+    int unmapped;               /* peers written with vmmc_send (their transport, e.g. udp,
+                                 * lands data only when someone drives it) */
     int hook_added;
     uint64_t cnt[FM_C_COUNT];
 };

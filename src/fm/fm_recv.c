@@ -600,6 +600,18 @@ int fm_extract(fm_t *fm, size_t max_bytes)
     }
     fm->in_extract = 0;
     fm_runlock(fm);
+    /* Nothing in the rings, and some sender's packets come through a
+     * transport that lands data when driven (udp): drive it here, in the
+     * polling thread, rather than leave every packet to that transport's
+     * progress thread (a cross-core wake-up per datagram), then look again. */
+    if (r == 0 && fm->unmapped) {
+        (void)vmmc_progress(fm->ep);
+        fm_rlock(fm);
+        fm->in_extract = 1;
+        r = fm_extract_locked(fm, max_bytes);
+        fm->in_extract = 0;
+        fm_runlock(fm);
+    }
     return r;
 }
 

@@ -74,6 +74,10 @@ typedef struct vmmc_tl_ops {
     /* Wait until every put issued so far has been applied by its receiver
      * (called before a barrier). NULL when puts land before they return. */
     int (*flush)(struct vmmc_ep *ep);
+    /* The transport's counters, index-based like vmmc_counter_get (which
+     * lists them after the core's): VMMC_ERR_NOT_FOUND past the end. May be
+     * NULL. */
+    int (*counter_get)(struct vmmc_ep *ep, int i, const char **name, uint64_t *value);
 } vmmc_tl_ops_t;
 
 extern const vmmc_tl_ops_t vmmc_tl_shm;

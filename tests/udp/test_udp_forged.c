@@ -1,8 +1,12 @@
-/* Forged and malformed datagrams are dropped and counted, never delivered:
- * garbage, truncated, oversized, wrong magic/version, bad CRC, unknown peer,
- * wrong source address, wrong destination, wrong token (link and region),
- * wrong region, out-of-window sequence, impossible ack. A raw socket plays
- * peer 1; afterwards a valid datagram still gets through, exactly once. */
+/* Forged and malformed datagrams are dropped and counted, never delivered,
+ * and change no state: garbage, truncated, oversized, wrong magic/version,
+ * corrupted payload or header, unknown peer, wrong source address, a tag
+ * made without the link's key (a forger's), a tag for another destination,
+ * wrong region token (the capability hook), out-of-window sequence,
+ * impossible ack, replayed control datagrams. A plain socket plays peer 1
+ * (it knows peer 1's secret, so it can also make valid datagrams);
+ * afterwards a valid datagram still gets through, exactly once, and the
+ * link's acknowledgement is made with the key of the link to peer 1. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* sendmmsg, recvmmsg, ppoll */
 #endif
@@ -23,10 +27,18 @@ static int raw_socket(struct sockaddr_in *self)
 }
 
 static uint8_t pkt[70000];
+static vmmc_udp_key_t k10; /* the link from peer 1 to endpoint 0 */
+
+static size_t make_k(const vmmc_udp_hdr_t *h, const void *payload, const vmmc_udp_key_t *k)
+{
+    unsigned hl = vmmc_udp_encode(pkt, h, vmmc_crc32c(0, payload, h->length), k);
+    memcpy(pkt + hl, payload, h->length);
+    return hl + h->length;
+}
 
 static size_t make(const vmmc_udp_hdr_t *h, const void *payload)
 {
-    unsigned hl = vmmc_udp_encode(pkt, h, vmmc_crc32c(0, payload, h->length));
+    unsigned hl = vmmc_udp_encode(pkt, h, vmmc_crc32c(0, payload, h->length), &k10);
     memcpy(pkt + hl, payload, h->length);
     return hl + h->length;
 }
@@ -84,6 +96,7 @@ int main(void)
     ut_token(link_tok, 0, 0);
     ut_token(region_tok, 0, UT_REGION);
     VT_OK(vmmc_udp_link_add_peer(e.l, 1, (struct sockaddr *)&peer_addr, sizeof peer_addr, peer_tok));
+    vmmc_udp_key_derive(&k10, peer_tok, 1, link_tok, 0);
     uint64_t delivered_expect = 0;
 
     uint8_t payload[100];
@@ -94,7 +107,6 @@ int main(void)
     good.flags = VMMC_UDP_F_FIRST | VMMC_UDP_F_LAST;
     good.wnd = 64;
     good.src = 1;
-    good.dst = 0;
     memcpy(good.token, region_tok, 16);
     good.region = UT_REGION;
     good.length = sizeof payload;
@@ -122,7 +134,10 @@ int main(void)
     n = make(&good, payload);
     pkt[n - 10] ^= 4; /* in the payload */
     fire(pfd, pkt, n);
-    EXPECT_COUNT(drop_crc, 1);
+    n = make(&good, payload);
+    pkt[50] ^= 1; /* in the header (the sequence number) */
+    fire(pfd, pkt, n);
+    EXPECT_COUNT(drop_auth, 2);
 
     /* Who sent it. */
     n = make(&good, payload);
@@ -133,10 +148,28 @@ int main(void)
     fire(pfd, pkt, make(&h, payload));
     h.src = 99; /* out of range */
     fire(pfd, pkt, make(&h, payload));
+    EXPECT_COUNT(drop_unknown_peer, 3);
+
+    /* Authentication: everything right but the key. */
+    uint8_t guess[16];
+    ut_token(guess, 9, 9);
+    vmmc_udp_key_t forger, other_dst, reverse;
+    vmmc_udp_key_derive(&forger, peer_tok, 1, guess, 0); /* without endpoint 0's secret */
+    vmmc_udp_key_derive(&other_dst, peer_tok, 1, link_tok, 2); /* for endpoint 2 */
+    vmmc_udp_key_derive(&reverse, link_tok, 0, peer_tok, 1); /* 0's own direction, reflected */
+    fire(pfd, pkt, make_k(&good, payload, &forger));
+    fire(pfd, pkt, make_k(&good, payload, &other_dst));
+    fire(pfd, pkt, make_k(&good, payload, &reverse));
     h = good;
-    h.dst = 1; /* not for this endpoint */
-    fire(pfd, pkt, make(&h, payload));
-    EXPECT_COUNT(drop_unknown_peer, 4);
+    h.type = VMMC_UDP_T_BYE; /* a forged goodbye would end the peer */
+    h.flags = 0;
+    h.length = 0;
+    h.region = 0;
+    memset(h.token, 0, 16);
+    h.offset = 1;
+    fire(pfd, pkt, make_k(&h, payload, &forger));
+    EXPECT_COUNT(drop_auth, 6);
+    VT_CHECK(vmmc_udp_link_peer_alive(e.l, 1) == 1);
 
     /* Capabilities. */
     h = good;
@@ -145,16 +178,23 @@ int main(void)
     h = good;
     h.region = UT_REGION + 1; /* right token, wrong region */
     fire(pfd, pkt, make(&h, payload));
-    h = good;
-    h.region = 0; /* the link channel wants the link token */
-    fire(pfd, pkt, make(&h, payload));
+    EXPECT_COUNT(drop_bad_token, 2);
+
+    /* Control datagrams: a fresh counter is taken once; the same again
+     * (a replay) or an older one is refused. */
     h = good;
     h.type = VMMC_UDP_T_KEEPALIVE;
     h.flags = 0;
     h.length = 0;
-    memcpy(h.token, peer_tok, 16); /* the sender's token is not ours */
+    h.region = 0;
+    memset(h.token, 0, 16);
+    h.offset = 5;
+    n = make(&h, payload);
+    fire(pfd, pkt, n);
+    fire(pfd, pkt, n);
+    h.offset = 4;
     fire(pfd, pkt, make(&h, payload));
-    EXPECT_COUNT(drop_bad_token, 4);
+    EXPECT_COUNT(drop_replay, 2);
 
     /* Sequence and ack sanity. */
     h = good;
@@ -190,7 +230,10 @@ int main(void)
             got = 1;
     }
     VT_CHECK(got);
-    VT_CHECK(!memcmp(a.token, peer_tok, 16) && a.src == 0 && a.dst == 1);
+    vmmc_udp_key_t k01;
+    vmmc_udp_key_derive(&k01, link_tok, 0, peer_tok, 1);
+    VT_CHECK(a.src == 0 && vmmc_udp_auth(ackbuf, &a, &k01) == VMMC_UDP_OK);
+    VT_CHECK(a.offset > 0); /* a control counter */
     ut_print_counters("target", e.l);
     vmmc_udp_link_close(e.l, 0);
     printf("PASS\n");

@@ -64,7 +64,7 @@ int main(int argc, char **argv)
         }
         if (fs[i].dup > 0)
             VT_CHECK(st.duplicated > 0 && c.drop_duplicate > 0);
-        VT_CHECK(c.drop_crc == 0 && c.drop_bad_ack == 0 && c.drop_unknown_peer == 0);
+        VT_CHECK(c.drop_auth == 0 && c.drop_bad_ack == 0 && c.drop_unknown_peer == 0);
     }
     printf("%.1f MiB each way in %.2f s: %.1f MiB/s per direction\n", (double)total / 1048576.0,
            dt, (double)total / 1048576.0 / dt);

@@ -1,32 +1,55 @@
-/* Datagram header: encode/decode round trip, and every malformation refused
- * with the right verdict. */
+/* Datagram header: encode/decode round trip, every malformation refused with
+ * the right verdict, and the tag: SipHash-2-4 against the reference vectors,
+ * every bit of header and payload covered, and each direction of each pair
+ * of endpoints with its own key. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* sendmmsg, recvmmsg, ppoll */
 #endif
 #include "transport/udp/crc32c.h"
+#include "transport/udp/siphash.h"
 #include "transport/udp/wire.h"
 #include "vtest.h"
 
+static const vmmc_udp_key_t key = {{0x1111111111111111ull, 0x2222222222222222ull}};
+
 static size_t build(uint8_t *buf, const vmmc_udp_hdr_t *h, const void *payload)
 {
-    unsigned hl = vmmc_udp_encode(buf, h, vmmc_crc32c(0, payload, h->length));
+    unsigned hl = vmmc_udp_encode(buf, h, vmmc_crc32c(0, payload, h->length), &key);
     VT_CHECK(hl == vmmc_udp_hdr_len(h));
     memcpy(buf + hl, payload, h->length);
     return hl + h->length;
 }
 
+/* Decode, then (if that passed) authenticate. */
 static void expect(const uint8_t *buf, size_t n, vmmc_udp_verdict_t want, const char *what)
 {
     vmmc_udp_hdr_t h;
     vmmc_udp_verdict_t v = vmmc_udp_decode(buf, n, &h);
+    if (v == VMMC_UDP_OK)
+        v = vmmc_udp_auth(buf, &h, &key);
     if (v != want)
         VT_FAIL("%s: verdict '%s', expected '%s'", what, vmmc_udp_verdict_str(v),
                 vmmc_udp_verdict_str(want));
 }
 
+static void siphash_vectors(void)
+{
+    /* The paper's key 00..0f; messages 00..(n-1). */
+    const uint64_t k[2] = {0x0706050403020100ull, 0x0f0e0d0c0b0a0908ull};
+    uint8_t m[64];
+    for (int i = 0; i < 64; i++)
+        m[i] = (uint8_t)i;
+    VT_CHECK(vmmc_siphash(k, m, 0) == 0x726fdb47dd0e0e31ull);
+    VT_CHECK(vmmc_siphash(k, m, 1) == 0x74f839c593dc67fdull);
+    VT_CHECK(vmmc_siphash(k, m, 8) == 0x93f5f5799a932462ull);
+    VT_CHECK(vmmc_siphash(k, m, 15) == 0xa129ca6149be45e5ull);
+    VT_CHECK(vmmc_siphash(k, m, 63) == 0x958a324ceb064572ull);
+}
+
 int main(void)
 {
     static uint8_t buf[VMMC_UDP_MAX_DGRAM], copy[VMMC_UDP_MAX_DGRAM];
+    siphash_vectors();
     uint8_t payload[1000];
     for (int i = 0; i < 1000; i++)
         payload[i] = (uint8_t)(i * 7);
@@ -37,7 +60,6 @@ int main(void)
     h.kind = 9;
     h.wnd = 64;
     h.src = 3;
-    h.dst = 0x01020304;
     for (int i = 0; i < 16; i++)
         h.token[i] = (uint8_t)(0xF0 + i);
     h.region = 0xDEADBEEF;
@@ -55,17 +77,19 @@ int main(void)
     memset(&d, 0, sizeof d);
     VT_CHECK(n == VMMC_UDP_HDR_SIZE + 1000);
     VT_CHECK(vmmc_udp_decode(buf, n, &d) == VMMC_UDP_OK);
+    VT_CHECK(vmmc_udp_auth(buf, &d, &key) == VMMC_UDP_OK);
     VT_CHECK(!memcmp(&d.token, &h.token, 16));
     VT_CHECK(d.type == h.type && d.flags == h.flags && d.kind == h.kind && d.wnd == h.wnd);
-    VT_CHECK(d.src == h.src && d.dst == h.dst && d.region == h.region && d.length == h.length);
+    VT_CHECK(d.src == h.src && d.region == h.region && d.length == h.length);
     VT_CHECK(d.offset == h.offset && d.seq == h.seq && d.ack == h.ack && d.sack == h.sack);
     VT_CHECK(d.imm == h.imm && d.gen == h.gen && d.hlen == VMMC_UDP_HDR_SIZE);
-    VT_CHECK(buf[56] == 0x0D && buf[59] == 0x0B);
     VT_CHECK(buf[0] == 0x56 && buf[1] == 0x4D && buf[2] == VMMC_UDP_VERSION &&
              buf[3] == VMMC_UDP_T_DATA);
     VT_CHECK(buf[4] == (VMMC_UDP_F_FIRST | VMMC_UDP_F_NOTIFY | VMMC_UDP_F_SACK | VMMC_UDP_F_IMM));
-    VT_CHECK(buf[12] == 0x04 && buf[15] == 0x01 && buf[40] == 0x88 && buf[47] == 0x11);
-    VT_CHECK(buf[60] == 0x01 && buf[67] == 0x80 && buf[68] == 0x78 && buf[75] == 0xCA);
+    VT_CHECK(buf[8] == 3 && buf[12] == 0xEF && buf[15] == 0xDE && buf[16] == 0xF0);
+    VT_CHECK(buf[32] == 0xE8 && buf[33] == 0x03 && buf[36] == 0x0D && buf[39] == 0x0B);
+    VT_CHECK(buf[40] == 0x88 && buf[47] == 0x11 && buf[48] == 0xF0 && buf[52] == 77);
+    VT_CHECK(buf[56] == 0x01 && buf[63] == 0x80 && buf[64] == 0x78 && buf[71] == 0xCA);
     VT_CHECK(!memcmp(buf + VMMC_UDP_HDR_SIZE, payload, 1000));
 
     /* Zero sack and imm are left out: 64-byte header, 128 bytes for 64 of
@@ -82,7 +106,7 @@ int main(void)
     z.imm = 7;
     zn = build(copy, &z, payload);
     VT_CHECK(zn == 136 && vmmc_udp_decode(copy, zn, &d) == VMMC_UDP_OK && d.imm == 7 &&
-             d.sack == 0 && d.hlen == 72 && copy[60] == 7);
+             d.sack == 0 && d.hlen == 72 && copy[56] == 7);
     z.imm = 0;
     z.sack = 9;
     zn = build(copy, &z, payload);
@@ -92,11 +116,7 @@ int main(void)
     z.sack = 0;
     z.imm = 1;
     zn = build(copy, &z, payload);
-    memset(copy + 60, 0, 8);
-    {
-        uint32_t c = vmmc_crc32c(vmmc_crc32c(0, copy + 72, 64), copy, 68);
-        memcpy(copy + 68, &c, 4);
-    }
+    memset(copy + 56, 0, 8);
     expect(copy, zn, VMMC_UDP_BAD_HEADER, "imm flagged but zero");
 
     /* Header-only datagrams. */
@@ -104,6 +124,7 @@ int main(void)
     memset(&a, 0, sizeof a);
     a.type = VMMC_UDP_T_ACK;
     a.ack = 5;
+    a.offset = 1; /* control counter */
     size_t an = build(copy, &a, "");
     VT_CHECK(an == VMMC_UDP_HDR_MIN);
     expect(copy, an, VMMC_UDP_OK, "ack");
@@ -130,23 +151,44 @@ int main(void)
         expect(copy, n, verdict, what);                                             \
     } while (0)
     MUTATE(copy[0] ^= 1, VMMC_UDP_BAD_MAGIC, "magic");
-    MUTATE(copy[2] = 1, VMMC_UDP_BAD_VERSION, "version 1");
-    MUTATE(copy[2] = 3, VMMC_UDP_BAD_VERSION, "version 3");
+    MUTATE(copy[2] = 2, VMMC_UDP_BAD_VERSION, "version 2");
+    MUTATE(copy[2] = 4, VMMC_UDP_BAD_VERSION, "version 4");
     MUTATE(copy[3] = 0, VMMC_UDP_BAD_HEADER, "type 0");
     MUTATE(copy[3] = 5, VMMC_UDP_BAD_HEADER, "type 5");
     MUTATE(copy[4] |= 0x80, VMMC_UDP_BAD_HEADER, "unknown flag");
     MUTATE(copy[4] &= ~VMMC_UDP_F_IMM, VMMC_UDP_BAD_HEADER, "imm flag cleared (length)");
-    MUTATE(copy[57] ^= 1, VMMC_UDP_BAD_CRC, "generation");
-    MUTATE(copy[36] = 0xE7 /* 999 */, VMMC_UDP_BAD_HEADER, "length short of datagram");
-    MUTATE(copy[37] = 0xff, VMMC_UDP_BAD_TRUNCATED, "length beyond datagram");
-    MUTATE(copy[76] ^= 1, VMMC_UDP_BAD_CRC, "crc field");
-    /* Any single bit flip in the checked bytes is caught. */
+    MUTATE(copy[37] ^= 1, VMMC_UDP_BAD_AUTH, "generation");
+    MUTATE(copy[32] = 0xE7 /* 999 */, VMMC_UDP_BAD_HEADER, "length short of datagram");
+    MUTATE(copy[33] = 0xff, VMMC_UDP_BAD_TRUNCATED, "length beyond datagram");
+    MUTATE(copy[75] ^= 1, VMMC_UDP_BAD_AUTH, "tag field");
+    /* Any single bit flip in the authenticated bytes is caught. */
     for (size_t bit = 0; bit < n * 8; bit += 5) {
         size_t byte = bit / 8;
-        if (byte < 8 || (byte >= 36 && byte < 40) || (byte >= 76 && byte < 80))
-            continue; /* fields with their own verdicts (flags, length, CRC) */
-        MUTATE(copy[byte] ^= (uint8_t)(1u << (bit % 8)), VMMC_UDP_BAD_CRC, "bit flip");
+        if (byte < 8 || (byte >= 32 && byte < 36))
+            continue; /* fields with their own verdicts (flags, length) */
+        MUTATE(copy[byte] ^= (uint8_t)(1u << (bit % 8)), VMMC_UDP_BAD_AUTH, "bit flip");
     }
+    /* Another key (another link, or a forger's guess) does not verify. */
+    vmmc_udp_key_t other = key;
+    other.k[1] ^= 1ull << 40;
+    VT_CHECK(vmmc_udp_decode(buf, n, &d) == VMMC_UDP_OK && vmmc_udp_auth(buf, &d, &other) ==
+                                                               VMMC_UDP_BAD_AUTH);
+    /* Keys: both ends derive the same one per direction; the two directions,
+     * another pair, and another secret each give a different key. */
+    uint8_t sa[16], sb[16], sc[16];
+    for (int i = 0; i < 16; i++)
+        sa[i] = (uint8_t)i, sb[i] = (uint8_t)(100 + i), sc[i] = (uint8_t)(200 + i);
+    vmmc_udp_key_t ab, ab2, ba, ac, ab_other;
+    vmmc_udp_key_derive(&ab, sa, 0, sb, 1);
+    vmmc_udp_key_derive(&ab2, sa, 0, sb, 1);
+    vmmc_udp_key_derive(&ba, sb, 1, sa, 0);
+    vmmc_udp_key_derive(&ac, sa, 0, sc, 2);
+    sb[15] ^= 1;
+    vmmc_udp_key_derive(&ab_other, sa, 0, sb, 1);
+    VT_CHECK(!memcmp(&ab, &ab2, sizeof ab));
+    VT_CHECK(memcmp(&ab, &ba, sizeof ab) && memcmp(&ab, &ac, sizeof ab) &&
+             memcmp(&ab, &ab_other, sizeof ab));
+
     /* A control datagram must not carry a payload or flags. */
     vmmc_udp_hdr_t k = a;
     k.type = VMMC_UDP_T_KEEPALIVE;

@@ -1,13 +1,14 @@
 /* Link-level measurements on loopback (not a test: prints figures).
  *
- *   udp_bench [ITERS]
+ *   udp_bench [ITERS [MiB LOSS...]]
  *
  * - 64-byte one-way latency: half the round trip of a ping-pong in which the
  *   other endpoint's progress thread echoes from its receive callback;
  * - 4 MiB bandwidth: a stream of 4 MiB messages, timed until the last byte
  *   is delivered;
  * - goodput of that stream with 5 % of datagrams dropped (fault injector)
- *   against the lossless figure. */
+ *   against the lossless figure; or, with LOSS arguments (fractions), with
+ *   each of those loss rates (MiB per stream; ITERS 0 skips the latency). */
 #include "udp_test.h"
 
 typedef struct {
@@ -98,6 +99,37 @@ static double stream(size_t msg, uint64_t total)
 int main(int argc, char **argv)
 {
     int iters = argc > 1 ? atoi(argv[1]) : 20000;
+    if (argc > 3) {
+        uint64_t total = (uint64_t)atoi(argv[2]) << 20;
+        open_pair(NULL, NULL);
+        double bw0 = stream(4u << 20, total);
+        close_pair();
+        printf("lossless: %.0f MiB/s\n", bw0);
+        for (int i = 3; i < argc; i++) {
+            char spec[64];
+            snprintf(spec, sizeof spec, "drop=%s,seed=3", argv[i]);
+            vmmc_udp_fault_spec_t fs;
+            vmmc_udp_bindings_t b0, b1;
+            VT_OK(vmmc_udp_fault_parse(spec, &fs));
+            VT_OK(vmmc_udp_bindings_fault(&b0, &fs, VMMC_UDP_MAX_DGRAM));
+            fs.seed = 4;
+            VT_OK(vmmc_udp_bindings_fault(&b1, &fs, VMMC_UDP_MAX_DGRAM));
+            open_pair(&b0, &b1);
+            double bw = stream(4u << 20, total);
+            vmmc_udp_counters_t c;
+            vmmc_udp_link_counters(E[0].l, &c);
+            printf("drop %s: %.0f MiB/s (%.3fx lossless; %llu retransmissions for %llu "
+                   "datagrams, %llu fast, %llu timeouts)\n", argv[i], bw, bw / bw0,
+                   (unsigned long long)c.retransmits, (unsigned long long)c.tx_data,
+                   (unsigned long long)c.fast_retransmits, (unsigned long long)c.rto_expiries);
+            if (getenv("UDP_BENCH_VERBOSE")) {
+                ut_print_counters("sender", E[0].l);
+                ut_print_counters("receiver", E[1].l);
+            }
+            close_pair();
+        }
+        return 0;
+    }
     /* Latency. */
     open_pair(NULL, NULL);
     S[1].echo_to = &E[0];

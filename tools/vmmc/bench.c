@@ -46,7 +46,7 @@ extern const bench_suite_t *const __start_vmmc_bench[];
 extern const bench_suite_t *const __stop_vmmc_bench[];
 
 /* The order suites run in and are printed in: the floor first. */
-static const char *const suite_order[] = {"limits", "vmmc", "fm", "peers"};
+static const char *const suite_order[] = {"limits", "vmmc", "fm", "udp", "peers"};
 
 /* ------------------------------------------------------------------------- */
 /* Helpers for suites (bench.h)                                               */

@@ -34,7 +34,8 @@ static const vmmc_cfg_entry_t udp_entries[] = {
      "receive reorder buffer", VMMC_CFG_INT, &cfg_window, 2, 1024},
     {"UDP_SOCKBUF", "8M", "socket send/receive buffer size requested", VMMC_CFG_SIZE,
      &cfg_sockbuf, 65536, 1ull << 30},
-    {"UDP_RTO_MIN", "1ms", "floor of the retransmission timeout", VMMC_CFG_TIME, &cfg_rto_min, 10000, 10000000000ull},
+    {"UDP_RTO_MIN", "200us", "floor of the retransmission timeout (above it, the timeout "
+     "follows the measured round trip)", VMMC_CFG_TIME, &cfg_rto_min, 10000, 10000000000ull},
     {"UDP_RTO_MAX", "100ms", "ceiling of the retransmission timeout (after backoff)",
      VMMC_CFG_TIME, &cfg_rto_max, 10000, 60000000000ull},
     {"UDP_RTO_INIT", "20ms", "retransmission timeout before the first RTT sample",
@@ -332,11 +333,15 @@ int vmmc_udp_link_add_peer(vmmc_udp_link_t *l, uint32_t id, const struct sockadd
     }
     memcpy(&p->addr, addr, alen);
     p->alen = alen;
-    memcpy(p->token, token, VMMC_UDP_TOKEN_SIZE);
+    vmmc_udp_key_derive(&p->txk, l->p.token, l->p.self, token, id);
+    vmmc_udp_key_derive(&p->rxk, token, id, l->p.token, l->p.self);
+    p->ctl_tx = p->ctl_rx = 0;
     p->tx = tx;
     p->rx = rx;
     p->snd_una = p->snd_nxt = 1;
-    p->high_sack = 0;
+    p->rack_ns = p->progress_ns = p->min_rtt = 0;
+    p->probed = p->acked_since_rto = 0;
+    p->backoff = 0;
     p->peer_wnd = l->window;
     p->rto = s->rto_init_ns;
     p->rcv_nxt = p->dlv_nxt = 1;
@@ -348,6 +353,12 @@ int vmmc_udp_link_add_peer(vmmc_udp_link_t *l, uint32_t id, const struct sockadd
     pthread_mutex_unlock(&p->lock);
     wake_thread(l); /* recompute timers */
     return VMMC_OK;
+}
+
+uint32_t vmmc_udp_link_sent(vmmc_udp_link_t *l, uint32_t id)
+{
+    peer_t *p = peer_get(l, id);
+    return p ? __atomic_load_n(&p->snd_nxt, __ATOMIC_ACQUIRE) : 0;
 }
 
 int vmmc_udp_link_peer_alive(vmmc_udp_link_t *l, uint32_t id)
@@ -411,7 +422,7 @@ int vmmc_udp__xmit(vmmc_udp_link_t *l, peer_t *p, txslot_t **slots, unsigned n, 
         /* The header ends where the payload starts: its length varies
          * with the fields present (sack, imm). */
         uint8_t *start = t->buf + VMMC_UDP_HDR_SIZE - vmmc_udp_hdr_len(&t->hdr);
-        unsigned hl = vmmc_udp_encode(start, &t->hdr, t->pcrc);
+        unsigned hl = vmmc_udp_encode(start, &t->hdr, t->pcrc, &p->txk);
         t->sent_ns = now;
         iov[i].iov_base = start;
         iov[i].iov_len = hl + t->plen;
@@ -466,13 +477,13 @@ void vmmc_udp__send_ctl(vmmc_udp_link_t *l, uint32_t id, peer_t *p, uint8_t type
     h.type = type;
     h.wnd = p->busy_pub ? 0 : (uint16_t)l->window;
     h.src = l->p.self;
-    h.dst = id;
-    memcpy(h.token, p->token, VMMC_UDP_TOKEN_SIZE);
+    /* Each control datagram has a fresh counter: a replayed one is refused. */
+    h.offset = ++p->ctl_tx;
     h.seq = p->snd_nxt;
     h.ack = p->ack_pub;
     h.sack = p->sack_pub;
     h.imm = p->dlv_pub;
-    struct iovec iov = {buf, vmmc_udp_encode(buf, &h, 0)};
+    struct iovec iov = {buf, vmmc_udp_encode(buf, &h, 0, &p->txk)};
     struct mmsghdr m;
     memset(&m, 0, sizeof m);
     m.msg_hdr.msg_iov = &iov;
@@ -595,8 +606,10 @@ int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t 
                              (n == left ? VMMC_UDP_F_LAST : 0));
         h->kind = rec->kind;
         h->src = l->p.self;
-        h->dst = id;
-        memcpy(h->token, rec->region ? rec->token : p->token, VMMC_UDP_TOKEN_SIZE);
+        if (rec->region)
+            memcpy(h->token, rec->token, VMMC_UDP_TOKEN_SIZE);
+        else
+            memset(h->token, 0, VMMC_UDP_TOKEN_SIZE);
         h->region = rec->region;
         h->gen = rec->gen;
         h->length = (uint32_t)n;
@@ -608,8 +621,10 @@ int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t 
         t->retx = 0;
         t->sacked = 0;
         t->first_ns = now;
-        if (p->snd_nxt == p->snd_una)
+        if (p->snd_nxt == p->snd_una) {
             p->unacked_since = now;
+            p->progress_ns = now;
+        }
         p->snd_nxt++;
         CNT_TX(p, tx_data, 1);
         batch[nb++] = t;
@@ -709,8 +724,9 @@ static const struct {
     C(tx_dgrams), C(tx_bytes), C(rx_dgrams), C(rx_bytes), C(tx_data), C(retransmits),
     C(fast_retransmits), C(rto_expiries), C(acks_sent), C(keepalives_sent),
     C(delivered_frags), C(delivered_bytes), C(drop_truncated), C(drop_magic),
-    C(drop_version), C(drop_header), C(drop_crc), C(drop_unknown_peer), C(drop_bad_token),
-    C(drop_window), C(drop_duplicate), C(drop_bad_ack), C(drop_dead_peer), C(peers_dead),
+    C(drop_version), C(drop_header), C(drop_auth), C(drop_unknown_peer), C(drop_bad_token),
+    C(drop_window), C(drop_duplicate), C(drop_bad_ack), C(drop_replay), C(drop_dead_peer),
+    C(peers_dead), C(loss_probes),
     C(send_errors), C(window_waits), C(deliver_busy),
 };
 #undef C

@@ -55,10 +55,13 @@ typedef struct vmmc_udp_rec {
  * fills, which holds the sender back. */
 typedef int (*vmmc_udp_deliver_fn)(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec,
                                    const void *data, size_t len);
-/* Capability check for a datagram addressed to region != 0, before it is
- * accepted into the sequence: return 0 to accept, nonzero to drop it as
- * forged (counted in drop_bad_token; the genuine datagram with that sequence
- * number is still accepted when it comes). Progress thread; must not block. */
+/* Optional capability check for an authenticated DATA datagram addressed to
+ * region != 0, before it is accepted into the sequence: return 0 to accept,
+ * nonzero to drop it (counted in drop_bad_token) without any state change.
+ * The sender retransmits a refused datagram until the peer timeout, so only
+ * refuse what the authenticated peer can never have meant (the transport
+ * itself accepts every authenticated datagram and refuses bad writes when it
+ * applies them). Progress thread; must not block. */
 typedef int (*vmmc_udp_accept_fn)(void *arg, uint32_t peer, uint32_t region, uint32_t gen,
                                   const uint8_t token[VMMC_UDP_TOKEN_SIZE]);
 /* A peer was declared dead (@clean: it said goodbye). Progress thread. */
@@ -72,7 +75,10 @@ typedef struct vmmc_udp_link_params {
     int adopt_fd;                  /* nonzero: use @fd, a bound UDP socket (owned by the
                                     * link once open succeeds) */
     int fd;
-    uint8_t token[VMMC_UDP_TOKEN_SIZE]; /* this link's token (region 0) */
+    /* This endpoint's link secret: random, private to the job (published
+     * to the other ranks through the bootstrap). With each peer's secret it
+     * gives the keys that authenticate every datagram (wire.h). */
+    uint8_t token[VMMC_UDP_TOKEN_SIZE];
     vmmc_udp_deliver_fn deliver;
     vmmc_udp_accept_fn accept;     /* NULL: accept every region token */
     vmmc_udp_dead_fn dead;         /* may be NULL */
@@ -109,8 +115,10 @@ void vmmc_udp_link_wake(vmmc_udp_link_t *l);
 /* The bound local address (to publish to peers). */
 int vmmc_udp_link_local_addr(vmmc_udp_link_t *l, struct sockaddr_storage *ss, socklen_t *len);
 
-/* Register peer @id at @addr with its link token. Datagrams from other
- * addresses claiming to be @id are dropped. Its liveness clock starts now. */
+/* Register peer @id at @addr with its link secret (@token). Datagrams from
+ * other addresses claiming to be @id, and datagrams whose tag is not made
+ * with the key of the link from @id to us, are dropped. Its liveness clock
+ * starts now. */
 int vmmc_udp_link_add_peer(vmmc_udp_link_t *l, uint32_t id, const struct sockaddr *addr,
                            socklen_t alen, const uint8_t token[VMMC_UDP_TOKEN_SIZE]);
 
@@ -138,6 +146,10 @@ int vmmc_udp_link_flush(vmmc_udp_link_t *l, uint32_t peer, int timeout_ms);
  * rest is held there and lands when it takes data again). */
 int vmmc_udp_link_sync(vmmc_udp_link_t *l, uint32_t peer, int timeout_ms, int unless_busy);
 
+/* Datagrams queued to @peer so far (its next sequence number): equal
+ * readings before and after something mean nothing was sent in between. */
+uint32_t vmmc_udp_link_sent(vmmc_udp_link_t *l, uint32_t peer);
+
 /* 1 alive, 0 dead or gone, VMMC_ERR_NOT_FOUND (not registered). */
 int vmmc_udp_link_peer_alive(vmmc_udp_link_t *l, uint32_t peer);
 /* Declare @peer dead from outside (e.g. the launcher saw it exit). */
@@ -152,8 +164,9 @@ typedef struct vmmc_udp_counters {
     uint64_t tx_dgrams, tx_bytes, rx_dgrams, rx_bytes;
     uint64_t tx_data, retransmits, fast_retransmits, rto_expiries;
     uint64_t acks_sent, keepalives_sent, delivered_frags, delivered_bytes;
-    uint64_t drop_truncated, drop_magic, drop_version, drop_header, drop_crc;
+    uint64_t drop_truncated, drop_magic, drop_version, drop_header, drop_auth;
     uint64_t drop_unknown_peer, drop_bad_token, drop_window, drop_duplicate, drop_bad_ack;
+    uint64_t drop_replay, loss_probes;
     uint64_t drop_dead_peer, peers_dead, send_errors, window_waits, deliver_busy;
 } vmmc_udp_counters_t;
 void vmmc_udp_link_counters(vmmc_udp_link_t *l, vmmc_udp_counters_t *c);

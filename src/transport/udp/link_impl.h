@@ -41,13 +41,23 @@ typedef struct peer {
     int going_down, down_why;           /* owner being told / reason (lock) */
     struct sockaddr_storage addr;
     socklen_t alen;
-    uint8_t token[VMMC_UDP_TOKEN_SIZE]; /* the peer's link token */
+    vmmc_udp_key_t txk, rxk;            /* keys of the links to and from the peer */
+    uint64_t ctl_tx;                    /* control counter sent last (lock) */
+    uint64_t ctl_rx;                    /* highest control counter received (receive owner) */
 
     /* Send side (lock). Sequence numbers start at 1; 32-bit serial. */
-    uint32_t snd_una, snd_nxt, peer_wnd, high_sack;
+    uint32_t snd_una, snd_nxt, peer_wnd;
     txslot_t *tx;                       /* window slots, index seq % window */
     uint64_t srtt, rttvar, rto;         /* ns */
     int have_rtt;
+    /* Loss recovery (link_rx.c): rack_ns, the latest send time of a
+     * datagram known delivered (RACK: what was sent well before it and is
+     * still unacknowledged is lost); progress_ns, when new data was last
+     * acknowledged or first sent (the tail-loss probe's clock); probed, a
+     * probe is out; acked_since_rto, the backoff is only for silence. */
+    uint64_t rack_ns, progress_ns, min_rtt, probe_ns;
+    int probed, acked_since_rto;
+    unsigned backoff;                   /* timeouts in a row without an ack */
     uint64_t last_tx_ns;
     uint64_t unacked_since;             /* first_ns of the oldest unacked */
 
@@ -96,6 +106,10 @@ struct vmmc_udp_link {
      * socket. */
     _Atomic uint64_t app_polls;
     atomic_int app_idle, skipping;
+    /* When the progress thread's current sleep ends (0: it is not asleep):
+     * an application poll that leaves a delayed ACK owed wakes it if that
+     * sleep would outlast the ACK's delay by far (link_rx.c). */
+    _Atomic uint64_t sleep_until;
     uint64_t seen_polls;                 /* progress thread: app_polls when it last looked */
     uint64_t recheck_ns;                 /* progress thread: current look-back interval */
     /* Delayed ACKs owed (peers with ack_owed_ns set): lets a poll skip the

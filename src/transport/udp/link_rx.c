@@ -52,19 +52,23 @@ static inline uint64_t since(uint64_t now, uint64_t t)
 
 /* ---- acknowledgements received (send side) ------------------------------ */
 
-/* RFC 6298's SRTT + 4 RTTVAR, but at most 3 SRTT: on a host whose threads
- * compete for cores the variance is scheduling noise, and waiting it out
- * costs more than an occasional needless retransmission (a duplicate the
- * receiver drops). */
+/* RFC 6298's SRTT + 4 RTTVAR, but at most 3 SRTT and at least 1.5 SRTT:
+ * on a host whose threads compete for cores the variance is scheduling
+ * noise, and waiting it out costs more than an occasional needless
+ * retransmission (a duplicate the receiver drops). */
 static uint64_t rto_of(const peer_t *p)
 {
     uint64_t rto = p->srtt + 4 * p->rttvar;
+    if (rto < p->srtt + p->srtt / 2)
+        rto = p->srtt + p->srtt / 2;
     return rto > 3 * p->srtt ? 3 * p->srtt : rto;
 }
 
 static void rtt_sample(vmmc_udp_link_t *l, peer_t *p, uint64_t r)
 {
     const vmmc_udp_settings_t *s = vmmc_udp_settings();
+    if (!p->min_rtt || r < p->min_rtt)
+        p->min_rtt = r;
     if (!p->have_rtt) {
         p->srtt = r;
         p->rttvar = r / 2;
@@ -94,18 +98,18 @@ static int on_ack(vmmc_udp_link_t *l, peer_t *p, const vmmc_udp_hdr_t *h, uint64
         pthread_cond_broadcast(&p->cond);
     }
     int progress = 0;
-    uint64_t sample = 0;
+    uint64_t sample = 0, rack = 0;
     while ((int32_t)(ack - p->snd_una) >= 0) {
         txslot_t *t = &p->tx[p->snd_una % l->window];
         if (t->retx == 0)
             sample = since(now, t->sent_ns);
+        if (!t->sacked && t->sent_ns > rack)
+            rack = t->sent_ns;
         p->snd_una++;
         progress = 1;
     }
     /* Selective acks: bit i covers ack + 2 + i. */
     uint64_t sack = h->sack;
-    uint32_t hi = 0;
-    int have_hi = 0;
     for (int i = 0; sack && i < SACK_BITS; i++, sack >>= 1) {
         if (!(sack & 1))
             continue;
@@ -117,12 +121,13 @@ static int on_ack(vmmc_udp_link_t *l, peer_t *p, const vmmc_udp_hdr_t *h, uint64
             t->sacked = 1;
             if (t->retx == 0 && !sample)
                 sample = since(now, t->sent_ns);
+            if (t->sent_ns > rack)
+                rack = t->sent_ns;
+            p->acked_since_rto = 1;
+            p->backoff = 0;
+            p->probed = 0;
         }
-        hi = s;
-        have_hi = 1;
     }
-    if (have_hi && (p->high_sack == 0 || (int32_t)(hi - p->high_sack) > 0))
-        p->high_sack = hi;
     /* Delivery reports ride in imm of unsequenced datagrams; a DATA
      * datagram with F_DLV reports everything it acknowledges delivered. */
     if (h->type != VMMC_UDP_T_DATA || (h->flags & VMMC_UDP_F_DLV)) {
@@ -132,31 +137,34 @@ static int on_ack(vmmc_udp_link_t *l, peer_t *p, const vmmc_udp_hdr_t *h, uint64
             progress = 1;
         }
     }
-    if (sample) {
+    if (sample)
         rtt_sample(l, p, sample);
-    } else if (progress && p->have_rtt) {
-        /* New data acknowledged: the path works, so drop the backoff
-         * (the loss seen here is not congestion we could make worse). */
-        const vmmc_udp_settings_t *s = vmmc_udp_settings();
-        uint64_t rto = rto_of(p);
-        p->rto = rto < s->rto_min_ns ? s->rto_min_ns : rto > s->rto_max_ns ? s->rto_max_ns : rto;
-    }
     if (progress) {
         if (p->snd_una != p->snd_nxt)
             p->unacked_since = p->tx[p->snd_una % l->window].first_ns;
+        p->progress_ns = now;
+        p->acked_since_rto = 1;
+        p->backoff = 0; /* the path works: the loss seen is not a silent peer */
+        p->probed = 0;
         pthread_cond_broadcast(&p->cond);
     }
-    /* Fast retransmit: a hole with at least three acknowledged datagrams
-     * above it, not resent within about one round trip. */
-    if (p->high_sack && (int32_t)(p->high_sack - p->snd_una) >= 3) {
-        uint64_t gap = p->have_rtt ? p->srtt + p->srtt / 4 : vmmc_udp_settings()->rto_min_ns;
-        if (gap < 50000)
-            gap = 50000;
+    if (rack > p->rack_ns)
+        p->rack_ns = rack;
+    /* Loss detection (RACK, RFC 8985): a datagram sent more than a
+     * reordering window before one that was delivered, and still not
+     * acknowledged, is lost: resend it now, without waiting for a timeout.
+     * Its new send time is later than anything delivered so far, so it is
+     * resent again only once something sent after the resend is delivered
+     * (a lost retransmission is found the same way). Only while the
+     * receiver reports a hole (selective acks): in-order traffic skips the
+     * scan. */
+    if (h->sack && p->snd_una != p->snd_nxt) {
+        uint64_t reo = p->have_rtt ? p->srtt / 4 : 50000;
         txslot_t *batch[TX_BATCH];
         unsigned nb = 0;
-        for (uint32_t s = p->snd_una; (int32_t)(p->high_sack - s) >= 3; s++) {
+        for (uint32_t s = p->snd_una; s != p->snd_nxt; s++) {
             txslot_t *t = &p->tx[s % l->window];
-            if (t->sacked || since(now, t->sent_ns) < gap)
+            if (t->sacked || t->sent_ns + reo >= p->rack_ns)
                 continue;
             t->retx++;
             batch[nb++] = t;
@@ -279,13 +287,19 @@ static void count_verdict(vmmc_udp_link_t *l, vmmc_udp_verdict_t v)
     case VMMC_UDP_BAD_MAGIC: CNT_RX(l, drop_magic, 1); break;
     case VMMC_UDP_BAD_VERSION: CNT_RX(l, drop_version, 1); break;
     case VMMC_UDP_BAD_HEADER: CNT_RX(l, drop_header, 1); break;
-    case VMMC_UDP_BAD_CRC: CNT_RX(l, drop_crc, 1); break;
+    case VMMC_UDP_BAD_AUTH: CNT_RX(l, drop_auth, 1); break;
     case VMMC_UDP_OK: break;
     }
 }
 
 /* Handle one received datagram. @nested: the progress thread is inside a
- * callback, so data is stored, never delivered. */
+ * callback, so data is stored, never delivered.
+ *
+ * Every check comes before the first change of state: a datagram refused
+ * for any reason (malformed, unknown source, wrong tag, dead peer, replayed
+ * control counter, outside the window, duplicate, impossible ack, refused
+ * capability) moves no sequence number, stores and delivers nothing, and
+ * does not count as a sign of life; it is only counted. */
 static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void *from,
                    socklen_t fromlen, int nested, uint64_t now)
 {
@@ -297,7 +311,7 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
         count_verdict(l, v);
         return;
     }
-    if (VMMC_UNLIKELY(h.dst != l->p.self || h.src >= l->p.max_peers)) {
+    if (VMMC_UNLIKELY(h.src >= l->p.max_peers)) {
         CNT_RX(l, drop_unknown_peer, 1);
         return;
     }
@@ -307,18 +321,47 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
         CNT_RX(l, drop_unknown_peer, 1);
         return;
     }
+    /* Made with the key of the link from that peer to us (which also says
+     * it is for us), and not corrupted. */
+    if (VMMC_UNLIKELY(vmmc_udp_auth(buf, &h, &p->rxk) != VMMC_UDP_OK)) {
+        CNT_RX(l, drop_auth, 1);
+        return;
+    }
     if (VMMC_UNLIKELY(state != PEER_ALIVE)) {
         CNT_RX(l, drop_dead_peer, 1);
         return;
     }
-    /* Capability: region 0 and unsequenced datagrams carry our link token;
-     * datagrams for a region carry that region's token. */
-    int forged = (h.type != VMMC_UDP_T_DATA || h.region == 0)
-                     ? memcmp(h.token, l->p.token, VMMC_UDP_TOKEN_SIZE) != 0
-                     : (l->p.accept && l->p.accept(l->p.arg, h.src, h.region, h.gen, h.token) != 0);
-    if (VMMC_UNLIKELY(forged)) {
-        CNT_RX(l, drop_bad_token, 1);
-        return;
+    int32_t d = 0;
+    if (h.type != VMMC_UDP_T_DATA) {
+        /* Unsequenced: a fresh control counter, or a replay (or one
+         * overtaken by a later one, whose news it would only undo). */
+        if (VMMC_UNLIKELY(h.offset <= p->ctl_rx)) {
+            CNT_RX(l, drop_replay, 1);
+            return;
+        }
+    } else {
+        d = (int32_t)(h.seq - p->rcv_nxt);
+        if (d < 0 || (p->rx[h.seq % l->ring].present && p->rx[h.seq % l->ring].hdr.seq == h.seq)) {
+            /* Already received: our ack was lost, the datagram was
+             * duplicated, or it is replayed. Acknowledge again (the sender
+             * may be waiting for that), change nothing else. */
+            if (d >= -(int32_t)(4 * l->window)) {
+                CNT_RX(l, drop_duplicate, 1);
+                ack_later(l, p);
+            } else {
+                CNT_RX(l, drop_window, 1);
+            }
+            return;
+        }
+        if ((int32_t)(h.seq - p->dlv_nxt) >= (int32_t)l->window) {
+            CNT_RX(l, drop_window, 1);
+            return;
+        }
+        if (h.region && l->p.accept &&
+            VMMC_UNLIKELY(l->p.accept(l->p.arg, h.src, h.region, h.gen, h.token) != 0)) {
+            CNT_RX(l, drop_bad_token, 1);
+            return;
+        }
     }
     pthread_mutex_lock(&p->lock);
     int bad = on_ack(l, p, &h, now);
@@ -327,6 +370,9 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
         CNT_RX(l, drop_bad_ack, 1);
         return;
     }
+    /* Accepted: from here on it counts. */
+    if (h.type != VMMC_UDP_T_DATA)
+        p->ctl_rx = h.offset;
     atomic_store_explicit(&p->last_rx_ns, now, memory_order_relaxed);
 
     if (h.type == VMMC_UDP_T_BYE) {
@@ -336,20 +382,6 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
     if (h.type != VMMC_UDP_T_DATA)
         return;
 
-    int32_t d = (int32_t)(h.seq - p->rcv_nxt);
-    if (d < 0) {
-        /* Already received: our ack was lost or the datagram duplicated. */
-        if (d >= -(int32_t)(4 * l->window))
-            CNT_RX(l, drop_duplicate, 1);
-        else
-            CNT_RX(l, drop_window, 1);
-        ack_later(l, p);
-        return;
-    }
-    if ((int32_t)(h.seq - p->dlv_nxt) >= (int32_t)l->window) {
-        CNT_RX(l, drop_window, 1);
-        return;
-    }
     ack_later(l, p);
     rxslot_t *s = &p->rx[h.seq % l->ring];
     if (d == 0 && !nested && p->dlv_nxt == p->rcv_nxt && !busy(p)) {
@@ -370,10 +402,6 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
         s->hdr = h;
         s->present = 1;
         l->rx_backlog = 1;
-        return;
-    }
-    if (s->present && s->hdr.seq == h.seq) {
-        CNT_RX(l, drop_duplicate, 1);
         return;
     }
     if (VMMC_UNLIKELY(!s->buf) && !(s->buf = malloc(l->dgram))) {
@@ -531,6 +559,115 @@ static int rx_pass(vmmc_udp_link_t *l, int nested, int one)
 
 /* ---- timers ------------------------------------------------------------- */
 
+/* Resend @n slots (they count as retransmissions; @probe: as loss probes
+ * too). Caller holds p->lock. */
+static void resend(vmmc_udp_link_t *l, peer_t *p, txslot_t **v, unsigned n, uint64_t now,
+                   int probe)
+{
+    for (unsigned i = 0; i < n; i += TX_BATCH) {
+        unsigned k = n - i < TX_BATCH ? n - i : TX_BATCH;
+        for (unsigned j = 0; j < k; j++) {
+            v[i + j]->retx++;
+            CNT_TX(p, retransmits, 1);
+            if (probe)
+                CNT_TX(p, loss_probes, 1);
+        }
+        vmmc_udp__xmit(l, p, v + i, k, now);
+    }
+}
+
+/* The sender's timers for @p (caller holds p->lock); returns @next or an
+ * earlier deadline.
+ * - Retransmission timeout, per datagram: SRTT-based (rto_of), grown by
+ *   the backoff only while the peer is silent (no acknowledgement at all
+ *   since the last timeout), never while acknowledgements flow: loss is
+ *   then loss, not congestion we could make worse, and a longer timeout
+ *   only idles the link.
+ * - Tail-loss probe: new data outstanding and no news for two round trips
+ *   plus the receiver's ACK delay: resend the newest datagram, whose
+ *   acknowledgement (with selective acks) shows what else is missing.
+ * - Lost retransmissions: when everything still unacknowledged has been
+ *   resent (a window held up by its holes: nothing sent after them could be
+ *   delivered and show them lost), the queue ahead of them has drained, so
+ *   they are resent after two minimum round trips plus the ACK delay. */
+static uint64_t loss_timers(vmmc_udp_link_t *l, peer_t *p, uint64_t now, uint64_t next)
+{
+    const vmmc_udp_settings_t *s = vmmc_udp_settings();
+    if (p->snd_una == p->snd_nxt)
+        return next;
+    unsigned sh = p->backoff < 16 ? p->backoff : 16;
+    uint64_t rto = (p->rto << sh) > s->rto_max_ns ? s->rto_max_ns : p->rto << sh;
+    uint64_t re = 2 * p->min_rtt + vmmc_udp_cfg_ack_delay;
+    re = re < s->rto_min_ns ? s->rto_min_ns : re > p->rto ? p->rto : re;
+    re = (re << sh) > s->rto_max_ns ? s->rto_max_ns : re << sh;
+    txslot_t *exp[1024], *holes[1024];
+    unsigned ne = 0, nh = 0, fresh = 0;
+    txslot_t *newest = NULL;
+    uint64_t last_re = 0;
+    for (uint32_t q = p->snd_una; q != p->snd_nxt; q++) {
+        txslot_t *t = &p->tx[q % l->window];
+        if (t->sacked)
+            continue;
+        newest = t;
+        if (t->sent_ns + rto <= now) {
+            exp[ne++] = t;
+            continue;
+        }
+        if (t->sent_ns + rto < next)
+            next = t->sent_ns + rto;
+        if (t->retx) {
+            holes[nh++] = t;
+            if (t->sent_ns > last_re)
+                last_re = t->sent_ns;
+        } else {
+            fresh++;
+        }
+    }
+    if (ne) {
+        resend(l, p, exp, ne, now, 0);
+        CNT_TX(p, rto_expiries, 1);
+        if (!p->acked_since_rto && p->backoff < 16)
+            p->backoff++;
+        p->acked_since_rto = 0;
+        p->probed = 1;
+        if (now + rto < next)
+            next = now + rto;
+        return next;
+    }
+    if (!newest || !p->have_rtt)
+        return next;
+    if (!fresh && nh) {
+        uint64_t due = last_re + re;
+        if (due <= now) {
+            resend(l, p, holes, nh, now, 1);
+            if (!p->acked_since_rto && p->backoff < 16)
+                p->backoff++;
+            p->acked_since_rto = 0;
+            due = now + re;
+        }
+        return due < next ? due : next;
+    }
+    /* Probe again each PTO while the probes go unanswered (then with the
+     * backoff, like the timeout). */
+    uint64_t pto = 2 * p->srtt + vmmc_udp_cfg_ack_delay;
+    if (pto < s->rto_min_ns / 2)
+        pto = s->rto_min_ns / 2;
+    pto = (pto << sh) > s->rto_max_ns ? s->rto_max_ns : pto << sh;
+    uint64_t due = (p->probed ? p->probe_ns : p->progress_ns) + pto;
+    if (due <= now) {
+        resend(l, p, &newest, 1, now, 1);
+        if (p->probed && !p->acked_since_rto && p->backoff < 16)
+            p->backoff++;
+        p->acked_since_rto = 0;
+        p->probed = 1;
+        p->probe_ns = now;
+        due = now + pto;
+    }
+    if (due < next)
+        next = due;
+    return next;
+}
+
 /* Retransmit, keep alive, check liveness, send delayed ACKs. Returns the
  * next deadline. */
 static uint64_t timers(vmmc_udp_link_t *l, uint64_t now)
@@ -551,34 +688,7 @@ static uint64_t timers(vmmc_udp_link_t *l, uint64_t now)
             (p->snd_una != p->snd_nxt && since(now, p->unacked_since) > s->peer_timeout_ns)) {
             dead = 1;
         } else {
-            txslot_t *batch[TX_BATCH];
-            unsigned nb = 0;
-            int expired = 0;
-            for (uint32_t q = p->snd_una; q != p->snd_nxt; q++) {
-                txslot_t *t = &p->tx[q % l->window];
-                if (t->sacked)
-                    continue;
-                uint64_t due = t->sent_ns + p->rto;
-                if (due <= now) {
-                    t->retx++;
-                    batch[nb++] = t;
-                    expired = 1;
-                    CNT_TX(p, retransmits, 1);
-                    if (nb == TX_BATCH) {
-                        vmmc_udp__xmit(l, p, batch, nb, now);
-                        nb = 0;
-                    }
-                    due = now + p->rto;
-                }
-                if (due < next)
-                    next = due;
-            }
-            if (nb)
-                vmmc_udp__xmit(l, p, batch, nb, now);
-            if (expired) {
-                CNT_TX(p, rto_expiries, 1);
-                p->rto = p->rto * 2 > s->rto_max_ns ? s->rto_max_ns : p->rto * 2;
-            }
+            next = loss_timers(l, p, now, next);
             if (since(now, p->last_tx_ns) >= s->keepalive_ns)
                 vmmc_udp__send_ctl(l, i, p, VMMC_UDP_T_KEEPALIVE);
             uint64_t ka = p->last_tx_ns + s->keepalive_ns;
@@ -645,7 +755,14 @@ static void wait_events(vmmc_udp_link_t *l, uint64_t deadline, uint64_t now, int
     struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
     struct pollfd pf[2] = {{.fd = app ? -1 : l->fd, .events = POLLIN},
                            {.fd = l->evfd, .events = POLLIN}};
+    atomic_store(&l->sleep_until, deadline > now ? deadline : now);
+    /* A delayed ACK owed since (by an application poll) is due before this
+     * sleep would end: Dekker pairing with the check in
+     * vmmc_udp_link_poll(), so one of the two sees the other. */
+    if (atomic_load(&l->acks_owed) && !app && deadline > now + vmmc_udp_cfg_ack_delay)
+        ts.tv_sec = 0, ts.tv_nsec = (long)vmmc_udp_cfg_ack_delay;
     int r = ppoll(pf, 2, &ts, NULL);
+    atomic_store_explicit(&l->sleep_until, 0, memory_order_relaxed);
     if (app)
         atomic_store_explicit(&l->skipping, 0, memory_order_relaxed);
     if (r > 0 && (pf[1].revents & POLLIN)) {
@@ -739,8 +856,21 @@ int vmmc_udp_link_poll(vmmc_udp_link_t *l)
     uint64_t before = __atomic_load_n(&l->c.delivered_frags, __ATOMIC_RELAXED);
     int got = rx_pass(l, 0, !l->rx_streak);
     l->rx_streak = got > 0;
-    if (atomic_load_explicit(&l->acks_owed, memory_order_relaxed))
-        owed_acks(l, vmmc_udp_now());
+    if (atomic_load_explicit(&l->acks_owed, memory_order_relaxed)) {
+        uint64_t now = vmmc_udp_now();
+        owed_acks(l, now);
+        /* An ACK (or delivery report) is still owed, and this thread may
+         * stop polling now (compute, or wait for the sender in a barrier):
+         * the progress thread must send it in time. While it looks back
+         * every POLL_RECHECK it does; if it sleeps on the socket until a
+         * keep-alive (the ACK became owed after it computed its deadline),
+         * wake it, once. */
+        atomic_thread_fence(memory_order_seq_cst);
+        uint64_t su = atomic_load(&l->sleep_until);
+        if (atomic_load(&l->acks_owed) &&
+            su > now + vmmc_udp_cfg_ack_delay + vmmc_udp_cfg_poll_recheck)
+            vmmc_udp_link_wake(l);
+    }
     tl_rx_owner = NULL;
     pthread_mutex_unlock(&l->rx_lock);
     return (int)(__atomic_load_n(&l->c.delivered_frags, __ATOMIC_RELAXED) - before);

@@ -105,11 +105,17 @@ typedef struct udp_ep {
     pthread_cond_t cond;
     get_req_t *gets;
     uint64_t next_get;
-    _Atomic uint64_t refused;        /* writes the core refused (stale, permission, bounds) */
+    /* Authenticated writes the core refused, by reason (stale export or
+     * generation, wrong capability token, out of bounds, other), and
+     * malformed control messages: progress thread only writes them. */
+    _Atomic uint64_t refused[4], ctl_bad;
     pthread_mutex_t qlock;           /* control queue */
     ctl_q_t *qhead, **qtail;
     int qlen;
     int hooked;                      /* udp_arm is a progress hook of ep */
+    /* Per rank: the link's datagram count right after our last write to it
+     * (a signal right behind a write rides on it, see udp_signal). */
+    _Atomic uint32_t *wrote_at;
 } udp_ep_t;
 
 static udp_ep_t *U(vmmc_ep_t *ep)
@@ -287,19 +293,28 @@ static int udp_deliver(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec, cons
             return 1; /* no room now: the link offers it again later */
         if (st != VMMC_OK) {
             r->msg_ok = 0;
-            atomic_fetch_add_explicit(&u->refused, 1, memory_order_relaxed);
+            int why = st == VMMC_ERR_STALE ? 0 : st == VMMC_ERR_PERMISSION ? 1
+                    : st == VMMC_ERR_BOUNDS ? 2 : 3;
+            atomic_fetch_add_explicit(&u->refused[why], 1, memory_order_relaxed);
             vmmc_debug("udp: write from rank %u to export %u refused: %s", peer,
                        rec->region - 1, vmmc_strerror(st));
         }
         if ((rec->flags & VMMC_UDP_F_LAST) && (rec->flags & VMMC_UDP_F_NOTIFY) && r->msg_ok)
             vmmc_deliver_notify(ep, (int)peer, rec->region - 1, rec->gen, r->msg_off,
                                 rec->offset + len - r->msg_off, rec->imm);
+        /* A complete write wakes a sleeping endpoint (a fence and a load
+         * when nobody sleeps): the sender's vmmc_signal right behind it
+         * then needs no datagram of its own (udp_signal). */
+        if (rec->flags & VMMC_UDP_F_LAST)
+            vmmc_deliver_wake(ep);
         return 0;
     }
     case K_CTL:
         if (rec->flags & VMMC_UDP_F_FIRST)
             r->ctl_len = 0;
         if (rec->offset != r->ctl_len || len > sizeof r->ctl.b - r->ctl_len) {
+            if (r->ctl_len <= sizeof r->ctl.b)
+                atomic_fetch_add_explicit(&u->ctl_bad, 1, memory_order_relaxed);
             r->ctl_len = sizeof r->ctl.b + 1; /* malformed: drop the whole message */
             return 0;
         }
@@ -345,21 +360,6 @@ static int udp_deliver(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec, cons
     default:
         return 0;
     }
-}
-
-/* Before a write takes its sequence number: refuse a datagram whose token
- * does not match the live export it names (a forgery: it must not displace
- * the genuine datagram). A zero-length delivery makes the core check
- * export, generation and token without writing. A gone export is accepted:
- * sends in flight at an unexport are applied (refused) in order later. */
-static int udp_accept(void *arg, uint32_t peer, uint32_t region, uint32_t gen,
-                      const uint8_t token[VMMC_UDP_TOKEN_SIZE])
-{
-    udp_ep_t *u = arg;
-    uint64_t tok[2];
-    static const char none[1];
-    memcpy(tok, token, sizeof tok);
-    return vmmc_deliver_write(u->ep, region - 1, gen, tok, 0, none, 0) == VMMC_ERR_PERMISSION;
 }
 
 /* Progress thread: send queued control messages while windows have room
@@ -549,7 +549,8 @@ static int udp_ep_start(vmmc_ep_t *ep)
     }
     u->lo_fd = -1;
     u->rx = calloc((size_t)ep->size, sizeof *u->rx);
-    if (!u->rx)
+    u->wrote_at = calloc((size_t)ep->size, sizeof *u->wrote_at);
+    if (!u->rx || !u->wrote_at)
         return vmmc_error(VMMC_ERR_NOMEM, "udp: out of memory for %d peers", ep->size);
     vmmc_udp_link_params_t p;
     memset(&p, 0, sizeof p);
@@ -559,7 +560,7 @@ static int udp_ep_start(vmmc_ep_t *ep)
     p.fd = u->fd;
     memcpy(p.token, u->token, sizeof p.token);
     p.deliver = udp_deliver;
-    p.accept = udp_accept;
+    p.accept = NULL; /* every datagram is authenticated; bad writes are refused when applied */
     p.dead = udp_link_dead;
     p.tick = udp_tick;
     p.arg = u;
@@ -621,6 +622,7 @@ static void udp_ep_close(vmmc_ep_t *ep)
     pthread_mutex_destroy(&u->lock);
     pthread_cond_destroy(&u->cond);
     free(u->rx);
+    free((void *)u->wrote_at);
     free(u);
     ep->udp = NULL;
 }
@@ -704,6 +706,9 @@ static int udp_put(vmmc_proxy_t *px, size_t off, const void *src, size_t len, in
     vmmc_udp_link_t *l = U(px->ep)->link;
     int st = vmmc_udp_link_send_ex(l, (uint32_t)px->rank, &rec, src, len,
                                    flags & VMMC_SEND_NONBLOCK);
+    if (st == VMMC_OK)
+        atomic_store_explicit(&U(px->ep)->wrote_at[px->rank],
+                              vmmc_udp_link_sent(l, (uint32_t)px->rank), memory_order_relaxed);
     /* Remote completion (VMMC_UDP_SYNC, and always to this very process):
      * return once the receiver applied it, so "send, then barrier" or a
      * write to oneself is visible as with shm. A non-blocking send stops
@@ -791,8 +796,17 @@ static int udp_flush(vmmc_ep_t *ep)
     return VMMC_OK;
 }
 
+/* Wake the peer. When the last thing sent to it was a write, its delivery
+ * wakes the peer (udp_deliver) at the moment this signal would: no
+ * datagram is needed (FM signals after every packet). */
 static int udp_signal(vmmc_ep_t *ep, vmmc_peer_t *peer)
 {
+    udp_ep_t *u = U(ep);
+    uint32_t r = (uint32_t)peer->rank;
+    if (atomic_load_explicit(&u->wrote_at[r], memory_order_relaxed) ==
+            vmmc_udp_link_sent(u->link, r) &&
+        vmmc_udp_link_peer_alive(u->link, r) == 1)
+        return VMMC_OK;
     vmmc_udp_rec_t rec;
     memset(&rec, 0, sizeof rec);
     rec.kind = K_SIGNAL;
@@ -817,6 +831,34 @@ static int udp_progress(vmmc_ep_t *ep)
     return 0;
 }
 
+static int udp_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *value)
+{
+    static const char *const own[] = {"udp.write_refused_stale", "udp.write_refused_token",
+                                      "udp.write_refused_bounds", "udp.write_refused_other",
+                                      "udp.ctl_malformed"};
+    static const char *link_names[64];
+    udp_ep_t *u = U(ep);
+    if (!u || !u->link || i < 0)
+        return VMMC_ERR_NOT_FOUND;
+    if (i < 5) {
+        *name = own[i];
+        *value = atomic_load(i < 4 ? &u->refused[i] : &u->ctl_bad);
+        return VMMC_OK;
+    }
+    const char *ln;
+    int st = vmmc_udp_link_counter_get(u->link, i - 5, &ln, value);
+    if (st != VMMC_OK || i - 5 >= 64)
+        return VMMC_ERR_NOT_FOUND;
+    /* "udp." + the link's name, built once per index (the names are static). */
+    static char names[64][40];
+    if (!__atomic_load_n(&link_names[i - 5], __ATOMIC_ACQUIRE)) {
+        snprintf(names[i - 5], sizeof names[0], "udp.%s", ln);
+        __atomic_store_n(&link_names[i - 5], names[i - 5], __ATOMIC_RELEASE);
+    }
+    *name = link_names[i - 5];
+    return VMMC_OK;
+}
+
 const vmmc_tl_ops_t vmmc_tl_udp = {
     .name = "udp",
     .ep_open = udp_ep_open,
@@ -833,4 +875,5 @@ const vmmc_tl_ops_t vmmc_tl_udp = {
     .signal = udp_signal,
     .progress = udp_progress,
     .flush = udp_flush,
+    .counter_get = udp_counter_get,
 };

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "transport/udp/crc32c.h"
+#include "transport/udp/siphash.h"
 
 static inline void put16(uint8_t *p, uint16_t v)
 {
@@ -41,7 +42,33 @@ static inline uint64_t get64(const uint8_t *p)
     return v;
 }
 
-unsigned vmmc_udp_encode(uint8_t *b, const vmmc_udp_hdr_t *h, uint32_t payload_crc)
+/* Tag of the header bytes [0, n) followed by the payload's CRC. */
+static uint64_t tag_of(const uint8_t *b, unsigned n, uint32_t payload_crc, const vmmc_udp_key_t *k)
+{
+    uint8_t m[VMMC_UDP_HDR_SIZE - 8 + 4];
+    memcpy(m, b, n);
+    put32(m + n, payload_crc);
+    return vmmc_siphash(k->k, m, n + 4);
+}
+
+void vmmc_udp_key_derive(vmmc_udp_key_t *k, const uint8_t from_secret[16], uint32_t from,
+                         const uint8_t to_secret[16], uint32_t to)
+{
+    /* PRF under the receiver's secret of (label, ids, sender's secret, i). */
+    uint64_t key[2] = {get64(to_secret), get64(to_secret + 8)};
+    uint8_t m[16 + 4 + 4 + 16 + 1];
+    memcpy(m, "vmmc-udp-link-v3", 16);
+    put32(m + 16, from);
+    put32(m + 20, to);
+    memcpy(m + 24, from_secret, 16);
+    for (int i = 0; i < 2; i++) {
+        m[40] = (uint8_t)i;
+        k->k[i] = vmmc_siphash(key, m, sizeof m);
+    }
+}
+
+unsigned vmmc_udp_encode(uint8_t *b, const vmmc_udp_hdr_t *h, uint32_t payload_crc,
+                         const vmmc_udp_key_t *key)
 {
     put16(b + 0, VMMC_UDP_MAGIC);
     b[2] = VMMC_UDP_VERSION;
@@ -50,15 +77,14 @@ unsigned vmmc_udp_encode(uint8_t *b, const vmmc_udp_hdr_t *h, uint32_t payload_c
     b[5] = h->kind;
     put16(b + 6, h->wnd);
     put32(b + 8, h->src);
-    put32(b + 12, h->dst);
+    put32(b + 12, h->region);
     memcpy(b + 16, h->token, VMMC_UDP_TOKEN_SIZE);
-    put32(b + 32, h->region);
-    put32(b + 36, h->length);
+    put32(b + 32, h->length);
+    put32(b + 36, h->gen);
     put64(b + 40, h->offset);
     put32(b + 48, h->seq);
     put32(b + 52, h->ack);
-    put32(b + 56, h->gen);
-    unsigned pos = 60;
+    unsigned pos = 56;
     if (h->sack) {
         put64(b + pos, h->sack);
         pos += 8;
@@ -67,8 +93,8 @@ unsigned vmmc_udp_encode(uint8_t *b, const vmmc_udp_hdr_t *h, uint32_t payload_c
         put64(b + pos, h->imm);
         pos += 8;
     }
-    put32(b + pos, vmmc_crc32c(payload_crc, b, pos));
-    return pos + 4;
+    put64(b + pos, tag_of(b, pos, payload_crc, key));
+    return pos + 8;
 }
 
 vmmc_udp_verdict_t vmmc_udp_decode(const uint8_t *b, size_t len, vmmc_udp_hdr_t *h)
@@ -87,7 +113,7 @@ vmmc_udp_verdict_t vmmc_udp_decode(const uint8_t *b, size_t len, vmmc_udp_hdr_t 
                     (flags & VMMC_UDP_F_IMM ? 8u : 0u);
     if (len < hlen)
         return VMMC_UDP_BAD_TRUNCATED;
-    uint32_t length = get32(b + 36);
+    uint32_t length = get32(b + 32);
     if (length > len - hlen)
         return VMMC_UDP_BAD_TRUNCATED;
     if (length != len - hlen)
@@ -95,25 +121,21 @@ vmmc_udp_verdict_t vmmc_udp_decode(const uint8_t *b, size_t len, vmmc_udp_hdr_t 
     if (type != VMMC_UDP_T_DATA && (length != 0 || (flags & ~wire_only)))
         return VMMC_UDP_BAD_HEADER;
     uint64_t offset = get64(b + 40);
-    if (offset + length < offset)
+    if (type == VMMC_UDP_T_DATA && offset + length < offset)
         return VMMC_UDP_BAD_HEADER;
-    uint32_t crc = vmmc_crc32c(vmmc_crc32c(0, b + hlen, length), b, hlen - 4);
-    if (crc != get32(b + hlen - 4))
-        return VMMC_UDP_BAD_CRC;
     h->type = type;
     h->flags = (uint8_t)(flags & ~wire_only);
     h->kind = b[5];
     h->wnd = get16(b + 6);
     h->src = get32(b + 8);
-    h->dst = get32(b + 12);
+    h->region = get32(b + 12);
     memcpy(h->token, b + 16, VMMC_UDP_TOKEN_SIZE);
-    h->region = get32(b + 32);
-    h->gen = get32(b + 56);
     h->length = length;
+    h->gen = get32(b + 36);
     h->offset = offset;
     h->seq = get32(b + 48);
     h->ack = get32(b + 52);
-    unsigned pos = 60;
+    unsigned pos = 56;
     h->sack = 0;
     h->imm = 0;
     if (flags & VMMC_UDP_F_SACK) {
@@ -129,6 +151,15 @@ vmmc_udp_verdict_t vmmc_udp_decode(const uint8_t *b, size_t len, vmmc_udp_hdr_t 
     return VMMC_UDP_OK;
 }
 
+vmmc_udp_verdict_t vmmc_udp_auth(const uint8_t *b, const vmmc_udp_hdr_t *h,
+                                 const vmmc_udp_key_t *key)
+{
+    unsigned n = h->hlen - 8u;
+    uint64_t want = tag_of(b, n, vmmc_crc32c(0, b + h->hlen, h->length), key);
+    /* No early exit on the first differing byte. */
+    return (want ^ get64(b + n)) ? VMMC_UDP_BAD_AUTH : VMMC_UDP_OK;
+}
+
 const char *vmmc_udp_verdict_str(vmmc_udp_verdict_t v)
 {
     switch (v) {
@@ -137,7 +168,7 @@ const char *vmmc_udp_verdict_str(vmmc_udp_verdict_t v)
     case VMMC_UDP_BAD_MAGIC: return "bad magic";
     case VMMC_UDP_BAD_VERSION: return "bad version";
     case VMMC_UDP_BAD_HEADER: return "malformed header";
-    case VMMC_UDP_BAD_CRC: return "bad CRC32C";
+    case VMMC_UDP_BAD_AUTH: return "bad tag (corrupted or forged)";
     }
     return "unknown";
 }

@@ -3,26 +3,32 @@
  * Every datagram starts with a header of 64 to 80 bytes, all fields
  * little-endian:
  *
- *   0  u16 magic 0x4D56 ("VM")   2  u8 version (2)   3  u8 type
+ *   0  u16 magic 0x4D56 ("VM")   2  u8 version (3)   3  u8 type
  *   4  u8 flags   5  u8 kind (opaque to the link)   6  u16 wnd (receive window, datagrams)
- *   8  u32 src endpoint id      12  u32 dst endpoint id
- *  16  u8[16] token: capability for the region (region 0: the receiving link's token)
- *  32  u32 region              36  u32 length of the payload that follows
- *  40  u64 offset in the region
+ *   8  u32 src endpoint id      12  u32 region
+ *  16  u8[16] token: capability for the region (zero for region 0 and control)
+ *  32  u32 length of the payload that follows    36  u32 gen (region generation)
+ *  40  u64 offset in the region (DATA); control counter (ACK, KEEPALIVE, BYE)
  *  48  u32 seq (DATA only)     52  u32 cumulative ack (last in-order seq received)
- *  56  u32 gen (region generation)
- *  60  u64 sack, only with flag SACK: bit i set = seq ack+2+i received out of order
+ *  56  u64 sack, only with flag SACK: bit i set = seq ack+2+i received out of order
  *      u64 imm, only with flag IMM: carried to the receiver with the message
- *      u32 CRC32C (the header's last 4 bytes)
+ *      u64 tag (the header's last 8 bytes)
+ *
+ * The tag authenticates the datagram: SipHash-2-4, under the key of the
+ * link from src to the receiver (vmmc_udp_key_derive), of the header bytes
+ * before it followed by the CRC32C of the payload (4 bytes). So a corrupted
+ * payload or header, and a datagram made without the key, fail the same
+ * check; the destination is implied by the key (each direction of each pair
+ * of endpoints has its own).
  *
  * A field that is zero is left out (its flag says when it is there), so a
  * 64-byte message without an immediate travels in 128 bytes: on this
  * kernel's loopback path a datagram of up to 128 bytes costs measurably less
- * than a larger one. The CRC covers the payload first, then the header bytes
- * before it, so a sender can compute the payload part once and re-stamp the
- * header (acks) on every retransmission cheaply. Decoding checks everything
- * that can be checked without state: size, magic, version, type, flags,
- * length, CRC. */
+ * than a larger one. The payload's CRC is computed once (while the sender
+ * copies the payload), so a retransmission re-stamps the header (fresh acks)
+ * and its tag without re-reading the payload. Decoding checks everything
+ * that can be checked without a key: size, magic, version, type, flags,
+ * length; vmmc_udp_auth() then checks the tag. */
 #ifndef VMMC_UDP_WIRE_H
 #define VMMC_UDP_WIRE_H
 
@@ -30,7 +36,7 @@
 #include <stdint.h>
 
 #define VMMC_UDP_MAGIC 0x4D56u
-#define VMMC_UDP_VERSION 2u
+#define VMMC_UDP_VERSION 3u
 #define VMMC_UDP_HDR_MIN 64u  /* header without sack and imm */
 #define VMMC_UDP_HDR_SIZE 80u /* largest header (both present) */
 #define VMMC_UDP_TOKEN_SIZE 16u
@@ -62,12 +68,12 @@ enum vmmc_udp_flags {
 typedef struct vmmc_udp_hdr {
     uint8_t type, flags, kind;
     uint16_t wnd;
-    uint32_t src, dst;
+    uint32_t src;
     uint8_t token[VMMC_UDP_TOKEN_SIZE];
     uint32_t region;
     uint32_t gen;
     uint32_t length;
-    uint64_t offset;
+    uint64_t offset; /* control datagrams: the sender's control counter */
     uint32_t seq, ack;
     uint64_t sack;
     uint64_t imm;
@@ -81,8 +87,20 @@ typedef enum vmmc_udp_verdict {
     VMMC_UDP_BAD_MAGIC,
     VMMC_UDP_BAD_VERSION,
     VMMC_UDP_BAD_HEADER,     /* unknown type/flags, length mismatch, offset overflow */
-    VMMC_UDP_BAD_CRC
+    VMMC_UDP_BAD_AUTH        /* vmmc_udp_auth(): wrong tag (corrupted, or made without the key) */
 } vmmc_udp_verdict_t;
+
+/* The key of one direction of a link (SipHash-2-4 key). */
+typedef struct vmmc_udp_key {
+    uint64_t k[2];
+} vmmc_udp_key_t;
+
+/* The key for datagrams from endpoint @from (secret @from_secret) to
+ * endpoint @to (secret @to_secret): a pseudo-random function of both
+ * secrets and both ids, so each direction of each pair has its own, and
+ * whoever knows neither secret cannot compute it. */
+void vmmc_udp_key_derive(vmmc_udp_key_t *k, const uint8_t from_secret[16], uint32_t from,
+                         const uint8_t to_secret[16], uint32_t to);
 
 /* Length of @h's header on the wire (VMMC_UDP_HDR_MIN .. VMMC_UDP_HDR_SIZE). */
 static inline unsigned vmmc_udp_hdr_len(const vmmc_udp_hdr_t *h)
@@ -91,15 +109,23 @@ static inline unsigned vmmc_udp_hdr_len(const vmmc_udp_hdr_t *h)
 }
 
 /* Write the header (vmmc_udp_hdr_len(h) bytes, at most VMMC_UDP_HDR_SIZE)
- * into @buf, CRC included, given payload_crc = vmmc_crc32c(0, payload,
- * h->length); the payload goes right after it. Returns the header length.
- * h->flags must not hold the wire-only flags (SACK, IMM). */
-unsigned vmmc_udp_encode(uint8_t *buf, const vmmc_udp_hdr_t *h, uint32_t payload_crc);
+ * into @buf, tag included (under @key), given payload_crc =
+ * vmmc_crc32c(0, payload, h->length); the payload goes right after it.
+ * Returns the header length. h->flags must not hold the wire-only flags
+ * (SACK, IMM). */
+unsigned vmmc_udp_encode(uint8_t *buf, const vmmc_udp_hdr_t *h, uint32_t payload_crc,
+                         const vmmc_udp_key_t *key);
 
-/* Parse and check a received datagram of @len bytes. On VMMC_UDP_OK fills
- * @h (flags without the wire-only ones); the payload is at buf + h->hlen,
- * h->length bytes. */
+/* Parse and check a received datagram of @len bytes, all but the tag. On
+ * VMMC_UDP_OK fills @h (flags without the wire-only ones); the payload is at
+ * buf + h->hlen, h->length bytes. */
 vmmc_udp_verdict_t vmmc_udp_decode(const uint8_t *buf, size_t len, vmmc_udp_hdr_t *h);
+
+/* Check the tag of a datagram that vmmc_udp_decode() accepted into @h,
+ * under the key of the link it claims to come from: VMMC_UDP_OK or
+ * VMMC_UDP_BAD_AUTH. Constant time in the tag's value. */
+vmmc_udp_verdict_t vmmc_udp_auth(const uint8_t *buf, const vmmc_udp_hdr_t *h,
+                                 const vmmc_udp_key_t *key);
 
 const char *vmmc_udp_verdict_str(vmmc_udp_verdict_t v);
 

@@ -129,8 +129,9 @@ void vmmc_ep_wake_waiters(vmmc_ep_t *ep)
 {
     atomic_thread_fence(memory_order_seq_cst);
     /* No progress is needed: the service thread, if it owns the eventfd,
-     * sleeps on; an application thread that owns it must wake. */
-    if (atomic_load(&ep->owner_asleep) || __atomic_load_n(&ep->evfd_mode, __ATOMIC_RELAXED))
+     * sleeps on; an application thread that owns it must wake (an epoll
+     * loop gets app_evfd). */
+    if (atomic_load(&ep->owner_asleep))
         fd_signal(ep->evfd);
     wake_followers(ep);
     app_signal(ep);

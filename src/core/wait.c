@@ -97,7 +97,8 @@ static void wake_followers(vmmc_ep_t *ep)
 /* Tell the application's epoll loop to call vmmc_progress (once until it does). */
 static void app_signal(vmmc_ep_t *ep)
 {
-    if (__atomic_load_n(&ep->evfd_mode, __ATOMIC_ACQUIRE) && !atomic_exchange(&ep->app_signalled, 1))
+    if (__atomic_load_n(&ep->evfd_mode, __ATOMIC_ACQUIRE) &&
+        !atomic_exchange(&ep->app_signalled, 1))
         fd_signal(ep->app_evfd);
 }
 
@@ -205,7 +206,8 @@ static void sleep_once(waiter_t *w, int ms)
     w->n += vmmc_progress(ep);
     int go = ready(w) || vmmc_hooks_armed(ep) || atomic_load(&ep->deaths) != w->deaths;
     /* The owner left meanwhile: do not sleep where nobody will wake us. */
-    if (!own && !go && atomic_load(&ep->evfd_owner) == WAIT_OWN_NONE && !atomic_load(&ep->service_run))
+    if (!own && !go && atomic_load(&ep->evfd_owner) == WAIT_OWN_NONE &&
+        !atomic_load(&ep->service_run))
         go = 1;
     if (!go) {
         VMMC_COUNT(ep, CNT_SLEEPS, 1);

@@ -7,7 +7,7 @@
  *    revocations and death notices. Control plane only, never data;
  *  - the copy engine (dma.c), started on the first large asynchronous send:
  *    carries out long transfers while the application computes;
- *  - the optional service thread (progress.c) runs handlers while the
+ *  - the optional service thread (wait.c) runs handlers while the
  *    application computes.
  * Lock order: ep->lock before peer->lock; progress_lock is never held while
  * taking ep->lock from the control thread. */

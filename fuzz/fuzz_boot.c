@@ -69,7 +69,8 @@ static void fuzz_server(const uint8_t *d, size_t n, unsigned mode)
     }
     int size = 1 + (n ? d[0] % 4 : 0);
     vmmc_boot_server_t *s;
-    if (vmmc_boot_server_create(&s, lfd, size, "fuzzjob", (mode & 8) ? VMMC_BSRV_DEAD_ON_DISCONNECT : 0)) {
+    unsigned flags = (mode & 8) ? VMMC_BSRV_DEAD_ON_DISCONNECT : 0;
+    if (vmmc_boot_server_create(&s, lfd, size, "fuzzjob", flags)) {
         close(lfd);
         return;
     }

@@ -7,7 +7,7 @@
  *    revocations and death notices. Control plane only, never data;
  *  - the copy engine (dma.c), started on the first large asynchronous send:
  *    carries out long transfers while the application computes;
- *  - the optional service thread (progress.c) runs handlers while the
+ *  - the optional service thread (wait.c) runs handlers while the
  *    application computes.
  * Lock order: ep->lock before peer->lock; progress_lock is never held while
  * taking ep->lock from the control thread. */
@@ -325,8 +325,8 @@ int vmmc_in_progress(const vmmc_ep_t *ep);
  * handlers' effects, work) before the load of sleepers. */
 static inline void vmmc_wait_note_work(vmmc_ep_t *ep, int n)
 {
-    atomic_store_explicit(&ep->work, atomic_load_explicit(&ep->work, memory_order_relaxed) + (uint64_t)n,
-                          memory_order_relaxed);
+    uint64_t w = atomic_load_explicit(&ep->work, memory_order_relaxed);
+    atomic_store_explicit(&ep->work, w + (uint64_t)n, memory_order_relaxed);
     if (VMMC_UNLIKELY(!vmmc_wait_membar))
         atomic_thread_fence(memory_order_seq_cst);
     else

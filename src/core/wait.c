@@ -97,7 +97,8 @@ static void wake_followers(vmmc_ep_t *ep)
 /* Tell the application's epoll loop to call vmmc_progress (once until it does). */
 static void app_signal(vmmc_ep_t *ep)
 {
-    if (__atomic_load_n(&ep->evfd_mode, __ATOMIC_ACQUIRE) && !atomic_exchange(&ep->app_signalled, 1))
+    if (__atomic_load_n(&ep->evfd_mode, __ATOMIC_ACQUIRE) &&
+        !atomic_exchange(&ep->app_signalled, 1))
         fd_signal(ep->app_evfd);
 }
 
@@ -129,8 +130,9 @@ void vmmc_ep_wake_waiters(vmmc_ep_t *ep)
 {
     atomic_thread_fence(memory_order_seq_cst);
     /* No progress is needed: the service thread, if it owns the eventfd,
-     * sleeps on; an application thread that owns it must wake. */
-    if (atomic_load(&ep->owner_asleep) || __atomic_load_n(&ep->evfd_mode, __ATOMIC_RELAXED))
+     * sleeps on; an application thread that owns it must wake (an epoll
+     * loop gets app_evfd). */
+    if (atomic_load(&ep->owner_asleep))
         fd_signal(ep->evfd);
     wake_followers(ep);
     app_signal(ep);
@@ -204,7 +206,8 @@ static void sleep_once(waiter_t *w, int ms)
     w->n += vmmc_progress(ep);
     int go = ready(w) || vmmc_hooks_armed(ep) || atomic_load(&ep->deaths) != w->deaths;
     /* The owner left meanwhile: do not sleep where nobody will wake us. */
-    if (!own && !go && atomic_load(&ep->evfd_owner) == WAIT_OWN_NONE && !atomic_load(&ep->service_run))
+    if (!own && !go && atomic_load(&ep->evfd_owner) == WAIT_OWN_NONE &&
+        !atomic_load(&ep->service_run))
         go = 1;
     if (!go) {
         VMMC_COUNT(ep, CNT_SLEEPS, 1);

@@ -52,7 +52,8 @@ static void check_survivors(const char *out, int victim, const char *how, int ro
         snprintf(dead, sizeof dead, "rank %d", victim);
         const char *s = strstr(out, key);
         if (!s)
-            VT_FAIL("%s round %d: rank %d never returned from the barrier:\n%s", how, round, r, out);
+            VT_FAIL("%s round %d: rank %d never returned from the barrier:\n%s", how, round, r,
+                    out);
         int rc = atoi(s + strlen(key));
         const char *eol = strchr(s, '\n');
         size_t ll = eol ? (size_t)(eol - s) : strlen(s);

@@ -69,8 +69,11 @@ static void reply(vmmc_ep_t *ep, int rank, uint64_t id, vmmc_export_t *ex, int s
             m.kind = PX_KIND_REMOTE;
         }
         m.nfds = (uint32_t)nfds;
-        /* Remember the importer, for revocation at unexport. */
-        if (ex->n_imported_by == ex->cap_imported_by) {
+        /* Remember the importer (once), for revocation at unexport. */
+        int known = 0;
+        for (int i = 0; i < ex->n_imported_by && !known; i++)
+            known = ex->imported_by[i] == rank;
+        if (!known && ex->n_imported_by == ex->cap_imported_by) {
             int cap = ex->cap_imported_by ? ex->cap_imported_by * 2 : 4;
             int *n = realloc(ex->imported_by, sizeof(int) * (size_t)cap);
             if (n) {
@@ -78,7 +81,7 @@ static void reply(vmmc_ep_t *ep, int rank, uint64_t id, vmmc_export_t *ex, int s
                 ex->cap_imported_by = cap;
             }
         }
-        if (ex->n_imported_by < ex->cap_imported_by)
+        if (!known && ex->n_imported_by < ex->cap_imported_by)
             ex->imported_by[ex->n_imported_by++] = rank;
         VMMC_COUNT(ep, CNT_IMPORTS, 1);
     }
@@ -146,18 +149,6 @@ void vmmc_export_serve_import(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m)
     pthread_mutex_unlock(&ep->lock);
 }
 
-void vmmc_export_unimported(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m)
-{
-    pthread_mutex_lock(&ep->lock);
-    vmmc_export_t *ex = vmmc_export_by_id(ep, m->export_id, m->gen);
-    for (int i = 0; ex && i < ex->n_imported_by; i++) {
-        if (ex->imported_by[i] == rank) {
-            ex->imported_by[i] = ex->imported_by[--ex->n_imported_by];
-            break;
-        }
-    }
-    pthread_mutex_unlock(&ep->lock);
-}
 
 void vmmc_export_peer_dead(vmmc_ep_t *ep, int rank)
 {

@@ -7,7 +7,6 @@
 
 /* Control-thread handlers for incoming control messages. */
 void vmmc_export_serve_import(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m);
-void vmmc_export_unimported(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m);
 void vmmc_export_revoke_acked(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m);
 int vmmc_import_complete(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m, const int *fds, int nfds);
 void vmmc_import_revoked(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m);

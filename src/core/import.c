@@ -169,7 +169,11 @@ int vmmc_import_complete(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m, const
     }
     int used = 0;
     if (m->status != VMMC_OK) {
-        px->status = m->status < 0 ? m->status : VMMC_ERR_PROTOCOL;
+        /* Only a status this library knows, so callers can act on it. */
+        px->status = m->status < 0 && m->status >= VMMC_ERR_PEER_UNREACHABLE &&
+                             strcmp(vmmc_strerror(m->status), vmmc_strerror(-12345)) != 0
+                         ? m->status
+                         : VMMC_ERR_PROTOCOL;
         snprintf(px->errmsg, sizeof px->errmsg, "%s", m->text);
         atomic_store(&px->state, PX_FAILED);
     } else if (m->length == 0) {

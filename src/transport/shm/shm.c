@@ -382,6 +382,16 @@ static int shm_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *p, int timeout_ms)
     rc = wait_msg(fd, &m, fds, &nfds, timeout_ms);
     if (rc == VMMC_OK && (m.magic != VMMC_CTL_MAGIC || m.type != CTL_HELLO_ACK || nfds != 3))
         rc = vmmc_error(VMMC_ERR_PROTOCOL, "bad handshake reply from rank %d", p->rank);
+    /* The kernel, not the message, says which process listens there: the
+     * copy path writes into that pid, so it must be the rank's. */
+    struct ucred cr;
+    socklen_t cl = sizeof cr;
+    if (rc == VMMC_OK &&
+        (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0 || cr.pid != m.pid ||
+         (ep->boot.peers && ep->boot.peers[p->rank].pid && cr.pid != ep->boot.peers[p->rank].pid)))
+        rc = vmmc_error(VMMC_ERR_PROTOCOL,
+                        "rank %d's control socket is held by pid %d, which is not that rank's",
+                        p->rank, (int)cr.pid);
     if (rc == VMMC_OK && !sp->ring)
         rc = shm_inbox_attach(sp, p->rank, fds[0], fds[1]);
     for (int i = 0; i < nfds && i < 2; i++)
@@ -394,7 +404,7 @@ static int shm_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *p, int timeout_ms)
     }
     sp->evfd = fds[2];
     sp->out_fd = fd;
-    p->pid = m.pid;
+    p->pid = cr.pid;
     return vmmc_ctl_watch(ep, fd, peer_fd_ready, (void *)(intptr_t)p->rank);
 }
 
@@ -560,7 +570,7 @@ int vmmc_shm_proxy_setup(vmmc_proxy_t *px, const vmmc_ctl_msg_t *m, const int *f
         rfd = fds[i++];
     int rc = VMMC_OK;
     px->raddr = m->addr;
-    px->pid = m->pid;
+    px->pid = px->peer->pid; /* checked at connect, never taken from a reply */
     if (m->kind == PX_KIND_MAPPED) {
         if (memfd < 0) {
             rc = vmmc_error(VMMC_ERR_PROTOCOL, "import reply without memory descriptor");

@@ -303,7 +303,7 @@ static void shm_ep_close(vmmc_ep_t *ep)
     }
     if (s->listen_fd >= 0)
         close(s->listen_fd);
-    shm_inbox_close(s, ep->size);
+    shm_inbox_close(s);
     free(s);
     ep->shm = NULL;
 }

@@ -79,6 +79,7 @@ int shm_inbox_open(vmmc_ep_t *ep, shm_ep_t *s)
     s->active = calloc((size_t)ep->size, sizeof(int));
     if (!s->in || !s->active)
         return vmmc_error(VMMC_ERR_NOMEM, "out of memory for %d ranks", ep->size);
+    s->nin = ep->size;
     for (int r = 0; r < ep->size; r++)
         s->in[r].fd = -1;
     s->status = segment("vmmc-status", STATUS_BYTES,
@@ -94,9 +95,9 @@ int shm_inbox_open(vmmc_ep_t *ep, shm_ep_t *s)
     return VMMC_OK;
 }
 
-void shm_inbox_close(shm_ep_t *s, int nranks)
+void shm_inbox_close(shm_ep_t *s)
 {
-    for (int r = 0; s->in && r < nranks; r++) {
+    for (int r = 0; s->in && r < s->nin; r++) {
         if (s->in[r].ring)
             munmap(s->in[r].ring, s->ring_bytes);
         if (s->in[r].fd >= 0)
@@ -117,6 +118,8 @@ void shm_inbox_close(shm_ep_t *s, int nranks)
 /* Control thread only (HELLO): rings are created and published here. */
 int shm_inbox_ring_for(vmmc_ep_t *ep, shm_ep_t *s, int rank, int *fd)
 {
+    if (rank < 0 || rank >= s->nin)
+        return vmmc_error(VMMC_ERR_PROTOCOL, "rank %d is not in this job of %d", rank, s->nin);
     shm_inring_t *in = &s->in[rank];
     if (in->fd < 0) {
         int rfd;

@@ -54,7 +54,8 @@ typedef struct shm_ep {
     shm_status_t *status;      /* our status page (mapped read/write here only) */
     uint32_t nrec;
     size_t ring_bytes;
-    shm_inring_t *in;          /* by sender rank (size entries) */
+    shm_inring_t *in;          /* by sender rank (nin entries) */
+    int nin;
     int *active;               /* ranks whose rings we poll, in HELLO order */
     _Atomic int nactive;
 } shm_ep_t;
@@ -74,7 +75,7 @@ typedef struct shm_peer {
 
 /* shm_inbox.c */
 int shm_inbox_open(vmmc_ep_t *ep, shm_ep_t *s);
-void shm_inbox_close(shm_ep_t *s, int nranks);
+void shm_inbox_close(shm_ep_t *s);
 /* The ring segment for sender @rank (created on its first HELLO); starts
  * polling it. Returns the segment's descriptor (owned by @s) or an error. */
 int shm_inbox_ring_for(vmmc_ep_t *ep, shm_ep_t *s, int rank, int *fd);

@@ -274,6 +274,24 @@ def case_vmmc(tool):
         find(mine, m, size)
 
 
+def case_fm(tool):
+    # FM's bandwidth is checked against its ceiling made in its own job.
+    p = run(tool, ["fm", "--sizes", "64K:64K", "--format", "json"] + TINY, expect_rc=None)
+    try:
+        doc = json.loads(p.stdout)
+    except ValueError as e:
+        fail("JSON does not parse: %s\n%s\n%s" % (e, p.stdout, p.stderr))
+    if p.returncode != 0:
+        fail("vmmc bench fm failed (status %d): notes %r\n%s"
+             % (p.returncode, doc["notes"], p.stderr))
+    mine = check_rows(doc["rows"], "fm")
+    r = find(mine, "fm_bw", 65536)
+    if r["ratio"] is None or r["ratio_to"] != "fm/copy_best_bw@65536":
+        fail("fm_bw is not compared with its ceiling in the same job: %r" % r)
+    find(mine, "copy2_bw", 65536)
+    find(mine, "fm_bw_vs_vmmc", 65536)
+
+
 def case_flag(tool):
     # A figure beyond its floor is flagged, in every format: a system call
     # checked against a cross-core wake-up as its "floor" is far below it
@@ -308,6 +326,7 @@ def case_flag(tool):
 
 
 CASES = {
+    "fm": case_fm,
     "flag": case_flag,
     "cli": case_cli,
     "limits_csv": case_limits_csv,

@@ -264,6 +264,7 @@ typedef struct fm_peer {
     unsigned zc_miss;           /* "none" answers (or timeouts) in a row, at most 5 */
     const char *split_nokey;    /* last send piece that could not be keyed */
     uint64_t oseq;              /* split-copy offers made to it */
+    unsigned bad_desc_warned;   /* descriptors whose key was too short */
     fm_stream_t ss;
     /* --- receiving from this peer --- */
     char *ring;                 /* our ring for this sender */

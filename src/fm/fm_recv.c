@@ -411,6 +411,17 @@ static inline int step(fm_t *fm, fm_peer_t *p, uint64_t w0, uint32_t len, unsign
              * fetch it while the handler starts, read it in zc_post. */
             s->roffer = payload + ((len + 7u) & ~7u);
             __builtin_prefetch(s->roffer + FM_OFFER_BYTES - 1);
+            /* The claim will write the offer word in the sender's region:
+             * take its line now, while the handler starts, so the claim
+             * does not delay the descriptor by a cross-core hop. */
+            if (p->map) {
+#if defined(__x86_64__)
+                /* (PREFETCHW: a no-op on CPUs that lack it) */
+                __asm__ volatile("prefetchw %0" ::"m"(*(const char *)(p->map + FM_OFFER_OFF)));
+#else
+                __builtin_prefetch(p->map + FM_OFFER_OFF, 1);
+#endif
+            }
         }
         if (VMMC_LIKELY(s->rlast)) {
             /* Whole message here: run on the caller's stack. */

@@ -384,8 +384,13 @@ static int zc_check(fm_t *fm, fm_peer_t *p, fm_stream_t *s)
         return 1; /* nothing left of it for us: carry on in packets */
     memcpy(s->zkey.opaque, &d[FM_D_KEY], sizeof s->zkey.opaque);
     if (VMMC_UNLIKELY(vmmc_mkey_len(&s->zkey) < len)) {
-        vmmc_warn("fm: rank %d posted a %llu-byte buffer with a key for %zu bytes; sending in "
-                  "packets", p->rank, (unsigned long long)len, vmmc_mkey_len(&s->zkey));
+        /* A protocol violation: counted, and said once per peer (a peer
+         * must not be able to flood our log). */
+        FM_CNT(fm, FM_C_PROTOCOL, 1);
+        if (!p->bad_desc_warned++)
+            vmmc_warn("fm: rank %d posted a %llu-byte buffer with a key for %zu bytes; sending "
+                      "in packets (said once)", p->rank, (unsigned long long)len,
+                      vmmc_mkey_len(&s->zkey));
         return 1;
     }
     s->zkM = off;

@@ -131,6 +131,7 @@ struct vmmc_udp_link {
      * by a busy receiver); the last application poll received something (a
      * burst may be arriving: receive in batches). */
     int acks_pending, rx_backlog, rx_streak;
+    int ack_now;                         /* a keep-alive asks for the ACKs at once */
 
     vmmc_udp_counters_t c;               /* receive owner's counters, and peers_dead */
 };

@@ -292,6 +292,8 @@ static void count_verdict(vmmc_udp_link_t *l, vmmc_udp_verdict_t v)
     }
 }
 
+static void send_acks(vmmc_udp_link_t *l, int force, uint64_t now);
+
 /* Handle one received datagram. @nested: the progress thread is inside a
  * callback, so data is stored, never delivered.
  *
@@ -379,6 +381,13 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
         vmmc_udp__peer_down(l, h.src, PEER_GONE, DOWN_BYE);
         return;
     }
+    if (h.type == VMMC_UDP_T_KEEPALIVE) {
+        /* Answered at once with an ACK: the peer may be asking for a
+         * delivery report that was lost (loss_timers). */
+        ack_later(l, p);
+        l->ack_now = 1;
+        return;
+    }
     if (h.type != VMMC_UDP_T_DATA)
         return;
 
@@ -389,6 +398,8 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
         p->dlv_nxt++;
         if (VMMC_LIKELY(deliver(l, h.src, p, &h, buf + h.hlen) == 0)) {
             advance(l, p);
+            if (p->rcv_nxt != p->dlv_nxt)
+                send_acks(l, 1, now); /* a hole filled: see below */
             drain(l, h.src, p);
             return;
         }
@@ -414,8 +425,13 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
     l->rx_backlog = 1;
     if ((int32_t)(h.seq - p->rx_hi) > 0)
         p->rx_hi = h.seq;
-    if (d == 0)
+    if (d == 0) {
         advance(l, p);
+        /* A hole filled: acknowledge before delivering what waited behind
+         * it (up to a window of copies, a millisecond here), or the sender
+         * would take the filled hole for lost again. */
+        send_acks(l, 1, now);
+    }
     if (!nested)
         drain(l, h.src, p);
 }
@@ -442,6 +458,8 @@ static void send_acks(vmmc_udp_link_t *l, int force, uint64_t now)
     if (!l->acks_pending)
         return;
     l->acks_pending = 0;
+    force |= l->ack_now;
+    l->ack_now = 0;
     for (uint32_t i = 0; i < l->p.max_peers; i++) {
         peer_t *p = &l->peers[i];
         if (!p->ack_pending)
@@ -593,9 +611,30 @@ static void resend(vmmc_udp_link_t *l, peer_t *p, txslot_t **v, unsigned n, uint
 static uint64_t loss_timers(vmmc_udp_link_t *l, peer_t *p, uint64_t now, uint64_t next)
 {
     const vmmc_udp_settings_t *s = vmmc_udp_settings();
-    if (p->snd_una == p->snd_nxt)
-        return next;
     unsigned sh = p->backoff < 16 ? p->backoff : 16;
+    if (p->snd_una == p->snd_nxt) {
+        /* Everything acknowledged, but not yet reported delivered (the
+         * report travels in an ACK, which can be lost like anything else,
+         * and nothing else would resend it before the next keep-alive): ask
+         * with a keep-alive, which the peer answers with an ACK at once. */
+        if (p->peer_dlv == p->snd_nxt - 1 || !p->have_rtt)
+            return next;
+        uint64_t pto = 2 * p->srtt + vmmc_udp_cfg_ack_delay;
+        if (pto < s->rto_min_ns)
+            pto = s->rto_min_ns;
+        pto = (pto << sh) > s->rto_max_ns ? s->rto_max_ns : pto << sh;
+        uint64_t due = (p->probed ? p->probe_ns : p->progress_ns) + pto;
+        if (due <= now) {
+            vmmc_udp__send_ctl(l, (uint32_t)(p - l->peers), p, VMMC_UDP_T_KEEPALIVE);
+            CNT_TX(p, loss_probes, 1);
+            if (p->probed && p->backoff < 16)
+                p->backoff++;
+            p->probed = 1;
+            p->probe_ns = now;
+            due = now + pto;
+        }
+        return due < next ? due : next;
+    }
     uint64_t rto = (p->rto << sh) > s->rto_max_ns ? s->rto_max_ns : p->rto << sh;
     uint64_t re = 2 * p->min_rtt + vmmc_udp_cfg_ack_delay;
     re = re < s->rto_min_ns ? s->rto_min_ns : re > p->rto ? p->rto : re;

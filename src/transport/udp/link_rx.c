@@ -663,7 +663,11 @@ static uint64_t loss_timers(vmmc_udp_link_t *l, peer_t *p, uint64_t now, uint64_
         }
     }
     if (ne) {
-        resend(l, p, exp, ne, now, 0);
+        /* While the peer is silent (a timeout already passed without any
+         * acknowledgement), only the oldest datagram is resent: a probe,
+         * as TCP does after a timeout, so that a short backoff ceiling
+         * costs little towards a peer that is gone or descheduled. */
+        resend(l, p, exp, p->backoff ? 1 : ne, now, 0);
         CNT_TX(p, rto_expiries, 1);
         if (!p->acked_since_rto && p->backoff < 16)
             p->backoff++;
@@ -840,8 +844,17 @@ void *vmmc_udp__progress_main(void *arg)
         if (atomic_load(&l->stop))
             break;
         if (app) {
-            if (next > now + l->recheck_ns)
-                next = now + l->recheck_ns;
+            /* Not earlier either: a ping-pong always has a datagram in
+             * flight, acknowledged microseconds later by the answer the
+             * application receives itself, so its retransmission and probe
+             * deadlines (a few hundred microseconds) would wake this thread
+             * over and over for nothing, each time taking the CPU from the
+             * poller (~0.45 us more per 64-byte hop). Loss while the
+             * application polls is repaired at the next look, at most
+             * POLL_RECHECK later; a sender blocked on its window or a
+             * flush, and an application asleep, hand the socket back and
+             * get the loss timers at full speed. */
+            next = now + l->recheck_ns;
             uint64_t r = l->recheck_ns * 2;
             l->recheck_ns = r > vmmc_udp_cfg_poll_recheck ? vmmc_udp_cfg_poll_recheck : r;
         } else {

@@ -36,7 +36,8 @@ static const vmmc_cfg_entry_t udp_entries[] = {
      &cfg_sockbuf, 65536, 1ull << 30},
     {"UDP_RTO_MIN", "200us", "floor of the retransmission timeout (above it, the timeout "
      "follows the measured round trip)", VMMC_CFG_TIME, &cfg_rto_min, 10000, 10000000000ull},
-    {"UDP_RTO_MAX", "100ms", "ceiling of the retransmission timeout (after backoff)",
+    {"UDP_RTO_MAX", "20ms", "ceiling of the retransmission timeout (after backoff; while the "
+     "peer stays silent, one datagram is resent per timeout)",
      VMMC_CFG_TIME, &cfg_rto_max, 10000, 60000000000ull},
     {"UDP_RTO_INIT", "20ms", "retransmission timeout before the first RTT sample",
      VMMC_CFG_TIME, &cfg_rto_init, 10000, 60000000000ull},

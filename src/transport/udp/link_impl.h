@@ -131,6 +131,7 @@ struct vmmc_udp_link {
      * by a busy receiver); the last application poll received something (a
      * burst may be arriving: receive in batches). */
     int acks_pending, rx_backlog, rx_streak;
+    int ack_now;                         /* a keep-alive asks for the ACKs at once */
 
     vmmc_udp_counters_t c;               /* receive owner's counters, and peers_dead */
 };
@@ -162,6 +163,21 @@ static inline void vmmc_udp__ack_paid(vmmc_udp_link_t *l, peer_t *p)
 
 /* Is the calling thread the receive owner of @l (holds rx_lock)? */
 int vmmc_udp__rx_owner(const vmmc_udp_link_t *l);
+
+/* Time elapsed since @t. Other threads stamp times after the progress thread
+ * read its clock, so @t may be later than @now: that counts as no time. */
+static inline uint64_t since(uint64_t now, uint64_t t)
+{
+    return now > t ? now - t : 0;
+}
+
+/* link_ack.c (caller holds p->lock) */
+/* Process the ack fields of a datagram from @p that passed every other
+ * check; -1 if it acknowledges data never sent (then nothing changed). */
+int vmmc_udp__on_ack(vmmc_udp_link_t *l, peer_t *p, const vmmc_udp_hdr_t *h, uint64_t now);
+/* Run @p's retransmission, probe and report timers; returns @next or an
+ * earlier deadline. */
+uint64_t vmmc_udp__loss_timers(vmmc_udp_link_t *l, peer_t *p, uint64_t now, uint64_t next);
 
 /* link_rx.c */
 void *vmmc_udp__progress_main(void *arg);

@@ -94,6 +94,17 @@ static int rank_main(int rank, int port, double loss, size_t total, int reps, in
         if (rank == 0 && r >= 0 && write(out, &gbs, sizeof gbs) != (ssize_t)sizeof gbs)
             goto fail;
     }
+    if (rank == 0) { /* the figures mean something only if datagrams carried them */
+        const char *cn;
+        uint64_t cv, udp_events = 0;
+        for (int i = 0; vmmc_counter_get(ep, i, &cn, &cv) == VMMC_OK; i++)
+            if (!strncmp(cn, "udp.", 4))
+                udp_events += cv;
+        if (udp_events == 0) {
+            fprintf(stderr, "bench udp: the transfer did not go through the udp transport\n");
+            goto fail;
+        }
+    }
     if (px)
         vmmc_unimport(px);
     if (ex)

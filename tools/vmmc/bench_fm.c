@@ -97,7 +97,11 @@ typedef struct fb {
     /* copy2_bw, FM's ceiling from VMMC_FM_SPLIT on (see copy2()): each
      * rank's go/done words, and the peer's memory mapped here. */
     char *ctl;                /* own page: word 0 go (rank 1), word 8 done (rank 0) */
-    char *peer_ctl, *peer_buf; /* rank 0: rank 1's ctl and ubuf; rank 1: rank 0's ctl and src */
+    char *peer_ctl, *peer_buf; /* rank 0: rank 1's ctl and cbuf; rank 1: rank 0's ctl and cbuf */
+    /* The ceilings' own buffer (rank 0 copies from it, rank 1 into it), the
+     * size of ubuf/src but another allocation: an allocation is mapped by
+     * one export at a time, and FM's placement keys ubuf and src. */
+    char *cbuf;
     vmmc_export_t *ex[2];
     vmmc_proxy_t *px[2];
     uint64_t seq2;
@@ -245,7 +249,7 @@ static int copy1_run(size_t n, long count)
     uint64_t k = ++g.seq2;
     if (g.me == 0) {
         for (long i = 0; i < count; i++)
-            memcpy(g.peer_buf, g.src, n);
+            memcpy(g.peer_buf, g.cbuf, n);
         __atomic_store_n(theirs, k, __ATOMIC_RELEASE);
         return copy_wait(mine, k);
     }
@@ -264,12 +268,12 @@ static int copy2_run(size_t n, long count)
         uint64_t k = ++g.seq2;
         if (g.me == 0) {
             __atomic_store_n(theirs, k, __ATOMIC_RELEASE);
-            memcpy(g.peer_buf + h, g.src + h, n - h);
+            memcpy(g.peer_buf + h, g.cbuf + h, n - h);
         }
         if (copy_wait(mine, k))
             return -1;
         if (g.me == 1) {
-            memcpy(g.ubuf, g.peer_buf, h);
+            memcpy(g.cbuf, g.peer_buf, h);
             __atomic_store_n(theirs, k, __ATOMIC_RELEASE);
         }
     }
@@ -285,6 +289,9 @@ static int copy2_setup(vmmc_ep_t *ep)
     if ((rc = vmmc_mem_alloc(ep, 4096, (void **)&g.ctl)) != VMMC_OK)
         goto fail;
     memset(g.ctl, 0, 4096);
+    if ((rc = vmmc_mem_alloc(ep, MAX_SIZE, (void **)&g.cbuf)) != VMMC_OK)
+        goto fail;
+    memset(g.cbuf, 0x5a, MAX_SIZE);
     vmmc_export_params_t p = {.field_mask = VMMC_EXPORT_PARAM_FLAGS, .flags = VMMC_EXPORT_READ};
     p.name = "fmbench.ctl";
     p.addr = g.ctl;
@@ -293,7 +300,7 @@ static int copy2_setup(vmmc_ep_t *ep)
     if ((rc = vmmc_export(ep, &p, &g.ex[0])) != VMMC_OK)
         goto fail;
     p.name = g.me ? "fmbench.ubuf" : "fmbench.src";
-    p.addr = g.me ? g.ubuf : g.src;
+    p.addr = g.cbuf;
     p.length = MAX_SIZE;
     if ((rc = vmmc_export(ep, &p, &g.ex[1])) != VMMC_OK)
         goto fail;
@@ -326,6 +333,8 @@ static void copy2_teardown(vmmc_ep_t *ep)
     }
     if (g.ctl)
         vmmc_mem_free(ep, g.ctl);
+    if (g.cbuf)
+        vmmc_mem_free(ep, g.cbuf);
 }
 
 static int command(uint64_t op, size_t n, long count)

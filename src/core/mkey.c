@@ -31,6 +31,7 @@
 
 #include "core/export.h"
 #include "util/config.h"
+#include "util/siphash.h"
 
 static struct {
     int64_t entries;
@@ -45,49 +46,16 @@ VMMC_CONFIG_TABLE(mkey_cfg_table, "core", mkey_entries);
 /* Key layout (opaque to users): id | gen << 32, offset, length, MAC. */
 enum { K_ID = 0, K_OFF, K_LEN, K_MAC };
 
-/* SipHash-2-4 of @n 64-bit words under the 128-bit key @k. */
-#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
-#define SIPROUND                                                                          \
-    do {                                                                                  \
-        v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32);                         \
-        v2 += v3; v3 = ROTL(v3, 16); v3 ^= v2;                                            \
-        v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0;                                            \
-        v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32);                         \
-    } while (0)
-
-static uint64_t siphash(const uint64_t k[2], const uint64_t *w, int n)
-{
-    uint64_t v0 = 0x736f6d6570736575ull ^ k[0], v1 = 0x646f72616e646f6dull ^ k[1];
-    uint64_t v2 = 0x6c7967656e657261ull ^ k[0], v3 = 0x7465646279746573ull ^ k[1];
-    for (int i = 0; i < n; i++) {
-        v3 ^= w[i];
-        SIPROUND;
-        SIPROUND;
-        v0 ^= w[i];
-    }
-    uint64_t b = (uint64_t)(n * 8) << 56;
-    v3 ^= b;
-    SIPROUND;
-    SIPROUND;
-    v0 ^= b;
-    v2 ^= 0xff;
-    SIPROUND;
-    SIPROUND;
-    SIPROUND;
-    SIPROUND;
-    return v0 ^ v1 ^ v2 ^ v3;
-}
-
 void vmmc_mkey_grant_secret(const vmmc_export_t *ex, int rank, uint64_t out[2])
 {
     uint64_t w0[2] = {(uint64_t)(uint32_t)rank, 0}, w1[2] = {(uint64_t)(uint32_t)rank, 1};
-    out[0] = siphash(ex->token, w0, 2);
-    out[1] = siphash(ex->token, w1, 2);
+    out[0] = vmmc_siphash(ex->token, w0, sizeof w0);
+    out[1] = vmmc_siphash(ex->token, w1, sizeof w1);
 }
 
 static uint64_t key_mac(const uint64_t secret[2], const vmmc_mkey_t *key)
 {
-    return siphash(secret, key->opaque, 3);
+    return vmmc_siphash(secret, key->opaque, 3 * sizeof key->opaque[0]);
 }
 
 typedef struct mkey_ent {

@@ -6,7 +6,7 @@
 #define _GNU_SOURCE /* sendmmsg, recvmmsg, ppoll */
 #endif
 #include "transport/udp/crc32c.h"
-#include "transport/udp/siphash.h"
+#include "util/siphash.h"
 #include "transport/udp/wire.h"
 #include "vtest.h"
 

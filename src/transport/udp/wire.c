@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "transport/udp/crc32c.h"
-#include "transport/udp/siphash.h"
+#include "util/siphash.h"
 
 static inline void put16(uint8_t *p, uint16_t v)
 {

@@ -1,8 +1,8 @@
 /* SipHash-2-4 (Aumasson & Bernstein): a keyed 64-bit pseudo-random
- * function, used as the message authentication code of the UDP link's
+ * function, used as the message authentication code of memory keys and of the UDP link's
  * datagram headers and to derive per-link keys. */
-#ifndef VMMC_UDP_SIPHASH_H
-#define VMMC_UDP_SIPHASH_H
+#ifndef VMMC_UTIL_SIPHASH_H
+#define VMMC_UTIL_SIPHASH_H
 
 #include <stddef.h>
 #include <stdint.h>

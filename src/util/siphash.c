@@ -1,6 +1,6 @@
 /* SipHash-2-4, from the paper's description (reference test vectors in
  * tests/udp/test_udp_wire.c). */
-#include "transport/udp/siphash.h"
+#include "util/siphash.h"
 
 #include <string.h>
 

@@ -40,6 +40,7 @@ typedef struct vmmc_core_cfg {
     int service_thread;        /* VMMC_SERVICE_THREAD */
     uint64_t connect_timeout_ns;
     const char *dma_cpu;       /* VMMC_DMA_CPU: auto | inherit | <cpu> */
+    const char *stats;         /* VMMC_STATS: where vmmc_finalize writes the counters */
 } vmmc_core_cfg_t;
 extern vmmc_core_cfg_t vmmc_core_cfg;
 
@@ -340,6 +341,8 @@ void vmmc_dma_stop(vmmc_ep_t *ep);
 int vmmc_send_wait_async(vmmc_peer_t *peer);
 int vmmc_wait_until(vmmc_ep_t *ep, int (*done)(void *), void *arg, int timeout_ms);
 void vmmc_service_stop_internal(vmmc_ep_t *ep);
+/* stats.c: write the endpoint's counters where VMMC_STATS says (at finalize). */
+void vmmc_stats_dump(vmmc_ep_t *ep);
 
 /* redirect.c */
 int vmmc_redir_create(vmmc_export_t *ex);

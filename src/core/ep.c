@@ -33,6 +33,10 @@ static const vmmc_cfg_entry_t core_entries[] = {
      VMMC_CFG_BOOL, &vmmc_core_cfg.service_thread},
     {"DMA_CPU", "auto", "where the copy engine runs: auto (any CPU but the caller's), inherit, or a CPU number",
      VMMC_CFG_STRING, &vmmc_core_cfg.dma_cpu},
+    {"STATS", "", "at vmmc_finalize, write this endpoint's counters (the ones vmmc_counter_get "
+     "lists: notifications, wake-ups, udp datagrams, refusals by reason, ...) to stdout, stderr, "
+     "or a file (%r: rank, %p: pid; appended); empty: nowhere", VMMC_CFG_STRING,
+     &vmmc_core_cfg.stats},
     {"CONNECT_TIMEOUT", "10s", "how long to wait for a peer's control handshake",
      VMMC_CFG_TIME, &vmmc_core_cfg.connect_timeout_ns, 1000000ull, 86400000000000ull},
 };
@@ -303,6 +307,7 @@ int vmmc_finalize(vmmc_ep_t *ep)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_finalize: NULL endpoint");
     ep->closing = 1;
     vmmc_service_stop_internal(ep);
+    vmmc_stats_dump(ep); /* while the transports still hold their counters */
     vmmc_dma_stop(ep);
     vmmc_export_all_revoke(ep); /* nothing of importers lands after we return */
     vmmc_ctl_stop(ep);

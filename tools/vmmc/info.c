@@ -80,7 +80,10 @@ int vmmc_cmd_info(int argc, char **argv)
         printf("\nsettings (VMMC_* environment variables; * = changed from the default):\n");
         print_config();
     } else {
-        printf("\n(`vmmc info -c` lists every VMMC_* setting)\n");
+        printf("\n(`vmmc info -c` lists every VMMC_* setting; with VMMC_STATS=stderr, or =FILE\n"
+               " with %%r for the rank, each rank writes its counters at vmmc_finalize:\n"
+               " notifications, wake-ups, refused control messages and records, and the\n"
+               " udp link's datagrams, retransmissions and refusals by reason)\n");
     }
     return bad ? 1 : 0;
 }

@@ -706,9 +706,12 @@ static int udp_put(vmmc_proxy_t *px, size_t off, const void *src, size_t len, in
     vmmc_udp_link_t *l = U(px->ep)->link;
     int st = vmmc_udp_link_send_ex(l, (uint32_t)px->rank, &rec, src, len,
                                    flags & VMMC_SEND_NONBLOCK);
-    if (st == VMMC_OK)
+    if (st == VMMC_OK) {
         atomic_store_explicit(&U(px->ep)->wrote_at[px->rank],
                               vmmc_udp_link_sent(l, (uint32_t)px->rank), memory_order_relaxed);
+        if (flags & VMMC_SEND_NOTIFY) /* counted as shm counts it */
+            VMMC_COUNT(px->ep, CNT_NOTIFY_SENT, 1);
+    }
     /* Remote completion (VMMC_UDP_SYNC, and always to this very process):
      * return once the receiver applied it, so "send, then barrier" or a
      * write to oneself is visible as with shm. A non-blocking send stops

@@ -338,14 +338,23 @@ VMMC_API int vmmc_proxy_map(vmmc_proxy_t *px, void **ptr);
  *  delivers its notification (length 0), in order with the others; a fetch
  *  of 0 bytes completes at once; a larger offset is VMMC_ERR_BOUNDS. Sends from one process to
  *  one peer land in the order they were issued, so "data, then flag" works;
- *  within one send the order in which bytes land is unspecified.
+ *  within one send the order in which bytes land is unspecified, except with
+ *  VMMC_SEND_HEAD_LAST.
  *  @{ */
 
 /** Send flags. */
 enum {
     VMMC_SEND_NOTIFY = 1u << 0,  /**< run the export's handler after delivery */
-    VMMC_SEND_NONBLOCK = 1u << 1 /**< return VMMC_ERR_AGAIN instead of waiting
+    VMMC_SEND_NONBLOCK = 1u << 1, /**< return VMMC_ERR_AGAIN instead of waiting
                                       for resources (notification queue) */
+    /** Publish a record in one send: every byte but the first 16 lands
+     *  first, then the word at @p offset, then (release) the word at
+     *  @p offset + 8, so a receiver that sees a new second word sees the
+     *  whole record, on every transport (over udp one datagram carries it
+     *  when it fits in one). Needs a length of at least 16, an offset and
+     *  a region start that are multiples of 8, a synchronous send, and an
+     *  export that is not redirectable (VMMC_ERR_INVALID otherwise). */
+    VMMC_SEND_HEAD_LAST = 1u << 2
 };
 
 /**

@@ -12,8 +12,11 @@
 
 struct vmmc_ep;
 
+/* @head_last: the sender asked for VMMC_SEND_HEAD_LAST (all but the first 16
+ * bytes, then word 0, then word 1 with release; ignored where it cannot
+ * hold: fewer than 16 bytes, an unaligned place, a redirectable export). */
 int vmmc_deliver_write(struct vmmc_ep *ep, uint32_t export_id, uint32_t gen, const uint64_t token[2],
-                       uint64_t off, const void *src, size_t len);
+                       uint64_t off, const void *src, size_t len, int head_last);
 int vmmc_deliver_read(struct vmmc_ep *ep, uint32_t export_id, uint32_t gen, const uint64_t token[2],
                       uint64_t off, void *dst, size_t len);
 /* Queue a notification (after the data it covers was delivered). */

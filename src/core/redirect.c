@@ -386,15 +386,23 @@ static vmmc_export_t *deliver_lookup(vmmc_ep_t *ep, uint32_t export_id, uint32_t
 }
 
 int vmmc_deliver_write(vmmc_ep_t *ep, uint32_t export_id, uint32_t gen, const uint64_t token[2],
-                       uint64_t off, const void *src, size_t len)
+                       uint64_t off, const void *src, size_t len, int head_last)
 {
     int rc = VMMC_OK;
     pthread_mutex_lock(&ep->lock);
     vmmc_export_t *ex = deliver_lookup(ep, export_id, gen, token, off, len, &rc);
-    if (ex && ex->rctl)
+    if (ex && ex->rctl) {
         rc = vmmc_redir_write(ex->rctl, (size_t)off, src, len, local_copy, ex);
-    else if (ex)
+    } else if (ex && head_last && len >= 16 && (uintptr_t)(ex->addr + off) % 8 == 0) {
+        char *d = ex->addr + off;
+        uint64_t w[2];
+        memcpy(d + 16, (const char *)src + 16, len - 16);
+        memcpy(w, src, sizeof w);
+        atomic_store_explicit((_Atomic uint64_t *)(void *)d, w[0], memory_order_release);
+        atomic_store_explicit((_Atomic uint64_t *)(void *)(d + 8), w[1], memory_order_release);
+    } else if (ex) {
         memcpy(ex->addr + off, src, len);
+    }
     pthread_mutex_unlock(&ep->lock);
     if (rc > 0) {
         vmmc_ep_wake(ep);

@@ -10,6 +10,44 @@
 #include "core/core.h"
 #include "transport/shm/shm.h"
 
+#define SEND_FLAGS (VMMC_SEND_NOTIFY | VMMC_SEND_NONBLOCK | VMMC_SEND_HEAD_LAST)
+
+/* VMMC_SEND_HEAD_LAST: what it needs (checked before a byte moves). */
+static VMMC_COLD int head_last_error(const vmmc_proxy_t *px, size_t off, size_t len)
+{
+    if (len < 16)
+        return vmmc_error(VMMC_ERR_INVALID, "VMMC_SEND_HEAD_LAST needs at least 16 bytes, not %zu",
+                          len);
+    if (off % 8 || (px->base && (uintptr_t)px->base % 8))
+        return vmmc_error(VMMC_ERR_INVALID,
+                          "VMMC_SEND_HEAD_LAST needs an 8-byte aligned place (offset %zu of '%s')",
+                          off, px->name);
+    return vmmc_error(VMMC_ERR_INVALID,
+                      "VMMC_SEND_HEAD_LAST: '%s' is redirectable, where bytes land as they arrive",
+                      px->name);
+}
+
+static inline int head_last_ok(const vmmc_proxy_t *px, size_t off, size_t len)
+{
+    return len >= 16 && off % 8 == 0 && (uintptr_t)px->base % 8 == 0 &&
+           !(px->flags & VMMC_EXPORT_REDIRECTABLE);
+}
+
+/* Every byte but the first 16, then word 0, then word 1 with release. */
+static __attribute__((noinline)) int put_head_last_mapped(vmmc_proxy_t *px, size_t off, const void *src,
+                                          size_t len, unsigned flags, uint64_t imm)
+{
+    char *d = px->base + off;
+    uint64_t w[2];
+    memcpy(d + 16, (const char *)src + 16, len - 16);
+    memcpy(w, src, sizeof w);
+    atomic_store_explicit((_Atomic uint64_t *)(void *)d, w[0], memory_order_release);
+    atomic_store_explicit((_Atomic uint64_t *)(void *)(d + 8), w[1], memory_order_release);
+    if (!(flags & VMMC_SEND_NOTIFY))
+        return VMMC_OK;
+    return vmmc_shm_notify(px, off, len, imm, flags & VMMC_SEND_NONBLOCK);
+}
+
 static VMMC_COLD int send_check_failed(const vmmc_proxy_t *px, size_t off, const void *src,
                                        size_t len, unsigned flags)
 {
@@ -17,7 +55,7 @@ static VMMC_COLD int send_check_failed(const vmmc_proxy_t *px, size_t off, const
         return vmmc_error(VMMC_ERR_INVALID, "send: NULL proxy");
     if (atomic_load(&px->state) != PX_ACTIVE)
         return vmmc_proxy_state_error(px);
-    if (flags & ~(unsigned)(VMMC_SEND_NOTIFY | VMMC_SEND_NONBLOCK))
+    if (flags & ~(unsigned)SEND_FLAGS)
         return vmmc_error(VMMC_ERR_INVALID, "send: unknown flags 0x%x", flags);
     if (!src && len)
         return vmmc_error(VMMC_ERR_INVALID, "send: NULL source for %zu bytes", len);
@@ -32,7 +70,7 @@ static inline int send_checks(const vmmc_proxy_t *px, size_t off, const void *sr
 {
     if (VMMC_UNLIKELY(!px || atomic_load_explicit(&px->state, memory_order_relaxed) != PX_ACTIVE ||
                       off > px->len || len > px->len - off || (!src && len) ||
-                      (flags & ~(unsigned)(VMMC_SEND_NOTIFY | VMMC_SEND_NONBLOCK))))
+                      (flags & ~(unsigned)SEND_FLAGS)))
         return send_check_failed(px, off, src, len, flags);
     return VMMC_OK;
 }
@@ -45,6 +83,13 @@ static inline int send_now(vmmc_proxy_t *px, size_t off, const void *src, size_t
         int rc = vmmc_send_wait_async(px->peer);
         if (rc != VMMC_OK)
             return rc;
+    }
+    if (VMMC_UNLIKELY(flags & VMMC_SEND_HEAD_LAST)) {
+        if (!head_last_ok(px, off, len))
+            return head_last_error(px, off, len);
+        if (px->base)
+            return put_head_last_mapped(px, off, src, len, flags, imm);
+        return px->put(px, off, src, len, (int)flags, imm);
     }
     if (VMMC_LIKELY(px->base != NULL)) {
         memcpy(px->base + off, src, len);
@@ -88,6 +133,10 @@ int vmmc_send_async(vmmc_proxy_t *px, size_t off, const void *src, size_t len, u
     if (VMMC_UNLIKELY(rc != VMMC_OK)) {
         r->type = REQ_NONE;
         return rc;
+    }
+    if (flags & VMMC_SEND_HEAD_LAST) {
+        r->type = REQ_NONE;
+        return vmmc_error(VMMC_ERR_INVALID, "VMMC_SEND_HEAD_LAST is for synchronous sends");
     }
     r->type = REQ_SEND;
     if (len <= vmmc_core_cfg.async_inline_max) {

@@ -435,7 +435,14 @@ static int pvw_write(vmmc_proxy_t *px, size_t off, const void *src, size_t len);
 static int shm_put_pvw(vmmc_proxy_t *px, size_t off, const void *src, size_t len, int notify,
                        uint64_t imm)
 {
-    int rc = pvw_write(px, off, src, len);
+    int rc;
+    if (notify & VMMC_SEND_HEAD_LAST) { /* the rest, then the 16-byte head, in order */
+        rc = pvw_write(px, off + 16, (const char *)src + 16, len - 16);
+        if (rc == VMMC_OK)
+            rc = pvw_write(px, off, src, 16);
+    } else {
+        rc = pvw_write(px, off, src, len);
+    }
     if (rc != VMMC_OK)
         return rc;
     return (notify & VMMC_SEND_NOTIFY)
@@ -478,7 +485,16 @@ static int pvw_write(vmmc_proxy_t *px, size_t off, const void *src, size_t len)
 static int shm_put_mapped(vmmc_proxy_t *px, size_t off, const void *src, size_t len, int notify,
                           uint64_t imm)
 {
-    memcpy((char *)px->map_base + (px->raddr & 4095) + off, src, len);
+    char *d = (char *)px->map_base + (px->raddr & 4095) + off;
+    if (notify & VMMC_SEND_HEAD_LAST) {
+        uint64_t w[2];
+        memcpy(d + 16, (const char *)src + 16, len - 16);
+        memcpy(w, src, sizeof w);
+        atomic_store_explicit((_Atomic uint64_t *)(void *)d, w[0], memory_order_release);
+        atomic_store_explicit((_Atomic uint64_t *)(void *)(d + 8), w[1], memory_order_release);
+    } else {
+        memcpy(d, src, len);
+    }
     return (notify & VMMC_SEND_NOTIFY)
                ? vmmc_shm_notify(px, off, len, imm, notify & VMMC_SEND_NONBLOCK)
                : VMMC_OK;

@@ -604,7 +604,8 @@ int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t 
         vmmc_udp_hdr_t *h = &t->hdr;
         h->type = VMMC_UDP_T_DATA;
         h->flags = (uint8_t)((rec->flags & VMMC_UDP_F_NOTIFY) | (first ? VMMC_UDP_F_FIRST : 0) |
-                             (n == left ? VMMC_UDP_F_LAST : 0));
+                             (n == left ? VMMC_UDP_F_LAST : 0) |
+                             (first && n == left ? rec->flags & VMMC_UDP_F_HEADLAST : 0));
         h->kind = rec->kind;
         h->src = l->p.self;
         if (rec->region)

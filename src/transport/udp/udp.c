@@ -286,8 +286,10 @@ static int udp_deliver(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec, cons
         }
         uint64_t tok[2];
         memcpy(tok, rec->token, sizeof tok);
+        int head_last = (rec->flags & VMMC_UDP_F_HEADLAST) && (rec->flags & VMMC_UDP_F_FIRST) &&
+                        (rec->flags & VMMC_UDP_F_LAST);
         int st = rec->region ? vmmc_deliver_write(ep, rec->region - 1, rec->gen, tok, rec->offset,
-                                                  data, len)
+                                                  data, len, head_last)
                              : VMMC_ERR_PROTOCOL;
         if (st == VMMC_ERR_AGAIN)
             return 1; /* no room now: the link offers it again later */
@@ -695,15 +697,25 @@ static int udp_ctl_send(vmmc_ep_t *ep, vmmc_peer_t *peer, const vmmc_ctl_msg_t *
 static int udp_put(vmmc_proxy_t *px, size_t off, const void *src, size_t len, int flags,
                    uint64_t imm)
 {
+    vmmc_udp_link_t *l = U(px->ep)->link;
+    if ((flags & VMMC_SEND_HEAD_LAST) && len > vmmc_udp_link_payload_max(l)) {
+        /* More than one datagram: the rest, then the head as a write of its
+         * own, in order on the link. */
+        int st = udp_put(px, off + 16, (const char *)src + 16, len - 16,
+                         flags & VMMC_SEND_NONBLOCK, 0);
+        if (st != VMMC_OK)
+            return st;
+        return udp_put(px, off, src, 16, flags & ~VMMC_SEND_HEAD_LAST, imm);
+    }
     vmmc_udp_rec_t rec;
     rec.kind = K_WRITE;
-    rec.flags = (flags & VMMC_SEND_NOTIFY) ? VMMC_UDP_F_NOTIFY : 0;
+    rec.flags = ((flags & VMMC_SEND_NOTIFY) ? VMMC_UDP_F_NOTIFY : 0) |
+                ((flags & VMMC_SEND_HEAD_LAST) ? VMMC_UDP_F_HEADLAST : 0);
     rec.region = px->export_id + 1;
     rec.gen = px->gen;
     memcpy(rec.token, px->token, sizeof rec.token);
     rec.offset = off;
     rec.imm = imm;
-    vmmc_udp_link_t *l = U(px->ep)->link;
     int st = vmmc_udp_link_send_ex(l, (uint32_t)px->rank, &rec, src, len,
                                    flags & VMMC_SEND_NONBLOCK);
     if (st == VMMC_OK) {

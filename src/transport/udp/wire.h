@@ -58,7 +58,10 @@ enum vmmc_udp_flags {
      * delivered to the sender's receive callback, so the datagram carries
      * the delivery report an ACK would (the ACK owed is not needed). */
     VMMC_UDP_F_DLV = 1u << 3,
-    VMMC_UDP_F_ALL = 0xFu,
+    /* DATA, a whole message in one datagram: apply all but its first 16
+     * bytes, then word 0, then word 1 with release (VMMC_SEND_HEAD_LAST). */
+    VMMC_UDP_F_HEADLAST = 1u << 6,
+    VMMC_UDP_F_ALL = 0x4Fu,
     /* On the wire only (set by encode, removed by decode): the optional
      * sack / imm field is present. */
     VMMC_UDP_F_SACK = 1u << 4,

@@ -230,12 +230,12 @@ static inline int publish(fm_t *fm, fm_peer_t *p, fm_stream_t *s, unsigned flags
         }
         atomic_store_explicit((_Atomic uint64_t *)(h + 8), w1, memory_order_release);
     } else {
+        /* One send that lands the packet, then its header, then (release)
+         * the word that publishes it: over udp one datagram. */
         uint64_t *h = (uint64_t *)p->staging;
         h[0] = w0;
-        h[1] = 0; /* the ring's word is zero already; the real one goes last */
-        int st = vmmc_send(p->px, FM_CTRL + off, p->staging, FM_HDR + len, 0);
-        if (st == VMMC_OK)
-            st = vmmc_send(p->px, FM_CTRL + off + 8, &w1, sizeof w1, 0);
+        h[1] = w1;
+        int st = vmmc_send(p->px, FM_CTRL + off, p->staging, FM_HDR + len, VMMC_SEND_HEAD_LAST);
         if (st != VMMC_OK) {
             if (st == VMMC_ERR_PEER_DEAD)
                 p->sdead = 1;
@@ -261,9 +261,8 @@ static int write_skip(fm_t *fm, fm_peer_t *p, uint64_t skip)
         *(uint64_t *)h = w0;
         atomic_store_explicit((_Atomic uint64_t *)(h + 8), w1, memory_order_release);
     } else {
-        int st = vmmc_send(p->px, FM_CTRL + off, &w0, sizeof w0, 0);
-        if (st == VMMC_OK)
-            st = vmmc_send(p->px, FM_CTRL + off + 8, &w1, sizeof w1, 0);
+        uint64_t w[2] = {w0, w1};
+        int st = vmmc_send(p->px, FM_CTRL + off, w, sizeof w, VMMC_SEND_HEAD_LAST);
         if (st != VMMC_OK) {
             if (st == VMMC_ERR_PEER_DEAD)
                 p->sdead = 1;

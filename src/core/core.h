@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "core/boot.h"
@@ -351,6 +352,18 @@ typedef int (*vmmc_redir_copy_fn)(void *ctx, int to_user, uint64_t addr, const v
 int vmmc_redir_write(struct vmmc_redir_ctl *rc, size_t off, const void *src, size_t len,
                      vmmc_redir_copy_fn copy, void *ctx);
 size_t vmmc_redir_ctl_size(void);
+
+/* VMMC_SEND_HEAD_LAST's store order at @d (8-byte aligned, len >= 16): every
+ * byte but the first 16, then word 0, then word 1 with release. The mapped
+ * send path, the shm transport and the udp receiver all store this way. */
+static inline void vmmc_store_head_last(char *d, const void *src, size_t len)
+{
+    uint64_t w[2];
+    memcpy(d + 16, (const char *)src + 16, len - 16);
+    memcpy(w, src, sizeof w);
+    atomic_store_explicit((_Atomic uint64_t *)(void *)d, w[0], memory_order_release);
+    atomic_store_explicit((_Atomic uint64_t *)(void *)(d + 8), w[1], memory_order_release);
+}
 
 /* Proxy state check failed: produce the precise error. */
 int vmmc_proxy_state_error(const vmmc_proxy_t *px) VMMC_COLD;

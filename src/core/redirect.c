@@ -394,12 +394,7 @@ int vmmc_deliver_write(vmmc_ep_t *ep, uint32_t export_id, uint32_t gen, const ui
     if (ex && ex->rctl) {
         rc = vmmc_redir_write(ex->rctl, (size_t)off, src, len, local_copy, ex);
     } else if (ex && head_last && len >= 16 && (uintptr_t)(ex->addr + off) % 8 == 0) {
-        char *d = ex->addr + off;
-        uint64_t w[2];
-        memcpy(d + 16, (const char *)src + 16, len - 16);
-        memcpy(w, src, sizeof w);
-        atomic_store_explicit((_Atomic uint64_t *)(void *)d, w[0], memory_order_release);
-        atomic_store_explicit((_Atomic uint64_t *)(void *)(d + 8), w[1], memory_order_release);
+        vmmc_store_head_last(ex->addr + off, src, len);
     } else if (ex) {
         memcpy(ex->addr + off, src, len);
     }

@@ -37,12 +37,7 @@ static inline int head_last_ok(const vmmc_proxy_t *px, size_t off, size_t len)
 static __attribute__((noinline)) int put_head_last_mapped(vmmc_proxy_t *px, size_t off, const void *src,
                                           size_t len, unsigned flags, uint64_t imm)
 {
-    char *d = px->base + off;
-    uint64_t w[2];
-    memcpy(d + 16, (const char *)src + 16, len - 16);
-    memcpy(w, src, sizeof w);
-    atomic_store_explicit((_Atomic uint64_t *)(void *)d, w[0], memory_order_release);
-    atomic_store_explicit((_Atomic uint64_t *)(void *)(d + 8), w[1], memory_order_release);
+    vmmc_store_head_last(px->base + off, src, len);
     if (!(flags & VMMC_SEND_NOTIFY))
         return VMMC_OK;
     return vmmc_shm_notify(px, off, len, imm, flags & VMMC_SEND_NONBLOCK);

@@ -486,15 +486,10 @@ static int shm_put_mapped(vmmc_proxy_t *px, size_t off, const void *src, size_t 
                           uint64_t imm)
 {
     char *d = (char *)px->map_base + (px->raddr & 4095) + off;
-    if (notify & VMMC_SEND_HEAD_LAST) {
-        uint64_t w[2];
-        memcpy(d + 16, (const char *)src + 16, len - 16);
-        memcpy(w, src, sizeof w);
-        atomic_store_explicit((_Atomic uint64_t *)(void *)d, w[0], memory_order_release);
-        atomic_store_explicit((_Atomic uint64_t *)(void *)(d + 8), w[1], memory_order_release);
-    } else {
+    if (notify & VMMC_SEND_HEAD_LAST)
+        vmmc_store_head_last(d, src, len);
+    else
         memcpy(d, src, len);
-    }
     return (notify & VMMC_SEND_NOTIFY)
                ? vmmc_shm_notify(px, off, len, imm, notify & VMMC_SEND_NONBLOCK)
                : VMMC_OK;

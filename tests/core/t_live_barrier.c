@@ -69,18 +69,6 @@ static void check_survivors(const char *out, int victim, const char *how, int ro
     }
 }
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    VT_CHECK(fd >= 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof sa;
-    VT_CHECK(bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
-    VT_CHECK(getsockname(fd, (struct sockaddr *)&sa, &len) == 0);
-    close(fd);
-    return ntohs(sa.sin_port);
-}
-
 static void tcp_round(const char *self, int victim, int round)
 {
     char boot[64], vic[16];

@@ -55,18 +55,6 @@ static int worker(void)
     return 0;
 }
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    VT_CHECK(fd >= 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof sa;
-    VT_CHECK(bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
-    VT_CHECK(getsockname(fd, (struct sockaddr *)&sa, &len) == 0);
-    close(fd);
-    return ntohs(sa.sin_port);
-}
-
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);

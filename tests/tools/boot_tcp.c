@@ -9,18 +9,6 @@
 
 #include "spawn.h"
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    VT_CHECK(fd >= 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof sa;
-    VT_CHECK(bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
-    VT_CHECK(getsockname(fd, (struct sockaddr *)&sa, &len) == 0);
-    close(fd);
-    return ntohs(sa.sin_port);
-}
-
 /* Start @n ranks of `peer mode arg` (rank 0 last, so the others retry). */
 /* Is IPv6 loopback usable here? */
 static int have_ipv6(void)

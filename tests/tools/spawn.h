@@ -3,6 +3,7 @@
 #ifndef VMMC_TESTS_TOOLS_SPAWN_H
 #define VMMC_TESTS_TOOLS_SPAWN_H
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -10,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -151,6 +154,19 @@ static inline spawn_result_t *spawn_run(char *const argv[], char *const env[], d
     r.pid = spawn_start(argv, env, &o, &e);
     spawn_collect(&r, o, e, timeout_s, watch, arg);
     return &r;
+}
+
+/* A TCP port on 127.0.0.1 that was free a moment ago (for a rendezvous). */
+static inline int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    VT_CHECK(fd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof sa;
+    VT_CHECK(bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    VT_CHECK(getsockname(fd, (struct sockaddr *)&sa, &len) == 0);
+    close(fd);
+    return ntohs(sa.sin_port);
 }
 
 static inline int exit_code(int status)

@@ -130,6 +130,70 @@ VMMC_API int vmmc_peer_alive(vmmc_ep_t *ep, int rank);
 /** @} */
 
 /* ------------------------------------------------------------------------- */
+/** @name Open-world endpoints, addresses and peers
+ *  An endpoint may also live outside any job: vmmc_ep_open() gives one with
+ *  no launcher, no rank and no barrier. It has an *address* (opaque bytes,
+ *  like fi_getname(); vmmc_addr_format() prints it) that it hands to whoever
+ *  should reach it, by any means. vmmc_connect() turns another endpoint's
+ *  address into a *peer handle* (a small int), on this host (shm) or another
+ *  (udp); nothing is sent until the first operation needs it, and a peer
+ *  never used costs only its handle (a few hundred bytes). An endpoint that
+ *  called vmmc_listen() also accepts peers that connect to it first: each
+ *  gets a handle, announced to the accept callback.
+ *
+ *  Peer handles and ranks are one space: in a job (vmmc_init()) the handle
+ *  of rank r is r, so every call that takes a rank takes a peer handle, and
+ *  vmmc_notification_t.sender, vmmc_proxy_rank() etc. return handles.
+ *  Handles of peers added later (connect, accept) follow the job's ranks.
+ *  A job is a layer on top: vmmc_init() opens an endpoint, exchanges the
+ *  addresses through the launcher, the TCP rendezvous or PMIx, and connects
+ *  them in rank order.
+ *  @{ */
+
+/** Longest address vmmc_ep_addr() produces, in bytes. */
+#define VMMC_ADDR_MAX 512
+
+/** @brief Open an endpoint that belongs to no job (rank 0 of size 1 for the
+ *  calls that ask). Close it with vmmc_ep_close(). Any number of endpoints
+ *  may be open in one process. */
+VMMC_API int vmmc_ep_open(const vmmc_ep_params_t *params, vmmc_ep_t **ep);
+/** @brief Close an endpoint from vmmc_ep_open() (the same as vmmc_finalize()). */
+VMMC_API int vmmc_ep_close(vmmc_ep_t *ep);
+
+/** @brief This endpoint's address: up to *@p len bytes into @p addr; on
+ *  return *@p len is its size (VMMC_ERR_TRUNCATED, with the size needed in
+ *  *@p len, when @p addr is too small). */
+VMMC_API int vmmc_ep_addr(vmmc_ep_t *ep, void *addr, size_t *len);
+/** @brief Printable form of an address (NUL-terminated, at most
+ *  2 * VMMC_ADDR_MAX + 1 bytes); VMMC_ERR_TRUNCATED if @p cap is too small. */
+VMMC_API int vmmc_addr_format(const void *addr, size_t len, char *buf, size_t cap);
+/** @brief The address back from its printable form. */
+VMMC_API int vmmc_addr_parse(const char *str, void *addr, size_t *len);
+
+/** @brief A peer handle for the endpoint at @p addr. Connecting twice to one
+ *  address gives the same handle. Does not talk to the peer: the first
+ *  operation that needs it connects (a peer that is not there makes that
+ *  operation fail with VMMC_ERR_PEER_UNREACHABLE or VMMC_ERR_PEER_DEAD).
+ *  VMMC_ERR_INVALID for a malformed address. */
+VMMC_API int vmmc_connect(vmmc_ep_t *ep, const void *addr, size_t len, int *peer);
+
+/** @brief Called (from the endpoint's control thread) when a peer unknown
+ *  to this endpoint connected to it; @p peer is its new handle. Must not
+ *  block; it may export, import and send. */
+typedef void (*vmmc_accept_fn_t)(vmmc_ep_t *ep, int peer, void *arg);
+/** @brief Accept peers that connect first (until vmmc_ep_close()). Without
+ *  it an endpoint talks only to its job's ranks and to peers it connected
+ *  to; others are refused. @p fn may be NULL. */
+VMMC_API int vmmc_listen(vmmc_ep_t *ep, vmmc_accept_fn_t fn, void *arg);
+
+/** @brief The address of peer @p peer (as vmmc_ep_addr()). */
+VMMC_API int vmmc_peer_addr(vmmc_ep_t *ep, int peer, void *addr, size_t *len);
+/** @brief Number of peer handles in use (ranks of the job included); handles
+ *  are 0 .. this - 1. */
+VMMC_API int vmmc_peer_count(const vmmc_ep_t *ep);
+/** @} */
+
+/* ------------------------------------------------------------------------- */
 /** @name Communication memory
  *  Memory from vmmc_mem_alloc() is backed by its own sealed memfd. An export
  *  of one whole allocation that grants VMMC_EXPORT_READ is mapped by its
@@ -204,6 +268,7 @@ VMMC_API int vmmc_mem_detach(vmmc_ep_t *ep, void *ptr);
  *  @{ */
 
 typedef struct vmmc_export vmmc_export_t;
+struct vmmc_cq;
 
 /** @brief What a notification handler is told. */
 typedef struct vmmc_notification {
@@ -237,7 +302,8 @@ enum {
 enum {
     VMMC_EXPORT_PARAM_IMPORTERS = 1u << 0, /**< importers/num_importers set */
     VMMC_EXPORT_PARAM_HANDLER = 1u << 1,   /**< handler/handler_arg set */
-    VMMC_EXPORT_PARAM_FLAGS = 1u << 2      /**< flags set */
+    VMMC_EXPORT_PARAM_FLAGS = 1u << 2,     /**< flags set */
+    VMMC_EXPORT_PARAM_CQ = 1u << 3         /**< cq/cq_context set */
 };
 
 /** @brief Export description; zero-initialise, then set what you need. */
@@ -252,6 +318,10 @@ typedef struct vmmc_export_params {
     int num_importers;
     vmmc_notify_fn_t handler;/**< NULL: notifications are ignored */
     void *handler_arg;
+    struct vmmc_cq *cq;      /**< with VMMC_EXPORT_PARAM_CQ: notifications
+                                  become completions (VMMC_OP_NOTIFY) in this
+                                  queue instead of handler calls */
+    void *cq_context;        /**< context of those completions */
 } vmmc_export_params_t;
 
 /** @brief Export a region. Fails with VMMC_ERR_EXISTS if the name is taken,
@@ -455,6 +525,123 @@ VMMC_API int vmmc_progress_hook_remove(vmmc_ep_t *ep, vmmc_progress_fn_t poll,
  * polls it through a progress hook. Cheap when the peer is not asleep.
  */
 VMMC_API int vmmc_signal(vmmc_ep_t *ep, int rank);
+/** @} */
+
+/* ------------------------------------------------------------------------- */
+/** @name Gather sends, fences, remote atomics, completion queues
+ *  @{ */
+
+/** @brief One piece of a gather send. */
+typedef struct vmmc_iov {
+    const void *base;
+    size_t len;
+} vmmc_iov_t;
+
+/** @brief Gather send: the @p iovcnt pieces (at most VMMC_IOV_MAX) land one
+ *  after another from @p offset, as one send of their total length would
+ *  (bounds checked on the total before a byte moves; one notification, with
+ *  @p imm, after all of them with VMMC_SEND_NOTIFY). Synchronous. */
+#define VMMC_IOV_MAX 64
+VMMC_API int vmmc_sendv(vmmc_proxy_t *px, size_t offset, const vmmc_iov_t *iov, int iovcnt,
+                        unsigned flags, uint64_t imm);
+
+/** @brief Remote completion: returns when every send, gather send and atomic
+ *  this endpoint issued to @p peer (-1: to every peer) before the call,
+ *  synchronous or not, has been applied in the peer's memory. (A send
+ *  returning means its source may be reused, not that it landed: over udp
+ *  it may still travel.) Fails with the peer's error if one cannot complete. */
+VMMC_API int vmmc_fence(vmmc_ep_t *ep, int peer);
+
+/** Remote atomic operations. Each reads the old value and writes the new one
+ *  as one indivisible step with respect to every other vmmc atomic on the
+ *  same location, whoever issues it (on this host they are the processor's
+ *  own atomic instructions, so they are atomic with the exporter's
+ *  __atomic/stdatomic operations on that word too). */
+typedef enum vmmc_atomic_op {
+    VMMC_ATOMIC_ADD = 1,   /**< *p += operand */
+    VMMC_ATOMIC_AND = 2,   /**< *p &= operand */
+    VMMC_ATOMIC_OR = 3,    /**< *p |= operand */
+    VMMC_ATOMIC_XOR = 4,   /**< *p ^= operand */
+    VMMC_ATOMIC_SWAP = 5,  /**< *p = operand */
+    VMMC_ATOMIC_CSWAP = 6, /**< if (*p == compare) *p = operand */
+    VMMC_ATOMIC_READ = 7   /**< nothing written: fetch the value atomically */
+} vmmc_atomic_op_t;
+
+/**
+ * @brief Remote atomic on the @p size-byte (4 or 8) unsigned integer at
+ * @p offset of the imported region (a multiple of @p size, else
+ * VMMC_ERR_INVALID). @p result, if not NULL, receives the value before the
+ * operation (for 4 bytes, in its low 32 bits). Fetching (a @p result, or
+ * VMMC_ATOMIC_READ) needs an export with VMMC_EXPORT_READ
+ * (VMMC_ERR_PERMISSION otherwise). Ordered with the sender's sends to that
+ * peer like a send. On another host the target's progress thread executes it
+ * while the target computes.
+ */
+VMMC_API int vmmc_atomic(vmmc_proxy_t *px, size_t offset, vmmc_atomic_op_t op, int size,
+                         uint64_t operand, uint64_t compare, uint64_t *result);
+
+/** @brief Asynchronous remote read into @p dst: like vmmc_send_async(). */
+VMMC_API int vmmc_fetch_async(vmmc_proxy_t *px, size_t offset, void *dst, size_t len,
+                              vmmc_request_t *req);
+
+/** @brief A completion queue: asynchronous operations posted with a queue
+ *  (and notifications of exports given one) complete into it, in the order
+ *  they complete, each with the user's context and status. */
+typedef struct vmmc_cq vmmc_cq_t;
+
+/** What completed. */
+typedef enum vmmc_op {
+    VMMC_OP_SEND = 1,   /**< vmmc_send_cq / vmmc_sendv_cq */
+    VMMC_OP_FETCH = 2,  /**< vmmc_fetch_cq */
+    VMMC_OP_ATOMIC = 3, /**< vmmc_atomic_cq */
+    VMMC_OP_NOTIFY = 4  /**< a notification for an export given this queue */
+} vmmc_op_t;
+
+/** @brief One completion. */
+typedef struct vmmc_completion {
+    void *context;        /**< the context given when the operation was posted
+                               (VMMC_OP_NOTIFY: the export's cq_context) */
+    int status;           /**< VMMC_OK or the error that ended the operation */
+    int peer;             /**< the peer it went to (VMMC_OP_NOTIFY: the sender) */
+    vmmc_op_t op;
+    size_t offset;        /**< VMMC_OP_NOTIFY: where the data landed */
+    size_t length;        /**< bytes moved (VMMC_OP_NOTIFY: bytes that landed) */
+    uint64_t value;       /**< VMMC_OP_ATOMIC: the old value; VMMC_OP_NOTIFY: imm */
+    vmmc_export_t *export_; /**< VMMC_OP_NOTIFY: the export written to */
+    const char *error;    /**< status != VMMC_OK: what went wrong (names the
+                               peer), valid until the next poll of the queue */
+} vmmc_completion_t;
+
+/** @brief Open a queue for at most @p depth outstanding operations: posting
+ *  an operation when @p depth are outstanding or not yet polled gives
+ *  VMMC_ERR_AGAIN, so a queue never overflows. */
+VMMC_API int vmmc_cq_open(vmmc_ep_t *ep, size_t depth, vmmc_cq_t **cq);
+/** @brief Close a queue: waits for its outstanding operations (at most
+ *  VMMC_CONNECT_TIMEOUT), discards unpolled completions. */
+VMMC_API int vmmc_cq_close(vmmc_cq_t *cq);
+/** @brief Drive progress once and take up to @p max completions: returns how
+ *  many (0: none yet) or an error. */
+VMMC_API int vmmc_cq_poll(vmmc_cq_t *cq, vmmc_completion_t *out, int max);
+/** @brief As vmmc_cq_poll(), but wait (spin, then sleep; -1: forever) until
+ *  at least one completion is there; 0 on timeout. */
+VMMC_API int vmmc_cq_wait(vmmc_cq_t *cq, vmmc_completion_t *out, int max, int timeout_ms);
+/** @brief A descriptor that is readable while completions wait in @p cq (or
+ *  progress is needed to produce them): put it in an epoll set, and when it
+ *  fires call vmmc_cq_poll() until it returns 0. Do not read or close it. */
+VMMC_API int vmmc_cq_fd(vmmc_cq_t *cq);
+
+/** @brief Post a send that completes into @p cq: VMMC_OK means posted (a
+ *  completion with @p context follows, even when it was done at once);
+ *  any error means nothing was posted. @p src stays untouched until then. */
+VMMC_API int vmmc_send_cq(vmmc_proxy_t *px, size_t offset, const void *src, size_t len,
+                          unsigned flags, uint64_t imm, vmmc_cq_t *cq, void *context);
+/** @brief Post a remote read that completes into @p cq. */
+VMMC_API int vmmc_fetch_cq(vmmc_proxy_t *px, size_t offset, void *dst, size_t len,
+                           vmmc_cq_t *cq, void *context);
+/** @brief Post a remote atomic that completes into @p cq (the old value in
+ *  vmmc_completion_t.value). */
+VMMC_API int vmmc_atomic_cq(vmmc_proxy_t *px, size_t offset, vmmc_atomic_op_t op, int size,
+                            uint64_t operand, uint64_t compare, vmmc_cq_t *cq, void *context);
 /** @} */
 
 /* ------------------------------------------------------------------------- */

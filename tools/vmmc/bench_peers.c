@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "bench_proc.h"
 
 #define MAX_RUNS 100
 
@@ -47,258 +48,6 @@ __asm__(".pushsection .rodata\n"
         ".popsection\n");
 extern const char vmmc_bench_mpi_source[];
 #endif
-
-/* ------------------------------------------------------------------------- */
-/* Running external programs                                                  */
-
-static int in_path(const char *prog, char *full, size_t n)
-{
-    const char *path = getenv("PATH");
-    if (!path)
-        path = "/usr/local/bin:/usr/bin:/bin";
-    char buf[PATH_MAX];
-    while (*path) {
-        size_t k = strcspn(path, ":");
-        snprintf(buf, sizeof buf, "%.*s/%s", (int)k, path, prog);
-        if (k && access(buf, X_OK) == 0) {
-            if (full)
-                snprintf(full, n, "%s", buf);
-            return 1;
-        }
-        path += k;
-        if (*path)
-            path++;
-    }
-    return 0;
-}
-
-/* Process groups of the peer programs running now, stopped if this suite is
- * told to stop (SIGTERM from the tool on timeout or interrupt). */
-static volatile pid_t live[4];
-
-static void track(pid_t pid, int on)
-{
-    for (int i = 0; i < 4; i++)
-        if (on ? live[i] == 0 : live[i] == pid) {
-            live[i] = on ? pid : 0;
-            return;
-        }
-}
-
-static void on_stop(int sig)
-{
-    for (int i = 0; i < 4; i++)
-        if (live[i] > 0)
-            kill(-live[i], SIGKILL);
-    _exit(128 + sig);
-}
-
-/* Fork and exec @argv in a new process group, pinned to @cpu (-1: not),
- * with @env (NULL-terminated "NAME=value" list) added. stdout+stderr go to
- * @outfd (-1: /dev/null). Returns the pid or -1. */
-static pid_t spawn(char *const argv[], char *const env[], int cpu, int outfd)
-{
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        setpgid(0, 0);
-        signal(SIGTERM, SIG_DFL);
-        signal(SIGINT, SIG_DFL);
-        if (cpu >= 0)
-            bench_pin_cpu(cpu);
-        int fd = outfd >= 0 ? outfd : open("/dev/null", O_WRONLY);
-        int nul = open("/dev/null", O_RDONLY);
-        if (nul >= 0)
-            dup2(nul, 0);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        for (int i = 0; env && env[i]; i++)
-            putenv(env[i]);
-        execvp(argv[0], argv);
-        _exit(127);
-    }
-    setpgid(pid, pid);
-    track(pid, 1);
-    return pid;
-}
-
-static void stop_group(pid_t pid)
-{
-    if (pid <= 0)
-        return;
-    track(pid, 0);
-    kill(-pid, SIGTERM);
-    for (int i = 0; i < 40; i++) {
-        if (waitpid(pid, NULL, WNOHANG) == pid) {
-            kill(-pid, SIGKILL); /* stragglers of the group */
-            return;
-        }
-        usleep(25000);
-    }
-    kill(-pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-}
-
-/* Run to completion within @timeout_s, capturing stdout+stderr into a
- * malloc'd string (*out). Returns the exit status (>= 0), -1 on failure to
- * start, -2 on timeout (the group is killed). */
-static int run_capture(char *const argv[], char *const env[], int cpu, double timeout_s,
-                       char **out)
-{
-    *out = NULL;
-    int p[2];
-    if (pipe2(p, O_CLOEXEC))
-        return -1;
-    pid_t pid = spawn(argv, env, cpu, p[1]);
-    close(p[1]);
-    if (pid < 0) {
-        close(p[0]);
-        return -1;
-    }
-    size_t len = 0, cap = 8192;
-    char *buf = malloc(cap);
-    double deadline = bench_now_ns() + timeout_s * 1e9;
-    int timed_out = 0;
-    while (buf) {
-        double left = deadline - bench_now_ns();
-        if (left <= 0) {
-            timed_out = 1;
-            break;
-        }
-        struct pollfd pf = {p[0], POLLIN, 0};
-        int r = poll(&pf, 1, (int)(left / 1e6) + 1);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            continue;
-        if (len + 4097 > cap) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb)
-                break;
-            buf = nb;
-            cap *= 2;
-        }
-        ssize_t n = read(p[0], buf + len, cap - len - 1);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-    }
-    close(p[0]);
-    if (buf)
-        buf[len] = 0;
-    *out = buf;
-    if (timed_out) {
-        stop_group(pid);
-        return -2;
-    }
-    int st = 0;
-    double wait_deadline = bench_now_ns() + 5e9;
-    while (waitpid(pid, &st, WNOHANG) == 0) {
-        if (bench_now_ns() > wait_deadline) { /* closed its output but lingers */
-            stop_group(pid);
-            return -2;
-        }
-        usleep(2000);
-    }
-    kill(-pid, SIGKILL); /* anything it left behind */
-    track(pid, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-}
-
-/* A port that was free a moment ago. */
-static int free_port(int type)
-{
-    int s = socket(AF_INET, type, 0);
-    if (s < 0)
-        return -1;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (!bind(s, (struct sockaddr *)&a, sizeof a) && !getsockname(s, (struct sockaddr *)&a, &len))
-        port = ntohs(a.sin_port);
-    close(s);
-    return port;
-}
-
-/* Is something bound to @port (TCP: listening)? Reads /proc/net. */
-static int port_ready(int port, int udp)
-{
-    const char *files[2] = {udp ? "/proc/net/udp" : "/proc/net/tcp",
-                            udp ? "/proc/net/udp6" : "/proc/net/tcp6"};
-    for (int f = 0; f < 2; f++) {
-        FILE *fp = fopen(files[f], "r");
-        if (!fp)
-            continue;
-        char line[512];
-        while (fgets(line, sizeof line, fp)) {
-            char local[128];
-            unsigned st;
-            if (sscanf(line, " %*d: %127s %*s %x", local, &st) != 2)
-                continue;
-            char *colon = strrchr(local, ':');
-            if (!colon || (int)strtol(colon + 1, NULL, 16) != port)
-                continue;
-            if (udp || st == 0x0A) {
-                fclose(fp);
-                return 1;
-            }
-        }
-        fclose(fp);
-    }
-    return 0;
-}
-
-static int wait_port(pid_t server, int port, int udp, double timeout_s)
-{
-    double deadline = bench_now_ns() + timeout_s * 1e9;
-    while (bench_now_ns() < deadline) {
-        if (port_ready(port, udp))
-            return 0;
-        if (waitpid(server, NULL, WNOHANG) == server)
-            return -1; /* the server died */
-        usleep(5000);
-    }
-    return -1;
-}
-
-static const char *why(int rc)
-{
-    static char buf[64];
-    if (rc == -2)
-        return "timed out";
-    if (rc == -1)
-        return "could not start";
-    snprintf(buf, sizeof buf, "exit status %d", rc);
-    return buf;
-}
-
-/* Last non-empty line of @s that starts with spaces then a number: copied. */
-static const char *find_line(const char *s, const char *prefix)
-{
-    const char *found = NULL;
-    for (const char *p = s; p && *p;) {
-        const char *q = p;
-        if (prefix) {
-            if (!strncmp(q, prefix, strlen(prefix)))
-                found = q;
-        } else {
-            while (*q == ' ')
-                q++;
-            if (*q >= '0' && *q <= '9')
-                found = p;
-        }
-        p = strchr(p, '\n');
-        if (p)
-            p++;
-    }
-    return found;
-}
 
 /* ------------------------------------------------------------------------- */
 /* UCX                                                                        */
@@ -349,7 +98,7 @@ static int split_words(char *s, char **argv, int max)
 /* One client/server pair; returns 0 and the figure in *val. */
 static int ucx_once(bench_ctx_t *c, const ucx_test_t *t, long n, long w, double *val)
 {
-    int port = free_port(SOCK_STREAM);
+    int port = proc_free_port(SOCK_STREAM);
     if (port < 0)
         return -1;
     char envtls[64];
@@ -364,20 +113,20 @@ static int ucx_once(bench_ctx_t *c, const ucx_test_t *t, long n, long w, double 
     split_words(words[0], sargv, 40);
     split_words(words[1], cargv, 40);
     /* the server pins itself with -c 1, the client with -c 0 */
-    pid_t server = spawn(sargv, env, -1, -1);
+    pid_t server = proc_spawn(sargv, env, -1, -1);
     if (server < 0)
         return -1;
-    if (wait_port(server, port, 0, 10)) {
-        stop_group(server);
+    if (proc_wait_port(server, port, 0, 10)) {
+        proc_stop_group(server);
         bench_note(c, "%s: ucx_perftest server did not start listening", t->metric);
         return -1;
     }
     char *out = NULL;
     double tmo = c->quick ? 20 : 120;
-    int rc = run_capture(cargv, env, -1, tmo, &out);
-    stop_group(server);
+    int rc = proc_run_capture(cargv, env, -1, tmo, &out);
+    proc_stop_group(server);
     int ok = -1;
-    const char *line = out ? find_line(out, NULL) : NULL;
+    const char *line = out ? proc_find_line(out, NULL) : NULL;
     double f[8];
     if (rc == 0 && line &&
         sscanf(line, " %lf %lf %lf %lf %lf %lf %lf %lf", &f[0], &f[1], &f[2], &f[3], &f[4], &f[5],
@@ -392,7 +141,7 @@ static int ucx_once(bench_ctx_t *c, const ucx_test_t *t, long n, long w, double 
     } else {
         const char *last = out && *out ? out : "(no output)";
         size_t l = strlen(last);
-        bench_note(c, "%s %zu B: ucx_perftest failed (%s): %.200s", t->metric, t->size, why(rc),
+        bench_note(c, "%s %zu B: ucx_perftest failed (%s): %.200s", t->metric, t->size, proc_why(rc),
                    l > 200 ? last + l - 200 : last);
     }
     free(out);
@@ -401,7 +150,7 @@ static int ucx_once(bench_ctx_t *c, const ucx_test_t *t, long n, long w, double 
 
 static void run_ucx(bench_ctx_t *c)
 {
-    if (!in_path("ucx_perftest", NULL, 0)) {
+    if (!proc_in_path("ucx_perftest", NULL, 0)) {
         bench_note(c, "UCX not measured: ucx_perftest is not installed "
                       "(apt-get install -y ucx-utils)");
         return;
@@ -501,18 +250,18 @@ static const mpi_impl_t mpis[] = {
 
 static void run_mpi_one(bench_ctx_t *c, const mpi_impl_t *m, const char *tmp, const char *src)
 {
-    if (!in_path(m->mpicc, NULL, 0) || !in_path(m->mpirun, NULL, 0)) {
+    if (!proc_in_path(m->mpicc, NULL, 0) || !proc_in_path(m->mpirun, NULL, 0)) {
         bench_note(c, "%s not measured: %s is not installed (apt-get install -y %s %s)", m->name,
-                   in_path(m->mpicc, NULL, 0) ? m->mpirun : m->mpicc, m->pkg_run, m->pkg_cc);
+                   proc_in_path(m->mpicc, NULL, 0) ? m->mpirun : m->mpicc, m->pkg_run, m->pkg_cc);
         return;
     }
     char prog[PATH_MAX];
     snprintf(prog, sizeof prog, "%s/pp_%s", tmp, m->name);
     char *cc[] = {(char *)m->mpicc, "-O2", "-o", prog, (char *)src, NULL};
     char *out = NULL;
-    int rc = run_capture(cc, NULL, -1, 120, &out);
+    int rc = proc_run_capture(cc, NULL, -1, 120, &out);
     if (rc) {
-        bench_note(c, "%s not measured: %s failed (%s): %.300s", m->name, m->mpicc, why(rc),
+        bench_note(c, "%s not measured: %s failed (%s): %.300s", m->name, m->mpicc, proc_why(rc),
                    out ? out : "");
         free(out);
         return;
@@ -546,7 +295,7 @@ static void run_mpi_one(bench_ctx_t *c, const mpi_impl_t *m, const char *tmp, co
     if (c->quick)
         argv[n++] = "-q";
     argv[n] = NULL;
-    rc = run_capture(argv, NULL, -1, c->quick ? 30 : 600, &out);
+    rc = proc_run_capture(argv, NULL, -1, c->quick ? 30 : 600, &out);
     int rows = 0;
     size_t floor_size = 0; /* the size of the last "floor" line: its "lat" is bounded */
     for (const char *p = out; p && *p;) {
@@ -580,7 +329,7 @@ static void run_mpi_one(bench_ctx_t *c, const mpi_impl_t *m, const char *tmp, co
     if (rc || !rows) {
         const char *o = out && *out ? out : "(no output)";
         size_t l = strlen(o);
-        bench_note(c, "%s run failed (%s): %.300s", m->name, why(rc), l > 300 ? o + l - 300 : o);
+        bench_note(c, "%s run failed (%s): %.300s", m->name, proc_why(rc), l > 300 ? o + l - 300 : o);
     }
     free(out);
 }
@@ -629,7 +378,7 @@ static void run_mpi(bench_ctx_t *c)
 
 static int sockperf_once(bench_ctx_t *c, int busy, double *val)
 {
-    int port = free_port(SOCK_DGRAM);
+    int port = proc_free_port(SOCK_DGRAM);
     if (port < 0)
         return -1;
     char ps[16];
@@ -638,30 +387,30 @@ static int sockperf_once(bench_ctx_t *c, int busy, double *val)
                      busy ? "--nonblocked" : NULL, NULL};
     char *cargv[] = {"sockperf", "ping-pong", "-i", "127.0.0.1", "-p", ps, "-m", "64", "-t",
                      c->quick ? "1" : "3", busy ? "--nonblocked" : NULL, NULL};
-    pid_t server = spawn(sargv, NULL, 1, -1);
+    pid_t server = proc_spawn(sargv, NULL, 1, -1);
     if (server < 0)
         return -1;
-    if (wait_port(server, port, 1, 10)) {
-        stop_group(server);
+    if (proc_wait_port(server, port, 1, 10)) {
+        proc_stop_group(server);
         bench_note(c, "sockperf server did not start");
         return -1;
     }
     char *out = NULL;
-    int rc = run_capture(cargv, NULL, 0, c->quick ? 20 : 60, &out);
-    stop_group(server);
+    int rc = proc_run_capture(cargv, NULL, 0, c->quick ? 20 : 60, &out);
+    proc_stop_group(server);
     int ok = -1;
     const char *p = out ? strstr(out, "percentile 50.000 =") : NULL;
     if (rc == 0 && p && sscanf(p, "percentile 50.000 = %lf", val) == 1)
         ok = 0;
     else
-        bench_note(c, "sockperf ping-pong failed (%s)", why(rc));
+        bench_note(c, "sockperf ping-pong failed (%s)", proc_why(rc));
     free(out);
     return ok;
 }
 
 static void run_sockperf(bench_ctx_t *c)
 {
-    if (!in_path("sockperf", NULL, 0)) {
+    if (!proc_in_path("sockperf", NULL, 0)) {
         bench_note(c, "UDP loopback not measured: sockperf is not installed "
                       "(apt-get install -y sockperf)");
         return;
@@ -689,9 +438,7 @@ static void run_sockperf(bench_ctx_t *c)
 
 static int peers_run(bench_ctx_t *c)
 {
-    signal(SIGPIPE, SIG_IGN);
-    signal(SIGTERM, on_stop);
-    signal(SIGINT, on_stop);
+    proc_catch_stop();
     run_ucx(c);
     run_mpi(c);
     run_sockperf(c);

@@ -93,6 +93,10 @@ static void run(int notify)
         snprintf(name, sizeof name, "%s.ack", mode);
         conf_export(ep, &ack, name, VMMC_EXPORT_READ, NULL, NULL);
     }
+    if (me == 1) {
+        snprintf(name, sizeof name, "%s.ack", mode);
+        ack_px = conf_import(ep, 0, name); /* before the first notification */
+    }
     VT_OK(vmmc_barrier(ep));
     if (me == 0) {
         vmmc_proxy_t *dpx[NEX], *fpx;
@@ -134,8 +138,6 @@ static void run(int notify)
             VT_OK(vmmc_unimport(dpx[k]));
         VT_OK(vmmc_unimport(fpx));
     } else {
-        snprintf(name, sizeof name, "%s.ack", mode);
-        ack_px = conf_import(ep, 0, name);
         if (notify) {
             CONF_WAIT(ep, next == (uint64_t)nrec, "every notification");
         } else {

@@ -254,6 +254,18 @@ static inline uint64_t conf_load(const void *p)
     return __atomic_load_n((const uint64_t *)p, __ATOMIC_ACQUIRE);
 }
 
+/* The endpoint's non-zero counters to stderr (for a failure's report). */
+static inline void conf_dump_counters(vmmc_ep_t *ep)
+{
+    const char *name;
+    uint64_t v;
+    fprintf(stderr, "[%s] rank %d counters:", conf_transport(), vmmc_rank(ep));
+    for (int i = 0; vmmc_counter_get(ep, i, &name, &v) == VMMC_OK; i++)
+        if (v)
+            fprintf(stderr, " %s=%llu", name, (unsigned long long)v);
+    fprintf(stderr, "\n");
+}
+
 #define conf_ok(rank, ...)                                                             \
     do {                                                                               \
         printf("[%s] rank %d: ", conf_transport(), (rank));                            \

@@ -70,8 +70,11 @@ int main(int argc, char **argv)
             while ((rc = vmmc_send_imm(px[p], off, src, len, fl, i + 1)) == VMMC_ERR_AGAIN) {
                 again++;
                 VT_CHECK(vmmc_progress(ep) >= 0);
-                if (vt_now() - w0 > conf_timeout())
-                    VT_FAIL("[%s] rank %d's queue stayed full", conf_transport(), p);
+                if (vt_now() - w0 > conf_timeout() / 2) {
+                    conf_dump_counters(ep);
+                    VT_FAIL("[%s] rank %d's queue stayed full for %.0f s (message %llu)",
+                            conf_transport(), p, conf_timeout() / 2, (unsigned long long)i + 1);
+                }
                 sched_yield();
             }
             VT_OK(rc);
@@ -79,7 +82,20 @@ int main(int argc, char **argv)
         if (i % 64 == 0)
             VT_CHECK(vmmc_progress(ep) >= 0);
     }
-    CONF_WAIT(ep, ends == (uint64_t)np - 1, "the last notification of every sender");
+    double w0 = vt_now();
+    while (ends != (uint64_t)np - 1) {
+        if (vt_now() - w0 > conf_timeout()) {
+            for (int p = 0; p < np; p++)
+                if (p != me && got[p] != (uint64_t)nmsg)
+                    fprintf(stderr, "[%s] rank %d: %llu of %ld notifications from rank %d\n",
+                            conf_transport(), me, (unsigned long long)got[p], nmsg, p);
+            conf_dump_counters(ep);
+            VT_FAIL("[%s] notifications missing after %.0f s", conf_transport(), conf_timeout());
+        }
+        int rc = vmmc_wait(ep, 20);
+        if (rc < 0)
+            VT_FAIL("vmmc_wait: %s", vmmc_strerror(rc));
+    }
     VT_OK(vmmc_barrier(ep));
     VT_CHECK(vmmc_progress(ep) >= 0); /* a late duplicate fails in the handler */
     for (int p = 0; p < np; p++)

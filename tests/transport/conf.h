@@ -101,9 +101,11 @@ static inline void conf_region_alloc(vmmc_ep_t *ep, conf_region_t *r, int kind, 
         r->hi = r->p + len;
         r->nhi = (4096 - len % 4096) % 4096;
     }
-    memset(r->lo, CONF_GUARD_BYTE, r->nlo);
+    if (r->nlo)
+        memset(r->lo, CONF_GUARD_BYTE, r->nlo);
     memset(r->p, 0, len);
-    memset(r->hi, CONF_GUARD_BYTE, r->nhi);
+    if (r->nhi)
+        memset(r->hi, CONF_GUARD_BYTE, r->nhi);
 }
 
 static inline void conf_region_free(vmmc_ep_t *ep, conf_region_t *r)
@@ -112,6 +114,15 @@ static inline void conf_region_free(vmmc_ep_t *ep, conf_region_t *r)
         free(r->base);
     else
         VT_OK(vmmc_mem_free(ep, r->base));
+    memset(r, 0, sizeof *r);
+}
+
+/* After vmmc_finalize(): free a heap region (allocations go with the
+ * endpoint). */
+static inline void conf_region_release(conf_region_t *r)
+{
+    if (r->kind == CONF_HEAP)
+        free(r->base);
     memset(r, 0, sizeof *r);
 }
 

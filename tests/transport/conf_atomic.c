@@ -219,5 +219,10 @@ int main(void)
     conf_ok(me, "atomics: counters exact, lock held, every op and refusal as documented");
     VT_OK(vmmc_barrier(ep));
     VT_OK(vmmc_finalize(ep));
+    if (me == 0) {
+        conf_region_release(&reg[1]);
+        conf_region_release(&reg[2]);
+        conf_region_release(&ol);
+    }
     return 0;
 }

@@ -10,7 +10,10 @@
  * the accepted writes to a model of the region; rank 0 checks its memory,
  * its guards and its notifications against the model, rank 1 checks every
  * fetch against it (a fetch sees the sends issued before it) and that a
- * refused fetch writes nothing. */
+ * refused fetch writes nothing.
+ *
+ * usage: conf_bounds [null]   (null: only sends and fetches of length 0
+ *                              with a NULL buffer) */
 #include <stdint.h>
 
 #include "conf.h"
@@ -136,10 +139,45 @@ static void importer(int k)
     free(dst);
 }
 
-int main(void)
+/* Length 0 with no source (or destination) at all, documented as allowed,
+ * at the start and the end of each region ("conf_bounds null"). */
+static void null_sources(int me, conf_region_t *r)
+{
+    if (me == 1) {
+        for (int k = 0; k < NREG; k++) {
+            char name[16];
+            snprintf(name, sizeof name, "b%d", k);
+            vmmc_proxy_t *px = conf_import(ep, 0, name);
+            size_t L = reg_len[k];
+            VT_OK(vmmc_send(px, 0, NULL, 0, 0));
+            VT_OK(vmmc_send(px, L, NULL, 0, 0));
+            VT_OK(vmmc_send_imm(px, L, NULL, 0, VMMC_SEND_NOTIFY, 1));
+            vmmc_request_t rq;
+            int rc = vmmc_send_async(px, L, NULL, 0, 0, &rq);
+            if (rc == VMMC_INPROGRESS)
+                rc = vmmc_request_wait(&rq, (int)(conf_timeout() * 1000));
+            VT_OK(rc);
+            VT_STATUS(reg_flags[k] & VMMC_EXPORT_READ ? VMMC_OK : VMMC_ERR_PERMISSION,
+                      vmmc_fetch(px, L, NULL, 0));
+            VT_OK(vmmc_unimport(px));
+        }
+    }
+    VT_OK(vmmc_barrier(ep));
+    if (me == 0)
+        for (int k = 0; k < NREG; k++) {
+            CONF_WAIT(ep, nnotes[k] == 1, "the notification of a send of nothing");
+            VT_CHECK(notes[k][0].off == reg_len[k] && notes[k][0].len == 0);
+            for (size_t i = 0; i < reg_len[k]; i++)
+                VT_CHECK(r[k].p[i] == 0);
+            conf_guard_check(&r[k]);
+        }
+}
+
+int main(int argc, char **argv)
 {
     ep = conf_init(2);
     int me = vmmc_rank(ep);
+    int null = argc > 1 && !strcmp(argv[1], "null");
     conf_region_t r[NREG];
     if (me == 0) {
         for (int k = 0; k < NREG; k++) {
@@ -162,7 +200,9 @@ int main(void)
         VT_OK(vmmc_export(ep, &p, &ex));
     }
     VT_OK(vmmc_barrier(ep));
-    if (me == 1) {
+    if (null) {
+        null_sources(me, r);
+    } else if (me == 1) {
         vmmc_proxy_t *px;
         VT_STATUS(VMMC_ERR_PERMISSION, vmmc_import(ep, 0, "private", 10000, &px));
         VT_STATUS(VMMC_ERR_TIMEOUT, vmmc_import(ep, 0, "never.exported", 200, &px));
@@ -171,7 +211,7 @@ int main(void)
             importer(k);
     }
     VT_OK(vmmc_barrier(ep));
-    if (me == 0) {
+    if (me == 0 && !null) {
         for (int k = 0; k < NREG; k++) {
             edge_t e[32];
             int ne = edges(reg_len[k], e), want = 0;
@@ -201,7 +241,7 @@ int main(void)
     VT_OK(vmmc_barrier(ep));
     /* No late notification of a refused send. */
     VT_CHECK(vmmc_progress(ep) >= 0);
-    if (me == 0)
+    if (me == 0 && !null)
         for (int k = 0; k < NREG; k++) {
             edge_t e[32];
             int ne = edges(reg_len[k], e), want = 0;
@@ -211,5 +251,8 @@ int main(void)
         }
     conf_ok(me, "every edge as documented, nothing outside the regions");
     VT_OK(vmmc_finalize(ep));
+    if (me == 0)
+        for (int k = 0; k < NREG; k++)
+            conf_region_release(&r[k]);
     return 0;
 }

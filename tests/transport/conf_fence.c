@@ -75,5 +75,9 @@ int main(void)
         conf_guard_check(&data);
     conf_ok(me, "%d rounds: everything before a fence was in place after it", ROUNDS);
     VT_OK(vmmc_finalize(ep));
+    if (me == 1)
+        conf_region_release(&data);
+    free(src);
+    free(back);
     return 0;
 }

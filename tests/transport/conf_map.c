@@ -64,5 +64,7 @@ int main(void)
         conf_guard_check(&mem);
     conf_ok(me, "%d rounds of data then flag through the mapping", ROUNDS);
     VT_OK(vmmc_finalize(ep));
+    if (me == 1)
+        conf_region_release(&heap);
     return 0;
 }

@@ -107,5 +107,6 @@ int main(int argc, char **argv)
             "VMMC_ERR_AGAIN, %.2f s)", nmsg, np - 1, (unsigned long long)again, vt_now() - t0);
     VT_OK(vmmc_barrier(ep));
     VT_OK(vmmc_finalize(ep));
+    conf_region_release(&r);
     return 0;
 }

@@ -89,5 +89,9 @@ int main(void)
         }
     conf_ok(me, "fetches of 1 byte .. %zu bytes at every edge (%.2f s)", L, vt_now() - t0);
     VT_OK(vmmc_finalize(ep));
+    if (me == 0)
+        for (int k = 0; k < 4; k++)
+            conf_region_release(&r[k]);
+    free(dst);
     return 0;
 }

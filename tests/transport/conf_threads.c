@@ -87,7 +87,7 @@ static void *sender(void *arg)
                             rc = vmmc_request_wait(&rq, (int)(conf_timeout() * 1000));
                         VT_OK(rc);
                         if (fl)
-                            VT_OK(vmmc_send_imm(px[p][x], off, NULL, 0, VMMC_SEND_NOTIFY,
+                            VT_OK(vmmc_send_imm(px[p][x], off, src + pos, 0, VMMC_SEND_NOTIFY,
                                                 (uint64_t)t << 32 | *sq));
                     }
                 }
@@ -149,5 +149,6 @@ int main(int argc, char **argv)
             np - 1, vt_now() - t0);
     VT_OK(vmmc_barrier(ep));
     VT_OK(vmmc_finalize(ep));
+    conf_region_release(&reg[0]);
     return 0;
 }

@@ -690,6 +690,30 @@ VMMC_API int vmmc_info_get(int i, const char **key, const char **value);
  *  and bytes in and out, retransmissions, datagrams refused by reason). */
 VMMC_API int vmmc_counter_get(vmmc_ep_t *ep, int i, const char **name,
                               uint64_t *value);
+
+/** @brief The counters of one endpoint of a running process, as published. */
+typedef struct vmmc_counter_set {
+    int pid;                  /**< the process */
+    int index;                /**< the endpoint's number in that process (0, 1, ...) */
+    int rank, size;           /**< its rank and job size */
+    double age_s;             /**< seconds since the values were refreshed */
+    int count;                /**< entries in names and values */
+    const char *const *names; /**< vmmc_counter_get()'s names: the core's, then udp.* ... */
+    const uint64_t *values;
+} vmmc_counter_set_t;
+
+/** @brief Called once per published endpoint; the set is valid during the call. */
+typedef void (*vmmc_counter_set_fn)(const vmmc_counter_set_t *set, void *arg);
+
+/** @brief Read the counters that running processes of this user publish:
+ *  each endpoint refreshes a copy of its counters every VMMC_COUNTERS_PERIOD
+ *  (default 1 s) in /dev/shm/vmmc-cnt.UID.PID.N (removed when it closes).
+ *  @p pid 0 reads every process of this user, otherwise that process only.
+ *  Files left by processes that are gone (a crash; a reused pid is told by
+ *  its start time) are removed on the way. Malformed files are skipped with a
+ *  warning on stderr. Returns the number of sets reported (>= 0), or
+ *  VMMC_ERR_INVALID for a negative @p pid or a NULL @p fn. */
+VMMC_API int vmmc_counters_published(int pid, vmmc_counter_set_fn fn, void *arg);
 /** @} */
 
 #ifdef __cplusplus

@@ -276,6 +276,7 @@ struct vmmc_ep {
     _Atomic uint64_t counters[CNT_MAX];
     int closing;
     _Atomic int forked;        /* this process is a child of fork(): the endpoint is the parent's */
+    struct vmmc_counters *published; /* the counters file (counters.c), or NULL */
 };
 
 #define VMMC_COUNT(ep, c, n) atomic_fetch_add_explicit(&(ep)->counters[c], (n), memory_order_relaxed)
@@ -355,6 +356,12 @@ void vmmc_fork_exclude(void *addr, size_t len);
         if (VMMC_UNLIKELY((ep) && atomic_load_explicit(&(ep)->forked, memory_order_relaxed))) \
             return vmmc_fork_error((ep), __func__);                                      \
     } while (0)
+
+/* counters.c: publish the endpoint's counters for `vmmc info --counters`
+ * (after the control thread runs; close after it stopped). */
+typedef struct vmmc_counters vmmc_counters_t;
+int vmmc_counters_open(vmmc_ep_t *ep);
+void vmmc_counters_close(vmmc_ep_t *ep);
 
 /* stats.c: write the endpoint's counters where VMMC_STATS says (at finalize). */
 void vmmc_stats_dump(vmmc_ep_t *ep);

@@ -296,6 +296,8 @@ int vmmc_init(const vmmc_ep_params_t *params, vmmc_ep_t **out)
         goto fail;
     if ((rc = vmmc_fork_track(ep)) != VMMC_OK)
         goto fail;
+    if (vmmc_counters_open(ep) != VMMC_OK) /* not fatal: the job runs, unobserved */
+        vmmc_warn("counters not published: %s", vmmc_last_error());
     *out = ep;
     return VMMC_OK;
 fail:
@@ -316,6 +318,7 @@ int vmmc_finalize(vmmc_ep_t *ep)
     vmmc_dma_stop(ep);
     vmmc_export_all_revoke(ep); /* nothing of importers lands after we return */
     vmmc_ctl_stop(ep);
+    vmmc_counters_close(ep);
     if (ep->udp && vmmc_tl_udp.ep_close)
         vmmc_tl_udp.ep_close(ep);
     vmmc_mkey_cache_destroy(ep);

@@ -707,12 +707,12 @@ typedef void (*vmmc_counter_set_fn)(const vmmc_counter_set_t *set, void *arg);
 
 /** @brief Read the counters that running processes of this user publish:
  *  each endpoint refreshes a copy of its counters every VMMC_COUNTERS_PERIOD
- *  (default 1 s) in /dev/shm/vmmc-cnt.UID.PID.N (removed when it closes).
- *  @p pid 0 reads every process of this user, otherwise that process only.
- *  Files left by processes that are gone (a crash; a reused pid is told by
- *  its start time) are removed on the way. Malformed files are skipped with a
- *  warning on stderr. Returns the number of sets reported (>= 0), or
- *  VMMC_ERR_INVALID for a negative @p pid or a NULL @p fn. */
+ *  (default 1 s) in a memfd named "vmmc-cnt.N", found through /proc/PID/fd;
+ *  it vanishes when the endpoint closes or the process dies. @p pid 0 reads
+ *  every process this one may inspect, otherwise that process only.
+ *  Malformed files are skipped with a warning on stderr. Returns the number
+ *  of sets reported (>= 0), or VMMC_ERR_INVALID for a negative @p pid or a
+ *  NULL @p fn. */
 VMMC_API int vmmc_counters_published(int pid, vmmc_counter_set_fn fn, void *arg);
 /** @} */
 

@@ -1,13 +1,11 @@
 /* Live counters, the writer: each endpoint publishes its counters in a
- * shared-memory file (format and naming in counters.h), refreshed by the
- * control thread every VMMC_COUNTERS_PERIOD. */
-#include <errno.h>
+ * memfd (format and naming in counters.h), refreshed by the control thread
+ * every VMMC_COUNTERS_PERIOD. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,43 +16,20 @@
 
 static uint64_t period_ns;
 static const vmmc_cfg_entry_t counters_entries[] = {
-    {"COUNTERS_PERIOD", "1s", "how often each endpoint refreshes the counters it publishes in "
-     "/dev/shm for `vmmc info --counters` (0: publish none)", VMMC_CFG_TIME, &period_ns, 0,
+    {"COUNTERS_PERIOD", "1s", "how often each endpoint refreshes the counters it publishes for "
+     "`vmmc info --counters` (0: publish none)", VMMC_CFG_TIME, &period_ns, 0,
      3600000000000ull},
 };
 VMMC_CONFIG_TABLE(counters_cfg, "core", counters_entries);
 
 struct vmmc_counters {
-    char path[128];
     cnt_header_t *h;
     size_t len;
-    int tfd;
-    pid_t owner;
+    int fd;  /* the memfd: kept open, it is how readers find the counters */
+    int tfd; /* the refresh timer */
 };
 
 static _Atomic int next_index;
-
-uint64_t vmmc_cnt_start_time(int pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = 0;
-    /* The command name may hold spaces and ')': fields start after the last ')'. */
-    char *p = strrchr(buf, ')');
-    if (!p)
-        return 0;
-    p++; /* the space before field 3 */
-    for (int field = 3; field < 22 && p; field++)
-        p = strchr(p + 1, ' ');
-    return p ? strtoull(p + 1, NULL, 10) : 0;
-}
 
 static void refresh(vmmc_ep_t *ep, vmmc_counters_t *c)
 {
@@ -83,22 +58,6 @@ static void on_timer(vmmc_ep_t *ep, int fd, uint32_t events, void *arg)
     refresh(ep, arg);
 }
 
-/* Create the file exclusively; a leftover of ours (a dead process whose pid
- * we now have) is replaced. */
-static int create_file(const char *path)
-{
-    for (int tries = 0; tries < 2; tries++) {
-        int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd >= 0 || errno != EEXIST)
-            return fd;
-        struct stat st;
-        if (lstat(path, &st) != 0 || st.st_uid != getuid() || !S_ISREG(st.st_mode))
-            return -1;
-        unlink(path);
-    }
-    return -1;
-}
-
 int vmmc_counters_open(vmmc_ep_t *ep)
 {
     if (!period_ns)
@@ -111,40 +70,38 @@ int vmmc_counters_open(vmmc_ep_t *ep)
     vmmc_counters_t *c = calloc(1, sizeof *c);
     if (!c)
         return vmmc_error(VMMC_ERR_NOMEM, "out of memory for the published counters");
-    c->tfd = -1;
-    c->owner = getpid();
+    c->fd = c->tfd = -1;
     int index = atomic_fetch_add(&next_index, 1);
-    snprintf(c->path, sizeof c->path, CNT_DIR "/" CNT_FILE_PREFIX "%u.%d.%d", (unsigned)getuid(),
-             (int)c->owner, index);
+    char mname[32];
+    snprintf(mname, sizeof mname, CNT_MEMFD_NAME "%d", index);
     c->len = sizeof(cnt_header_t) + (size_t)count * sizeof(cnt_entry_t);
-    int rc, fd = create_file(c->path);
-    if (fd < 0) {
-        rc = vmmc_error_sys("creating %s", c->path);
+    int rc;
+    c->fd = memfd_create(mname, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (c->fd < 0) {
+        rc = vmmc_error_sys("memfd_create for the published counters");
         goto fail;
     }
-    if (ftruncate(fd, (off_t)c->len) != 0) {
-        rc = vmmc_error_sys("sizing %s", c->path);
-        goto fail_file;
+    if (ftruncate(c->fd, (off_t)c->len) != 0 ||
+        fcntl(c->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        rc = vmmc_error_sys("sizing and sealing the published counters");
+        goto fail;
     }
-    c->h = mmap(NULL, c->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    c->h = mmap(NULL, c->len, PROT_READ | PROT_WRITE, MAP_SHARED, c->fd, 0);
     if (c->h == MAP_FAILED) {
         c->h = NULL;
-        rc = vmmc_error_sys("mapping %s", c->path);
-        goto fail_file;
+        rc = vmmc_error_sys("mapping the published counters");
+        goto fail;
     }
-    close(fd);
-    fd = -1;
     (void)madvise(c->h, c->len, MADV_DONTFORK); /* a child must not write the parent's */
     cnt_header_t *h = c->h;
     h->version = CNT_VERSION;
     h->header_bytes = sizeof *h;
     h->count = (uint32_t)count;
     h->name_bytes = CNT_NAME;
-    h->pid = (int32_t)c->owner;
+    h->pid = (int32_t)getpid();
     h->rank = ep->rank;
     h->size = ep->size;
     h->index = index;
-    h->start_time = vmmc_cnt_start_time((int)c->owner);
     cnt_entry_t *e = (cnt_entry_t *)(h + 1);
     for (int i = 0; i < count; i++)
         if (vmmc_counter_get(ep, i, &name, &v) == VMMC_OK)
@@ -155,7 +112,7 @@ int vmmc_counters_open(vmmc_ep_t *ep)
     c->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
     if (c->tfd < 0) {
         rc = vmmc_error_sys("timerfd for the published counters");
-        goto fail_file;
+        goto fail;
     }
     struct itimerspec its = {0};
     its.it_interval.tv_sec = (time_t)(period_ns / 1000000000ull);
@@ -163,21 +120,19 @@ int vmmc_counters_open(vmmc_ep_t *ep)
     its.it_value = its.it_interval;
     if (timerfd_settime(c->tfd, 0, &its, NULL) != 0) {
         rc = vmmc_error_sys("timerfd_settime for the published counters");
-        goto fail_file;
+        goto fail;
     }
     if ((rc = vmmc_ctl_watch(ep, c->tfd, on_timer, c)) != VMMC_OK)
-        goto fail_file;
+        goto fail;
     ep->published = c;
     return VMMC_OK;
-fail_file:
-    if (fd >= 0)
-        close(fd);
-    unlink(c->path);
 fail:
     if (c->tfd >= 0)
         close(c->tfd);
     if (c->h)
         munmap(c->h, c->len);
+    if (c->fd >= 0)
+        close(c->fd);
     free(c);
     return rc;
 }
@@ -188,9 +143,18 @@ void vmmc_counters_close(vmmc_ep_t *ep)
     if (!c)
         return;
     ep->published = NULL;
-    if (c->owner == getpid()) /* never the parent's file from a child */
-        unlink(c->path);
     close(c->tfd);
     munmap(c->h, c->len);
+    if (c->fd >= 0)
+        close(c->fd);
     free(c);
+}
+
+void vmmc_counters_forked(vmmc_ep_t *ep)
+{
+    vmmc_counters_t *c = ep->published;
+    if (c && c->fd >= 0) {
+        close(c->fd);
+        c->fd = -1;
+    }
 }

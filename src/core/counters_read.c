@@ -1,15 +1,14 @@
-/* Live counters, the reader: every counters file of this user's running
- * processes (counters.h), read under the writer's sequence lock, and the
- * files of processes that are gone removed. A file is input from another
+/* Live counters, the reader: the counters memfd of every endpoint of this
+ * user's running processes (counters.h), found through /proc/<pid>/fd and
+ * read under the writer's sequence lock. The file is input from another
  * process: every field is checked before it is used. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stddef.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,34 +16,17 @@
 #include "core/core.h"
 #include "core/counters.h"
 
-/* "vmmc-cnt.<uid>.<pid>.<n>" with our uid: 0 and the pid and n, or -1. */
-static int parse_name(const char *name, int *pid, int *index)
+/* A non-negative decimal number filling @s, or -1. */
+static long number(const char *s, const char *stop)
 {
-    char want[40];
-    snprintf(want, sizeof want, CNT_FILE_PREFIX "%u.", (unsigned)getuid());
-    size_t wl = strlen(want);
-    if (strncmp(name, want, wl))
-        return -1;
     char *end;
     errno = 0;
-    long p = strtol(name + wl, &end, 10);
-    if (errno || end == name + wl || *end != '.' || p <= 0 || p > 0x3fffffff)
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || v < 0 || v > 0x3fffffff || (stop ? strcmp(end, stop) : *end))
         return -1;
-    const char *s = end + 1;
-    long n = strtol(s, &end, 10);
-    if (errno || end == s || *end || n < 0 || n > 0x3fffffff)
+    if (s[0] == '+' || s[0] == '-' || s[0] == ' ')
         return -1;
-    *pid = (int)p;
-    *index = (int)n;
-    return 0;
-}
-
-static int alive(int pid, uint64_t start_time)
-{
-    if (kill(pid, 0) != 0 && errno == ESRCH)
-        return 0;
-    uint64_t now = vmmc_cnt_start_time(pid);
-    return !now || !start_time || now == start_time; /* unreadable: assume alive */
+    return v;
 }
 
 /* Read the whole file at once (never a mapping: a file truncated under a
@@ -63,14 +45,12 @@ static ssize_t read_file(int fd, void *buf, size_t len)
     return (ssize_t)got;
 }
 
-/* One file: 1 reported, 0 skipped or removed. */
-static int read_one(const char *name, int pid, int index, vmmc_counter_set_fn fn, void *arg)
+/* One counters memfd, open as @path in process @pid: 1 reported, 0 skipped. */
+static int read_one(const char *path, int pid, int index, vmmc_counter_set_fn fn, void *arg)
 {
-    char path[300];
-    snprintf(path, sizeof path, CNT_DIR "/%s", name);
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
-        return 0; /* gone meanwhile, or not a regular file of ours */
+        return 0; /* closed meanwhile */
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != getuid()) {
         close(fd);
@@ -79,10 +59,9 @@ static int read_one(const char *name, int pid, int index, vmmc_counter_set_fn fn
     size_t len = (size_t)st.st_size, max = sizeof(cnt_header_t) + CNT_MAX_ENTRIES * sizeof(cnt_entry_t);
     if (len < sizeof(cnt_header_t) || len > max) {
         close(fd);
-        if (!alive(pid, 0))
-            unlink(path);
-        else if (len)
-            fprintf(stderr, "vmmc: %s: %zu bytes is not a counters file; skipped\n", path, len);
+        if (len)
+            fprintf(stderr, "vmmc: %s (pid %d): %zu bytes is not a counters file; skipped\n", path,
+                    pid, len);
         return 0;
     }
     char *buf = malloc(len);
@@ -107,18 +86,14 @@ static int read_one(const char *name, int pid, int index, vmmc_counter_set_fn fn
         seq2 = 1;
     }
     uint32_t count = h->count;
-    if (h->magic != CNT_MAGIC || h->version != CNT_VERSION ||
-        h->header_bytes != sizeof(cnt_header_t) || h->name_bytes != CNT_NAME ||
-        count > CNT_MAX_ENTRIES || sizeof *h + count * sizeof(cnt_entry_t) > len ||
-        h->pid != pid || h->index != index || (seq2 & 1)) {
-        if (!alive(pid, 0))
-            unlink(path);
-        else if (h->magic == CNT_MAGIC) /* no magic yet: being created */
-            fprintf(stderr, "vmmc: %s is malformed or never still; skipped\n", path);
-        goto out;
-    }
-    if (!alive(pid, h->start_time)) {
-        unlink(path);
+    if (h->magic != CNT_MAGIC)
+        goto out; /* not yet whole: being created */
+    if (h->pid != pid)
+        goto out; /* a copy a child of fork() still holds: its parent reports it */
+    if (h->version != CNT_VERSION || h->header_bytes != sizeof(cnt_header_t) ||
+        h->name_bytes != CNT_NAME || count > CNT_MAX_ENTRIES ||
+        sizeof *h + count * sizeof(cnt_entry_t) > len || h->index != index || (seq2 & 1)) {
+        fprintf(stderr, "vmmc: %s (pid %d) is malformed or never still; skipped\n", path, pid);
         goto out;
     }
     for (uint32_t i = 0; i < count; i++) {
@@ -144,9 +119,55 @@ out:
     return reported;
 }
 
-static int by_name(const void *a, const void *b)
+typedef struct {
+    int pid, index;
+    char path[320]; /* /proc/<pid>/fd/<fd> */
+} found_t;
+
+static int by_pid(const void *a, const void *b)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
+    const found_t *x = a, *y = b;
+    return x->pid != y->pid ? (x->pid > y->pid) - (x->pid < y->pid)
+                            : (x->index > y->index) - (x->index < y->index);
+}
+
+/* The counters descriptors of process @pid, appended to @f. */
+static void scan(int pid, found_t **f, size_t *n, size_t *cap)
+{
+    char dir[48];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", pid);
+    DIR *d = opendir(dir);
+    if (!d)
+        return; /* gone, or not ours */
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (number(de->d_name, NULL) < 0)
+            continue;
+        char link[128];
+        ssize_t l = readlinkat(dirfd(d), de->d_name, link, sizeof link - 1);
+        if (l <= 0)
+            continue;
+        link[l] = 0;
+        size_t pl = strlen(CNT_LINK_PREFIX);
+        if (strncmp(link, CNT_LINK_PREFIX, pl))
+            continue;
+        long index = number(link + pl, " (deleted)");
+        if (index < 0)
+            continue;
+        if (*n == *cap) {
+            size_t nc = *cap ? 2 * *cap : 16;
+            found_t *nf = realloc(*f, nc * sizeof *nf);
+            if (!nf)
+                break;
+            *f = nf;
+            *cap = nc;
+        }
+        found_t *e = &(*f)[(*n)++];
+        e->pid = pid;
+        e->index = (int)index;
+        snprintf(e->path, sizeof e->path, "%s/%s", dir, de->d_name);
+    }
+    closedir(d);
 }
 
 int vmmc_counters_published(int pid, vmmc_counter_set_fn fn, void *arg)
@@ -154,37 +175,26 @@ int vmmc_counters_published(int pid, vmmc_counter_set_fn fn, void *arg)
     if (pid < 0 || !fn)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_counters_published: %s",
                           pid < 0 ? "negative pid" : "NULL callback");
-    DIR *d = opendir(CNT_DIR);
-    if (!d)
-        return 0; /* no /dev/shm: nobody publishes */
-    char **names = NULL;
+    found_t *f = NULL;
     size_t n = 0, cap = 0;
-    struct dirent *de;
-    int p, idx;
-    while ((de = readdir(d)) != NULL) {
-        if (parse_name(de->d_name, &p, &idx) != 0 || (pid && p != pid))
-            continue;
-        if (n == cap) {
-            size_t nc = cap ? 2 * cap : 16;
-            char **nn = realloc(names, nc * sizeof *nn);
-            if (!nn)
-                break;
-            names = nn;
-            cap = nc;
+    if (pid) {
+        scan(pid, &f, &n, &cap);
+    } else {
+        DIR *d = opendir("/proc");
+        struct dirent *de;
+        while (d && (de = readdir(d)) != NULL) {
+            long p = number(de->d_name, NULL);
+            if (p > 0)
+                scan((int)p, &f, &n, &cap);
         }
-        if (!(names[n] = strdup(de->d_name)))
-            break;
-        n++;
+        if (d)
+            closedir(d);
     }
-    closedir(d);
     if (n)
-        qsort(names, n, sizeof *names, by_name);
+        qsort(f, n, sizeof *f, by_pid);
     int reported = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (parse_name(names[i], &p, &idx) == 0)
-            reported += read_one(names[i], p, idx, fn, arg);
-        free(names[i]);
-    }
-    free(names);
+    for (size_t i = 0; i < n; i++)
+        reported += read_one(f[i].path, f[i].pid, f[i].index, fn, arg);
+    free(f);
     return reported;
 }

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "core/core.h"
+#include "core/counters.h"
 
 static pthread_mutex_t eps_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
@@ -68,6 +69,7 @@ static void child(void)
         close_copy(&ep->app_fd);
         close_copy(&ep->app_evfd);
         close_copy(&ep->boot.fd);
+        vmmc_counters_forked(ep);
         pthread_mutex_unlock(&ep->lock);
     }
     pthread_mutex_unlock(&eps_lock);

@@ -1,12 +1,13 @@
-/* `vmmc info --counters`: the counters of a running process, read from the
- * file its endpoint publishes, by another process. The file goes away when
- * the endpoint closes; one left by a killed process is removed by the next
- * reader; malformed files are skipped without harm.
+/* `vmmc info --counters`: the counters of a running process, read by another
+ * process from the memfd its endpoint publishes. They go away when the
+ * endpoint closes and when the process is killed, leaving nothing behind;
+ * malformed counters files are skipped without harm.
  * usage: info_counters VMMC_TOOL */
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,20 +47,6 @@ static long long value(const char *text, const char *name)
     return p ? atoll(p + strlen(want)) : -1;
 }
 
-static int files_of(int pid)
-{
-    char pre[64];
-    snprintf(pre, sizeof pre, CNT_FILE_PREFIX "%u.%d.", (unsigned)getuid(), pid);
-    DIR *d = opendir(CNT_DIR);
-    int n = 0;
-    struct dirent *de;
-    while (d && (de = readdir(d)))
-        n += !strncmp(de->d_name, pre, strlen(pre));
-    if (d)
-        closedir(d);
-    return n;
-}
-
 static int sets;
 static long long sent_seen;
 static void count_set(const vmmc_counter_set_t *s, void *arg)
@@ -71,11 +58,38 @@ static void count_set(const vmmc_counter_set_t *s, void *arg)
             sent_seen = (long long)s->values[i];
 }
 
-static void write_file(const char *path, const void *data, size_t len)
+static void nop_set(const vmmc_counter_set_t *s, void *arg)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    (void)s, (void)arg;
+}
+
+/* Endpoints process @pid publishes. */
+static int published(int pid)
+{
+    int n = vmmc_counters_published(pid, nop_set, NULL);
+    VT_CHECK(n >= 0);
+    return n;
+}
+
+/* A counters memfd with these bytes, kept open (as an endpoint keeps its). */
+static int fake(const char *name, const void *data, size_t len)
+{
+    int fd = memfd_create(name, MFD_CLOEXEC);
     VT_CHECK(fd >= 0 && write(fd, data, len) == (ssize_t)len);
-    close(fd);
+    return fd;
+}
+
+/* Anything of vmmc in /dev/shm (the library uses memfds only). */
+static int dev_shm_files(void)
+{
+    DIR *d = opendir("/dev/shm");
+    int n = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d)))
+        n += strstr(de->d_name, "vmmc") != NULL;
+    if (d)
+        closedir(d);
+    return n;
 }
 
 int main(int argc, char **argv)
@@ -123,12 +137,8 @@ int main(int argc, char **argv)
              sent_seen == SENDS);
     VT_STATUS(VMMC_ERR_INVALID, vmmc_counters_published(-1, count_set, NULL));
 
-    /* Malformed files of a live process are skipped, not trusted. */
-    char bad[256], tiny[256];
-    snprintf(bad, sizeof bad, CNT_DIR "/" CNT_FILE_PREFIX "%u.%d.77", (unsigned)getuid(),
-             (int)getpid());
-    snprintf(tiny, sizeof tiny, CNT_DIR "/" CNT_FILE_PREFIX "%u.%d.78", (unsigned)getuid(),
-             (int)getpid());
+    /* Malformed counters files are skipped, not trusted; a copy a child of
+     * fork() holds (another pid in the header) is not reported twice. */
     cnt_header_t h;
     memset(&h, 0, sizeof h);
     h.magic = CNT_MAGIC;
@@ -138,17 +148,21 @@ int main(int argc, char **argv)
     h.count = 100000; /* far more entries than the file holds */
     h.pid = (int32_t)getpid();
     h.index = 77;
-    write_file(bad, &h, sizeof h);
-    write_file(tiny, "garbage", 7);
+    int bad = fake(CNT_MEMFD_NAME "77", &h, sizeof h);
+    int tiny = fake(CNT_MEMFD_NAME "78", "garbage", 7);
+    h.count = 0;
+    h.index = 79;
+    h.pid = 1;
+    int other = fake(CNT_MEMFD_NAME "79", &h, sizeof h);
     sets = 0;
     VT_CHECK(vmmc_counters_published((int)getpid(), count_set, NULL) == 1 && sets == 1);
     VT_CHECK(info(me, out, sizeof out) == 0 && strstr(out, "malformed") &&
-             strstr(out, "not a counters file"));
-    unlink(bad);
-    unlink(tiny);
+             strstr(out, "not a counters file") && strstr(out, head));
+    close(bad);
+    close(tiny);
+    close(other);
 
-    /* A process killed with its endpoint open leaves its file; the next
-     * reader removes it. */
+    /* A process killed with its endpoint open leaves nothing behind. */
     int pfd[2];
     VT_CHECK(pipe(pfd) == 0);
     pid_t kid = fork();
@@ -163,19 +177,18 @@ int main(int argc, char **argv)
     }
     char c;
     VT_CHECK(read(pfd[0], &c, 1) == 1);
-    VT_CHECK(files_of(kid) == 1);
+    VT_CHECK(published(kid) == 1);
     kill(kid, SIGKILL);
     VT_CHECK(waitpid(kid, &st, 0) == kid);
-    VT_CHECK(files_of(kid) == 1);
-    VT_CHECK(info("", out, sizeof out) == 0 && strstr(out, head));
-    VT_CHECK(files_of(kid) == 0);
-    VT_CHECK(files_of((int)getpid()) == 1);
+    VT_CHECK(published(kid) == 0);
+    VT_CHECK(published((int)getpid()) == 1); /* the child's copy closed at fork */
+    VT_CHECK(dev_shm_files() == 0);
 
-    /* Closing the endpoint removes the file. */
+    /* Closing the endpoint withdraws its counters. */
     VT_OK(vmmc_unimport(px));
     VT_OK(vmmc_unexport(ex));
     VT_OK(vmmc_finalize(ep));
-    VT_CHECK(files_of((int)getpid()) == 0);
+    VT_CHECK(published((int)getpid()) == 0);
     VT_CHECK(info(me, out, sizeof out) == 1 && strstr(out, "publishes no counters"));
     VT_CHECK(info("x1", out, sizeof out) == 2);
     printf("info_counters: ok\n");

@@ -665,8 +665,9 @@ VMMC_API int vmmc_redirect_cancel(vmmc_request_t *req);
 
 /** @brief Iterate over VMMC_* settings: returns 0 and fills the out
  *  parameters for index @p i, or VMMC_ERR_NOT_FOUND past the end. Every
- *  setting of every layer in the library is listed, and the variables of a
- *  job (VMMC_RANK, VMMC_SIZE, VMMC_BOOTSTRAP, ...). @p help ends with the
+ *  setting of every layer in the library is listed, those of the libraries
+ *  that registered theirs (vmmc/config.h), and the variables of a job
+ *  (VMMC_RANK, VMMC_SIZE, VMMC_BOOTSTRAP, ...). @p help ends with the
  *  syntax and valid range in brackets. A refused value shows the default,
  *  which is what would be used; vmmc_config_check() says why. */
 VMMC_API int vmmc_config_get(int i, const char **name, const char **value,

@@ -38,7 +38,9 @@ static void close_copy(int *fd)
 }
 
 /* Before fork: hold the list and each endpoint's lock, so the child's copy of
- * the proxy list is consistent (no thread is half-way through changing it). */
+ * the proxy list is consistent (no thread is half-way through changing it).
+ * No user callback runs under ep->lock (handlers run under progress_lock),
+ * so a fork() from a handler cannot deadlock here: keep it that way. */
 static void prepare(void)
 {
     pthread_mutex_lock(&eps_lock);

@@ -14,8 +14,10 @@
  * lies outside the entry's range [min, max] is refused: vmmc_config_check()
  * (and so vmmc_init()) fails with VMMC_ERR_INVALID and a message naming the
  * variable, the reason and the valid range. Unknown VMMC_* names are warned
- * about on stderr, unless VMMC_SETTINGS_CHECKED is set (`vmmc run` checks
- * the settings once for the whole job and sets it for its ranks). */
+ * about on stderr (except under the prefix of a layer built outside
+ * libvmmc, which checks its own names when it registers: config_reg.c),
+ * unless VMMC_SETTINGS_CHECKED is set (`vmmc run` checks the settings once
+ * for the whole job and sets it for its ranks). */
 #ifndef VMMC_UTIL_CONFIG_H
 #define VMMC_UTIL_CONFIG_H
 

@@ -312,6 +312,9 @@ void vmmc_ctl_stop(vmmc_ep_t *ep);
 typedef void (*vmmc_watch_fn)(vmmc_ep_t *ep, int fd, uint32_t events, void *arg);
 int vmmc_ctl_watch(vmmc_ep_t *ep, int fd, vmmc_watch_fn fn, void *arg);
 void vmmc_ctl_unwatch(vmmc_ep_t *ep, int fd);
+void vmmc_ctl_fork_prepare(vmmc_ep_t *ep);
+void vmmc_ctl_fork_parent(vmmc_ep_t *ep);
+void vmmc_ctl_fork_child(vmmc_ep_t *ep);
 
 /* wait.c */
 enum { WAIT_OWN_NONE = 0, WAIT_OWN_WAITER, WAIT_OWN_SERVICE, WAIT_OWN_PROGRESS };

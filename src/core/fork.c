@@ -12,8 +12,9 @@
  * VMMC_ERR_ENDPOINT (proxies are moved to a state the send path already
  * refuses, so the short path pays nothing), and vmmc_finalize() only drops
  * the child's copy. The handler closes the child's copies of the core's
- * descriptors (the parent keeps its own, so no peer sees anything) and
- * nothing else: it sends nothing and touches no shared memory. Memory that
+ * descriptors, including every control socket the transports registered
+ * with the control thread (the parent keeps its own, so no peer sees
+ * anything); it sends nothing and touches no shared memory. Memory that
  * peers reach (vmmc_mem_alloc() regions, mapped imports, notification rings)
  * is mapped MADV_DONTFORK where it is created, so it is not even present in
  * the child. The child may open endpoints of its own (docs/core.md). */
@@ -44,14 +45,18 @@ static void close_copy(int *fd)
 static void prepare(void)
 {
     pthread_mutex_lock(&eps_lock);
-    for (int i = 0; i < neps; i++)
+    for (int i = 0; i < neps; i++) {
         pthread_mutex_lock(&eps[i]->lock);
+        vmmc_ctl_fork_prepare(eps[i]);
+    }
 }
 
 static void parent(void)
 {
-    for (int i = neps - 1; i >= 0; i--)
+    for (int i = neps - 1; i >= 0; i--) {
+        vmmc_ctl_fork_parent(eps[i]);
         pthread_mutex_unlock(&eps[i]->lock);
+    }
     pthread_mutex_unlock(&eps_lock);
 }
 
@@ -63,8 +68,11 @@ static void child(void)
         atomic_store(&ep->forked, 1);
         for (vmmc_proxy_t *px = ep->proxies; px; px = px->next)
             atomic_store(&px->state, PX_FORKED);
-        /* The copies would keep the parent's eventfds and epoll set alive
-         * after the parent closes them; closing them tells nobody. */
+        /* The copies would keep the parent's sockets, eventfds and epoll
+         * set alive after the parent closes them (a peer would not see the
+         * parent's control connection close when it dies); closing them
+         * tells nobody, since the parent holds its own. */
+        vmmc_ctl_fork_child(ep); /* every watched descriptor: control sockets, timers */
         close_copy(&ep->evfd);
         close_copy(&ep->epfd);
         close_copy(&ep->ctl_wake_fd);

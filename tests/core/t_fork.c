@@ -5,6 +5,7 @@
  * dropping only its copy; then it opens an endpoint of its own and uses it.
  * Meanwhile rank 1 keeps sending and the parent keeps receiving: both see
  * every write exactly once and in order, no death, and a working barrier. */
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
@@ -46,6 +47,23 @@ static int absent(const void *p)
     return mincore(a, (size_t)pg, &v) != 0 && errno == ENOMEM;
 }
 
+/* Descriptors of this process that are sockets. */
+static int sockets(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+    struct dirent *de;
+    char path[300], link[64];
+    while (d && (de = readdir(d))) {
+        snprintf(path, sizeof path, "/proc/self/fd/%s", de->d_name);
+        ssize_t l = readlink(path, link, sizeof link - 1);
+        n += l > 7 && !strncmp(link, "socket:", 7);
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
 #define REFUSED(expr)                                                                  \
     do {                                                                               \
         int r_ = (expr);                                                               \
@@ -83,6 +101,12 @@ static void child(vmmc_ep_t *ep, vmmc_export_t *ex, vmmc_proxy_t *px, void *mapp
     if (mapped)
         VT_CHECK(absent(mapped));
     VT_OK(vmmc_finalize(ep)); /* drops this process's copy, tells nobody */
+    /* The child holds none of the parent's control sockets (which would keep
+     * the parent's connections open after it dies); over udp, the datagram
+     * socket stays until exit or exec. */
+    int socks = sockets();
+    printf("child: %d socket(s) inherited\n", socks);
+    VT_CHECK(socks <= (vt_remote() ? 1 : 0));
 
     /* An endpoint of its own: the child is a job of size 1. */
     unsetenv("VMMC_LAUNCHER");

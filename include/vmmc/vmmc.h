@@ -665,8 +665,9 @@ VMMC_API int vmmc_redirect_cancel(vmmc_request_t *req);
 
 /** @brief Iterate over VMMC_* settings: returns 0 and fills the out
  *  parameters for index @p i, or VMMC_ERR_NOT_FOUND past the end. Every
- *  setting of every layer in the library is listed, and the variables of a
- *  job (VMMC_RANK, VMMC_SIZE, VMMC_BOOTSTRAP, ...). @p help ends with the
+ *  setting of every layer in the library is listed, those of the libraries
+ *  that registered theirs (vmmc/config.h), and the variables of a job
+ *  (VMMC_RANK, VMMC_SIZE, VMMC_BOOTSTRAP, ...). @p help ends with the
  *  syntax and valid range in brackets. A refused value shows the default,
  *  which is what would be used; vmmc_config_check() says why. */
 VMMC_API int vmmc_config_get(int i, const char **name, const char **value,
@@ -690,6 +691,30 @@ VMMC_API int vmmc_info_get(int i, const char **key, const char **value);
  *  and bytes in and out, retransmissions, datagrams refused by reason). */
 VMMC_API int vmmc_counter_get(vmmc_ep_t *ep, int i, const char **name,
                               uint64_t *value);
+
+/** @brief The counters of one endpoint of a running process, as published. */
+typedef struct vmmc_counter_set {
+    int pid;                  /**< the process */
+    int index;                /**< the endpoint's number in that process (0, 1, ...) */
+    int rank, size;           /**< its rank and job size */
+    double age_s;             /**< seconds since the values were refreshed */
+    int count;                /**< entries in names and values */
+    const char *const *names; /**< vmmc_counter_get()'s names: the core's, then udp.* ... */
+    const uint64_t *values;
+} vmmc_counter_set_t;
+
+/** @brief Called once per published endpoint; the set is valid during the call. */
+typedef void (*vmmc_counter_set_fn)(const vmmc_counter_set_t *set, void *arg);
+
+/** @brief Read the counters that running processes of this user publish:
+ *  each endpoint refreshes a copy of its counters every VMMC_COUNTERS_PERIOD
+ *  (default 1 s) in a memfd named "vmmc-cnt.N", found through /proc/PID/fd;
+ *  it vanishes when the endpoint closes or the process dies. @p pid 0 reads
+ *  every process this one may inspect, otherwise that process only.
+ *  Malformed files are skipped with a warning on stderr. Returns the number
+ *  of sets reported (>= 0), or VMMC_ERR_INVALID for a negative @p pid or a
+ *  NULL @p fn. */
+VMMC_API int vmmc_counters_published(int pid, vmmc_counter_set_fn fn, void *arg);
 /** @} */
 
 #ifdef __cplusplus

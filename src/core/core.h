@@ -117,7 +117,8 @@ struct vmmc_export {
 };
 
 /* ---- proxies ---- */
-enum { PX_PENDING = 0, PX_ACTIVE, PX_STALE, PX_FAILED, PX_DEAD };
+enum { PX_PENDING = 0, PX_ACTIVE, PX_STALE, PX_FAILED, PX_DEAD,
+       PX_FORKED /* inherited through fork(): unusable in the child (fork.c) */ };
 enum { PX_KIND_MAPPED = 1, PX_KIND_PVW = 2, PX_KIND_REMOTE = 3 };
 
 typedef int (*vmmc_put_fn)(struct vmmc_proxy *px, size_t off, const void *src, size_t len,
@@ -274,6 +275,8 @@ struct vmmc_ep {
 
     _Atomic uint64_t counters[CNT_MAX];
     int closing;
+    _Atomic int forked;        /* this process is a child of fork(): the endpoint is the parent's */
+    struct vmmc_counters *published; /* the counters file (counters.c), or NULL */
 };
 
 #define VMMC_COUNT(ep, c, n) atomic_fetch_add_explicit(&(ep)->counters[c], (n), memory_order_relaxed)
@@ -309,6 +312,9 @@ void vmmc_ctl_stop(vmmc_ep_t *ep);
 typedef void (*vmmc_watch_fn)(vmmc_ep_t *ep, int fd, uint32_t events, void *arg);
 int vmmc_ctl_watch(vmmc_ep_t *ep, int fd, vmmc_watch_fn fn, void *arg);
 void vmmc_ctl_unwatch(vmmc_ep_t *ep, int fd);
+void vmmc_ctl_fork_prepare(vmmc_ep_t *ep);
+void vmmc_ctl_fork_parent(vmmc_ep_t *ep);
+void vmmc_ctl_fork_child(vmmc_ep_t *ep);
 
 /* wait.c */
 enum { WAIT_OWN_NONE = 0, WAIT_OWN_WAITER, WAIT_OWN_SERVICE, WAIT_OWN_PROGRESS };
@@ -342,6 +348,24 @@ void vmmc_dma_stop(vmmc_ep_t *ep);
 int vmmc_send_wait_async(vmmc_peer_t *peer);
 int vmmc_wait_until(vmmc_ep_t *ep, int (*done)(void *), void *arg, int timeout_ms);
 void vmmc_service_stop_internal(vmmc_ep_t *ep);
+/* fork.c: endpoints inherited through fork() fail every call in the child. */
+int vmmc_fork_track(vmmc_ep_t *ep);
+void vmmc_fork_untrack(vmmc_ep_t *ep);
+int vmmc_fork_error(const vmmc_ep_t *ep, const char *what) VMMC_COLD;
+/* Leave [addr, addr+len) out of children (memory peers reach). */
+void vmmc_fork_exclude(void *addr, size_t len);
+#define VMMC_FORK_CHECK(ep)                                                              \
+    do {                                                                                 \
+        if (VMMC_UNLIKELY((ep) && atomic_load_explicit(&(ep)->forked, memory_order_relaxed))) \
+            return vmmc_fork_error((ep), __func__);                                      \
+    } while (0)
+
+/* counters.c: publish the endpoint's counters for `vmmc info --counters`
+ * (after the control thread runs; close after it stopped). */
+typedef struct vmmc_counters vmmc_counters_t;
+int vmmc_counters_open(vmmc_ep_t *ep);
+void vmmc_counters_close(vmmc_ep_t *ep);
+
 /* stats.c: write the endpoint's counters where VMMC_STATS says (at finalize). */
 void vmmc_stats_dump(vmmc_ep_t *ep);
 

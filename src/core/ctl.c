@@ -300,3 +300,38 @@ void vmmc_ctl_recv(vmmc_ep_t *ep, int peer_rank, const vmmc_ctl_msg_t *m, size_t
         for (int i = 0; i < nfds; i++)
             close(fds[i]);
 }
+
+/* fork() (fork.c): hold the watch list across fork, so the child's copy is
+ * consistent; in the child, close its copies of every watched descriptor
+ * (transports' control sockets, the launcher connection, timers). A watch is
+ * marked dead before its descriptor is closed, so every live one is open. */
+void vmmc_ctl_fork_prepare(vmmc_ep_t *ep)
+{
+    ctl_state_t *st = ctl_of(ep);
+    if (st)
+        pthread_mutex_lock(&st->lock);
+}
+
+void vmmc_ctl_fork_parent(vmmc_ep_t *ep)
+{
+    ctl_state_t *st = ctl_of(ep);
+    if (st)
+        pthread_mutex_unlock(&st->lock);
+}
+
+void vmmc_ctl_fork_child(vmmc_ep_t *ep)
+{
+    ctl_state_t *st = NULL;
+    for (int i = 0; i < 16 && !st; i++) /* no lock: the only thread, states_lock may be stale */
+        if (states[i].ep == ep)
+            st = states[i].st;
+    if (!st)
+        return;
+    for (watch_t *w = st->all; w; w = w->next) {
+        if (!w->dead) {
+            close(w->fd);
+            w->dead = 1;
+        }
+    }
+    pthread_mutex_unlock(&st->lock);
+}

@@ -294,6 +294,10 @@ int vmmc_init(const vmmc_ep_params_t *params, vmmc_ep_t **out)
         goto fail;
     if (service && (rc = vmmc_service_start(ep)) != VMMC_OK)
         goto fail;
+    if ((rc = vmmc_fork_track(ep)) != VMMC_OK)
+        goto fail;
+    if (vmmc_counters_open(ep) != VMMC_OK) /* not fatal: the job runs, unobserved */
+        vmmc_warn("counters not published: %s", vmmc_last_error());
     *out = ep;
     return VMMC_OK;
 fail:
@@ -305,12 +309,16 @@ int vmmc_finalize(vmmc_ep_t *ep)
 {
     if (!ep)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_finalize: NULL endpoint");
+    if (atomic_load(&ep->forked))
+        return VMMC_OK; /* the parent's: this child drops its copy and tells nobody (fork.c) */
+    vmmc_fork_untrack(ep);
     ep->closing = 1;
     vmmc_service_stop_internal(ep);
     vmmc_stats_dump(ep); /* while the transports still hold their counters */
     vmmc_dma_stop(ep);
     vmmc_export_all_revoke(ep); /* nothing of importers lands after we return */
     vmmc_ctl_stop(ep);
+    vmmc_counters_close(ep);
     if (ep->udp && vmmc_tl_udp.ep_close)
         vmmc_tl_udp.ep_close(ep);
     vmmc_mkey_cache_destroy(ep);
@@ -353,6 +361,7 @@ int vmmc_size(const vmmc_ep_t *ep)
 
 int vmmc_peer_alive(vmmc_ep_t *ep, int rank)
 {
+    VMMC_FORK_CHECK(ep);
     if (!ep)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_peer_alive: NULL endpoint");
     int st;
@@ -390,6 +399,7 @@ static int barrier_dead(vmmc_ep_t *ep, int dead, const char *what)
 
 int vmmc_barrier(vmmc_ep_t *ep)
 {
+    VMMC_FORK_CHECK(ep);
     if (!ep)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_barrier: NULL endpoint");
     if (ep->boot.fd < 0 && ep->size == 1)

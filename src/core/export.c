@@ -216,6 +216,7 @@ static int export_create(vmmc_ep_t *ep, const vmmc_export_params_t *pa, int mkey
 
 int vmmc_export(vmmc_ep_t *ep, const vmmc_export_params_t *pa, vmmc_export_t **out)
 {
+    VMMC_FORK_CHECK(ep);
     if (pa && pa->name && !strncmp(pa->name, VMMC_MKEY_PREFIX, strlen(VMMC_MKEY_PREFIX)))
         return vmmc_error(VMMC_ERR_INVALID, "export names starting with '" VMMC_MKEY_PREFIX
                           "' are reserved for memory keys");
@@ -416,6 +417,7 @@ static void wait_acks(vmmc_ep_t *ep, vmmc_export_t *ex)
  * When this returns, no byte sent through vmmc reaches the memory again. */
 int vmmc_unexport(vmmc_export_t *ex)
 {
+    VMMC_FORK_CHECK(ex ? ex->ep : NULL);
     if (!ex)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_unexport: NULL export");
     vmmc_ep_t *ep = ex->ep;

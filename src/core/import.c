@@ -34,6 +34,7 @@ static void proxy_release(vmmc_proxy_t *px)
 
 int vmmc_import_start(vmmc_ep_t *ep, int rank, const char *name, int timeout_ms, vmmc_proxy_t **out)
 {
+    VMMC_FORK_CHECK(ep);
     if (!ep || !name || !out)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_import: NULL %s",
                           !ep ? "endpoint" : !name ? "name" : "result pointer");
@@ -108,6 +109,7 @@ static int test_locked(vmmc_proxy_t *px)
 
 int vmmc_import_test(vmmc_proxy_t *px)
 {
+    VMMC_FORK_CHECK(px ? px->ep : NULL);
     if (!px)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_import_test: NULL proxy");
     if (atomic_load(&px->state) == PX_ACTIVE)
@@ -264,6 +266,7 @@ void vmmc_import_peer_dead(vmmc_ep_t *ep, int rank)
 
 int vmmc_unimport(vmmc_proxy_t *px)
 {
+    VMMC_FORK_CHECK(px ? px->ep : NULL);
     if (!px)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_unimport: NULL proxy");
     vmmc_ep_t *ep = px->ep;
@@ -327,6 +330,8 @@ int vmmc_proxy_state_error(const vmmc_proxy_t *px)
         return vmmc_error(px->status, "%s", px->errmsg);
     case PX_DEAD:
         return vmmc_peer_error(px->peer);
+    case PX_FORKED:
+        return vmmc_fork_error(px->ep, "proxy");
     default:
         return vmmc_error(VMMC_ERR_INVALID, "proxy in unknown state");
     }
@@ -349,6 +354,7 @@ unsigned vmmc_proxy_flags(const vmmc_proxy_t *px)
 
 int vmmc_proxy_map(vmmc_proxy_t *px, void **ptr)
 {
+    VMMC_FORK_CHECK(px ? px->ep : NULL);
     if (!px || !ptr)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_proxy_map: NULL argument");
     if (atomic_load(&px->state) != PX_ACTIVE)

@@ -64,6 +64,7 @@ int vmmc_mem_reback(vmmc_mem_t *m)
         close(fd);
         return rc;
     }
+    vmmc_fork_exclude(m->base, m->len); /* a new mapping: peers reach it, children must not */
     close(m->fd);
     m->fd = fd;
     return VMMC_OK;
@@ -71,6 +72,7 @@ int vmmc_mem_reback(vmmc_mem_t *m)
 
 int vmmc_mem_alloc(vmmc_ep_t *ep, size_t size, void **ptr)
 {
+    VMMC_FORK_CHECK(ep);
     if (!ep || !ptr)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_mem_alloc: NULL %s", !ep ? "endpoint" : "result");
     if (size == 0 || size > ((size_t)1 << 46))
@@ -91,6 +93,7 @@ int vmmc_mem_alloc(vmmc_ep_t *ep, size_t size, void **ptr)
         free(m);
         return rc;
     }
+    vmmc_fork_exclude(m->base, len); /* peers reach it: a child of fork() must not */
     m->len = len;
     m->req = size;
     pthread_mutex_lock(&ep->mem_lock);
@@ -110,6 +113,7 @@ void vmmc_mem_release(vmmc_mem_t *m)
 
 int vmmc_mem_free(vmmc_ep_t *ep, void *ptr)
 {
+    VMMC_FORK_CHECK(ep);
     if (!ep || !ptr)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_mem_free: NULL %s", !ep ? "endpoint" : "pointer");
     pthread_mutex_lock(&ep->mem_lock);

@@ -122,6 +122,7 @@ static void key_fill(vmmc_mkey_t *key, const vmmc_mem_t *m, const char *a, size_
 
 int vmmc_mem_key(vmmc_ep_t *ep, const void *addr, size_t len, int rank, vmmc_mkey_t *key)
 {
+    VMMC_FORK_CHECK(ep);
     if (!ep || !addr || !key)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_mem_key: NULL %s",
                           !ep ? "endpoint" : !addr ? "address" : "key");
@@ -288,6 +289,7 @@ static int ent_wait(mkey_ent_t *e, int timeout_ms)
 
 int vmmc_mem_attach(vmmc_ep_t *ep, int rank, const vmmc_mkey_t *key, int timeout_ms, void **ptr)
 {
+    VMMC_FORK_CHECK(ep);
     if (!ep || !key || !ptr)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_mem_attach: NULL %s",
                           !ep ? "endpoint" : !key ? "key" : "result pointer");
@@ -382,6 +384,7 @@ size_t vmmc_mkey_len(const vmmc_mkey_t *key) { return key ? (size_t)key->opaque[
 
 int vmmc_mem_detach(vmmc_ep_t *ep, void *ptr)
 {
+    VMMC_FORK_CHECK(ep);
     if (!ep || !ptr)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_mem_detach: NULL %s", !ep ? "endpoint" : "pointer");
     struct vmmc_mkey_cache *c = atomic_load_explicit(&ep->mkeys, memory_order_acquire);

@@ -122,6 +122,7 @@ static int dispatch(vmmc_ep_t *ep)
 
 int vmmc_progress(vmmc_ep_t *ep)
 {
+    VMMC_FORK_CHECK(ep);
     if (VMMC_UNLIKELY(!ep))
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_progress: NULL endpoint");
     if (VMMC_UNLIKELY(__atomic_load_n(&ep->evfd_mode, __ATOMIC_RELAXED)) && tl_progress_ep != ep)
@@ -161,6 +162,7 @@ int vmmc_hooks_armed(vmmc_ep_t *ep)
 
 int vmmc_notify_block(vmmc_ep_t *ep)
 {
+    VMMC_FORK_CHECK(ep);
     if (!ep)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_notify_block: NULL endpoint");
     atomic_fetch_add(&ep->notify_blocked, 1);
@@ -169,6 +171,7 @@ int vmmc_notify_block(vmmc_ep_t *ep)
 
 int vmmc_notify_unblock(vmmc_ep_t *ep)
 {
+    VMMC_FORK_CHECK(ep);
     if (!ep)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_notify_unblock: NULL endpoint");
     int floor = tl_progress_ep == ep ? tl_handler_depth : 0;
@@ -191,6 +194,7 @@ int vmmc_notify_unblock(vmmc_ep_t *ep)
 int vmmc_progress_hook_add(vmmc_ep_t *ep, vmmc_progress_fn_t poll_fn, vmmc_progress_fn_t arm,
                            void *arg)
 {
+    VMMC_FORK_CHECK(ep);
     if (!ep || (!poll_fn && !arm))
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_progress_hook_add: NULL %s",
                           !ep ? "endpoint" : "functions");
@@ -213,6 +217,7 @@ int vmmc_progress_hook_add(vmmc_ep_t *ep, vmmc_progress_fn_t poll_fn, vmmc_progr
 
 int vmmc_progress_hook_remove(vmmc_ep_t *ep, vmmc_progress_fn_t poll_fn, void *arg)
 {
+    VMMC_FORK_CHECK(ep);
     if (!ep)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_progress_hook_remove: NULL endpoint");
     /* Under both locks: once this returns, no thread is inside the hook's
@@ -238,6 +243,7 @@ int vmmc_progress_hook_remove(vmmc_ep_t *ep, vmmc_progress_fn_t poll_fn, void *a
 
 int vmmc_signal(vmmc_ep_t *ep, int rank)
 {
+    VMMC_FORK_CHECK(ep);
     if (!ep)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_signal: NULL endpoint");
     if (rank == ep->rank) {

@@ -207,6 +207,7 @@ int vmmc_redir_write(struct vmmc_redir_ctl *c, size_t off, const void *src, size
 
 int vmmc_redirect(vmmc_export_t *ex, size_t off, void *buf, size_t len, vmmc_request_t *req)
 {
+    VMMC_FORK_CHECK(ex ? ex->ep : NULL);
     if (!ex || !buf || !req)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_redirect: NULL %s",
                           !ex ? "export" : !buf ? "buffer" : "request");
@@ -328,6 +329,7 @@ int vmmc_redirect_cancel(vmmc_request_t *req)
     if (!r || r->type != REQ_REDIRECT)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_redirect_cancel: not a redirect request");
     vmmc_export_t *ex = (vmmc_export_t *)r->px;
+    VMMC_FORK_CHECK(ex->ep);
     if (ex->dead)
         return vmmc_error(VMMC_ERR_STALE, "export '%s' was unexported", ex->name);
     redir_slot_t *sl = &ex->rctl->slot[r->slot];
@@ -351,10 +353,14 @@ int vmmc_test(vmmc_request_t *req)
         int st = atomic_load_explicit(&r->status, memory_order_acquire);
         if (st < 0 && st != VMMC_INPROGRESS)
             return vmmc_error(st, "asynchronous send failed: %s", vmmc_strerror(st));
+        if (VMMC_UNLIKELY(st == VMMC_INPROGRESS))
+            VMMC_FORK_CHECK(r->px->ep);
         return st;
     }
-    if (r->type == REQ_REDIRECT)
+    if (r->type == REQ_REDIRECT) {
+        VMMC_FORK_CHECK(((vmmc_export_t *)r->px)->ep);
         return vmmc_redirect_test_internal(r);
+    }
     return vmmc_error(VMMC_ERR_INVALID, "vmmc_test: request was never started");
 }
 

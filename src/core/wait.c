@@ -234,6 +234,7 @@ static void sleep_once(waiter_t *w, int ms)
 
 int vmmc_wait_until(vmmc_ep_t *ep, int (*done)(void *), void *arg, int timeout_ms)
 {
+    VMMC_FORK_CHECK(ep);
     uint64_t start = vmmc_now_ns();
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000ull;
     waiter_t w = {ep, done, arg, atomic_load(&ep->deaths), atomic_load(&ep->work), 0};
@@ -272,6 +273,7 @@ int vmmc_wait_until(vmmc_ep_t *ep, int (*done)(void *), void *arg, int timeout_m
 
 int vmmc_wait(vmmc_ep_t *ep, int timeout_ms)
 {
+    VMMC_FORK_CHECK(ep);
     if (!ep)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_wait: NULL endpoint");
     if (vmmc_in_progress(ep))
@@ -285,6 +287,7 @@ int vmmc_wait(vmmc_ep_t *ep, int timeout_ms)
 
 int vmmc_event_fd(vmmc_ep_t *ep)
 {
+    VMMC_FORK_CHECK(ep);
     if (!ep)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_event_fd: NULL endpoint");
     int rc = VMMC_OK;
@@ -369,6 +372,7 @@ static void *service_main(void *arg)
 
 int vmmc_service_start(vmmc_ep_t *ep)
 {
+    VMMC_FORK_CHECK(ep);
     if (!ep)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_service_start: NULL endpoint");
     pthread_mutex_lock(&ep->lock);
@@ -416,6 +420,7 @@ void vmmc_service_stop_internal(vmmc_ep_t *ep)
 
 int vmmc_service_stop(vmmc_ep_t *ep)
 {
+    VMMC_FORK_CHECK(ep);
     if (!ep)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_service_stop: NULL endpoint");
     if (vmmc_in_progress(ep))

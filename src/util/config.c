@@ -1,10 +1,11 @@
+/* VMMC_* settings: the parsers (units, ranges) and the tables of util and of
+ * the job variables. The registry of every table is config_reg.c. */
 #include "util/config.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,8 +14,6 @@
 #include "util/log.h"
 #include "vmmc/vmmc.h"
 
-extern char **environ;
-
 /* The logging level is the config module's own entry. */
 static int64_t log_level_cfg;
 static const vmmc_cfg_entry_t util_entries[] = {
@@ -22,6 +21,11 @@ static const vmmc_cfg_entry_t util_entries[] = {
      VMMC_CFG_INT, &log_level_cfg, 0, 4},
 };
 VMMC_CONFIG_TABLE(util_cfg, "util", util_entries);
+
+void vmmc_cfg_apply_util(void)
+{
+    vmmc_log_level = (int)log_level_cfg;
+}
 
 /* Variables a launcher sets for its ranks (or a user sets to form a job by
  * hand). The job layer reads and checks them; listing them here makes them
@@ -44,26 +48,6 @@ static const vmmc_cfg_entry_t job_entries[] = {
      "programs are (default: the copy built into the tool)", VMMC_CFG_JOB, &job_vars[7]},
 };
 VMMC_CONFIG_TABLE(job_cfg, "job", job_entries);
-
-extern const vmmc_cfg_table_t *const __start_vmmc_cfg[] __attribute__((weak));
-extern const vmmc_cfg_table_t *const __stop_vmmc_cfg[] __attribute__((weak));
-#ifdef VMMC_CFG_LIST
-/* Generated at build time (cmake/cfg_tables.cmake): every table in libvmmc.
- * Referring to it makes a static link bring every layer's table along. */
-extern const vmmc_cfg_table_t *const vmmc_cfg_all[];
-#endif
-
-/* Flat view of all entries with the value in effect as text. */
-typedef struct {
-    const vmmc_cfg_entry_t *e;
-    char *value;
-    char *help; /* the entry's help with its syntax and range */
-} cfg_slot_t;
-static cfg_slot_t *slots;
-static int nslots;
-static char *errors;    /* every refused value, "; "-separated, or NULL */
-static int load_failed; /* out of memory while loading */
-static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 /* A decimal number with an optional suffix; -1 bad syntax. */
 static int parse_number(const char *s, double *v, const char **rest)
@@ -183,7 +167,7 @@ static int ranged(const vmmc_cfg_entry_t *e)
 }
 
 /* Parse @s into @e->dst; 0, or a reason in @why. */
-static int parse_into(const vmmc_cfg_entry_t *e, const char *s, char *why, size_t n)
+int vmmc_cfg_parse_into(const vmmc_cfg_entry_t *e, const char *s, char *why, size_t n)
 {
     uint64_t u = 0;
     int rc = 0;
@@ -242,30 +226,8 @@ out_of_range: {
 }
 }
 
-static void add_error(const char *fmt, ...) VMMC_PRINTF(1, 2);
-static void add_error(const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    size_t old = errors ? strlen(errors) : 0;
-    char *e = realloc(errors, old + strlen(msg) + 3);
-    if (!e) {
-        load_failed = 1;
-        return;
-    }
-    if (old)
-        memcpy(e + old, "; ", 3);
-    else
-        e[0] = 0;
-    strcat(e, msg);
-    errors = e;
-}
-
 /* The help text with the entry's syntax and range. */
-static char *describe(const vmmc_cfg_entry_t *e)
+char *vmmc_cfg_describe(const vmmc_cfg_entry_t *e)
 {
     char range[96] = "";
     if (ranged(e)) {
@@ -290,113 +252,3 @@ static char *describe(const vmmc_cfg_entry_t *e)
     return h;
 }
 
-static int seen_table(const vmmc_cfg_table_t **seen, int n, const vmmc_cfg_table_t *t)
-{
-    for (int i = 0; i < n; i++)
-        if (seen[i] == t)
-            return 1;
-    return 0;
-}
-
-static void load(void)
-{
-    /* Every table once: the generated list, then the linker section. */
-    const vmmc_cfg_table_t *tabs[256];
-    int ntabs = 0;
-#ifdef VMMC_CFG_LIST
-    for (const vmmc_cfg_table_t *const *t = vmmc_cfg_all; *t && ntabs < 256; t++)
-        if (!seen_table(tabs, ntabs, *t))
-            tabs[ntabs++] = *t;
-#endif
-    const vmmc_cfg_table_t *const *b = __start_vmmc_cfg, *const *en = __stop_vmmc_cfg;
-    for (const vmmc_cfg_table_t *const *t = b; t && t < en && ntabs < 256; t++)
-        if (!seen_table(tabs, ntabs, *t))
-            tabs[ntabs++] = *t;
-    int n = 0;
-    for (int t = 0; t < ntabs; t++)
-        n += (int)tabs[t]->count;
-    slots = calloc((size_t)n, sizeof *slots);
-    if (!slots) {
-        load_failed = 1;
-        return;
-    }
-    char why[160];
-    for (int t = 0; t < ntabs; t++) {
-        for (size_t i = 0; i < tabs[t]->count; i++) {
-            const vmmc_cfg_entry_t *e = &tabs[t]->entries[i];
-            char var[96];
-            snprintf(var, sizeof var, "VMMC_%s", e->name);
-            const char *env = getenv(var);
-            cfg_slot_t *sl = &slots[nslots++];
-            sl->e = e;
-            sl->value = strdup(e->deflt);
-            sl->help = describe(e);
-            if (!sl->value || !sl->help) {
-                load_failed = 1;
-                continue;
-            }
-            if (parse_into(e, sl->value, why, sizeof why) != 0)
-                add_error("built-in default %s=%s: %s", var, e->deflt, why);
-            if (!env)
-                continue;
-            char *copy = strdup(env);
-            if (!copy) {
-                load_failed = 1;
-            } else if (parse_into(e, copy, why, sizeof why) == 0) {
-                free(sl->value);
-                sl->value = copy;
-            } else {
-                add_error("%s=%s: %s", var, env, why);
-                free(copy);
-            }
-        }
-    }
-    vmmc_log_level = (int)log_level_cfg;
-    /* Warn about VMMC_* variables nobody declared (typos), once per job. */
-    const char *checked = getenv("VMMC_SETTINGS_CHECKED");
-    if (checked && *checked)
-        return;
-    for (char **ev = environ; ev && *ev; ev++) {
-        if (strncmp(*ev, "VMMC_", 5))
-            continue;
-        const char *eq = strchr(*ev, '=');
-        size_t len = eq ? (size_t)(eq - *ev) - 5 : strlen(*ev) - 5;
-        int known = 0;
-        for (int i = 0; i < nslots && !known; i++)
-            known = strlen(slots[i].e->name) == len && !strncmp(slots[i].e->name, *ev + 5, len);
-        if (!known)
-            fprintf(stderr, "vmmc: warning: unknown setting %.*s ignored (see `vmmc info -c`)\n",
-                    (int)(len + 5), *ev);
-    }
-}
-
-int vmmc_config_load(void)
-{
-    pthread_once(&once, load);
-    if (load_failed)
-        return vmmc_error(VMMC_ERR_NOMEM, "out of memory while reading the VMMC_* settings");
-    if (errors)
-        return vmmc_error(VMMC_ERR_INVALID, "bad setting: %s (`vmmc info -c` lists them all)",
-                          errors);
-    return VMMC_OK;
-}
-
-int vmmc_config_check(void)
-{
-    return vmmc_config_load();
-}
-
-int vmmc_config_get(int i, const char **name, const char **value, const char **deflt,
-                    const char **help)
-{
-    pthread_once(&once, load);
-    if (i < 0 || i >= nslots)
-        return VMMC_ERR_NOT_FOUND;
-    static __thread char namebuf[96];
-    snprintf(namebuf, sizeof namebuf, "VMMC_%s", slots[i].e->name);
-    if (name) *name = namebuf;
-    if (value) *value = slots[i].value ? slots[i].value : "";
-    if (deflt) *deflt = slots[i].e->deflt;
-    if (help) *help = slots[i].help ? slots[i].help : slots[i].e->help;
-    return VMMC_OK;
-}

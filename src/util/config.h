@@ -4,7 +4,8 @@
  * libvmmc is known wherever the library is loaded (a list generated at build
  * time names them all, so a static link brings every layer's table along,
  * not only the layers the program calls). The loader parses defaults then the
- * environment once per process.
+ * environment once per process. Libraries built outside libvmmc register
+ * their tables at load time (vmmc/config.h; config_reg.c keeps the registry).
  *
  * Syntax: sizes take K/M/G/T suffixes (binary: 64K = 65536); times need a
  * unit, ns/us/ms/s/min ("50us"; a bare number other than 0 is refused, so
@@ -13,35 +14,28 @@
  * lies outside the entry's range [min, max] is refused: vmmc_config_check()
  * (and so vmmc_init()) fails with VMMC_ERR_INVALID and a message naming the
  * variable, the reason and the valid range. Unknown VMMC_* names are warned
- * about on stderr, unless VMMC_SETTINGS_CHECKED is set (`vmmc run` checks
- * the settings once for the whole job and sets it for its ranks). */
+ * about on stderr (except under the prefix of a layer built outside
+ * libvmmc, which checks its own names when it registers: config_reg.c),
+ * unless VMMC_SETTINGS_CHECKED is set (`vmmc run` checks the settings once
+ * for the whole job and sets it for its ranks). */
 #ifndef VMMC_UTIL_CONFIG_H
 #define VMMC_UTIL_CONFIG_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum {
-    VMMC_CFG_SIZE,   /* uint64_t, bytes: "64K", "1M" */
-    VMMC_CFG_TIME,   /* uint64_t, nanoseconds: "50us", "2s", "0"; a unit is required */
-    VMMC_CFG_INT,    /* int64_t */
-    VMMC_CFG_BOOL,   /* int: y/n/yes/no/1/0/on/off/true/false */
-    VMMC_CFG_STRING, /* const char * (points into a private copy) */
-    VMMC_CFG_JOB     /* const char *: set by a launcher, read by the job layer,
-                        which checks it; listed here so that `vmmc info -c`
-                        shows it and it is never "unknown" */
-} vmmc_cfg_type_t;
+#include "vmmc/config.h"
 
-typedef struct vmmc_cfg_entry {
-    const char *name;  /* without the VMMC_ prefix, e.g. "SPIN" */
-    const char *deflt; /* default, in the syntax the user would write */
-    const char *help;  /* one line */
-    vmmc_cfg_type_t type;
-    void *dst;         /* where the parsed value goes */
-    /* Valid range, inclusive, in the entry's unit (bytes, ns, or the
-     * integer); min == max == 0: any value the type can hold. */
-    uint64_t min, max;
-} vmmc_cfg_entry_t;
+/* The entry type is the public one (vmmc/config.h), so that a library
+ * registered at load time and the tables built into libvmmc are one kind. */
+typedef vmmc_config_entry_t vmmc_cfg_entry_t;
+#define VMMC_CFG_SIZE VMMC_CONFIG_SIZE
+#define VMMC_CFG_TIME VMMC_CONFIG_TIME
+#define VMMC_CFG_INT VMMC_CONFIG_INT
+#define VMMC_CFG_BOOL VMMC_CONFIG_BOOL
+#define VMMC_CFG_STRING VMMC_CONFIG_STRING
+#define VMMC_CFG_JOB VMMC_CONFIG_JOB
+typedef vmmc_config_type_t vmmc_cfg_type_t;
 
 typedef struct vmmc_cfg_table {
     const char *component;
@@ -68,5 +62,12 @@ int vmmc_config_load(void);
 int vmmc_cfg_parse_size(const char *s, uint64_t *out);
 int vmmc_cfg_parse_time(const char *s, uint64_t *out);
 int vmmc_cfg_parse_bool(const char *s, int *out);
+
+/* For the registry (config_reg.c): parse @s into @e->dst, 0 or -1 with the
+ * reason in @why; and the entry's help with its syntax and range (malloc). */
+int vmmc_cfg_parse_into(const vmmc_cfg_entry_t *e, const char *s, char *why, size_t n);
+char *vmmc_cfg_describe(const vmmc_cfg_entry_t *e);
+/* Apply util's own settings (the log level) once they are parsed. */
+void vmmc_cfg_apply_util(void);
 
 #endif

@@ -4,7 +4,7 @@ set -euo pipefail
 build=$1 src=$2 prefix=$3
 rm -rf "$prefix" "$prefix.work"
 cmake --install "$build" --prefix "$prefix" >/dev/null
-for f in include/vmmc/vmmc.h bin/vmmc; do test -e "$prefix/$f" || { echo "missing $f"; exit 1; }; done
+for f in include/vmmc/vmmc.h include/vmmc/config.h include/vmmc/launch.h bin/vmmc; do test -e "$prefix/$f" || { echo "missing $f"; exit 1; }; done
 libdir=$(dirname "$(find "$prefix" -name 'libvmmc.so' | head -1)")
 test -f "$libdir/libvmmc.a" && test -f "$libdir/pkgconfig/vmmc.pc" && test -f "$libdir/cmake/vmmc/vmmcConfig.cmake"
 mkdir -p "$prefix.work"

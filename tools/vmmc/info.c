@@ -1,6 +1,9 @@
-/* `vmmc info`: version, facts about this build and machine, and every VMMC_*
- * setting with the value in effect. Public API only. */
+/* `vmmc info`: version, facts about this build and machine, every VMMC_*
+ * setting with the value in effect, and the counters running processes
+ * publish. Public API only. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cmds.h"
@@ -10,12 +13,17 @@ static void info_usage(FILE *f)
 {
     fprintf(f,
             "usage: vmmc info [-c]\n"
+            "       vmmc info --counters [PID]\n"
             "\n"
             "Print the library version and facts about this build and machine\n"
             "(transports, PMIx support, limits).\n"
             "\n"
             "options:\n"
             "  -c, --config   also list every VMMC_* setting: value in effect, default, help\n"
+            "  --counters [PID]  the counters of every endpoint of a running vmmc process\n"
+            "                 (all of this user's when no PID): the core's, then each\n"
+            "                 transport's (udp.*: datagrams, bytes, retransmissions,\n"
+            "                 refusals by reason), refreshed every VMMC_COUNTERS_PERIOD\n"
             "  -h, --help     this text\n"
             "\n"
             "Unknown VMMC_* variables in the environment are reported as warnings; a\n"
@@ -52,11 +60,56 @@ static void print_config(void)
     }
 }
 
+static void print_set(const vmmc_counter_set_t *set, void *arg)
+{
+    (void)arg;
+    int w = 0;
+    for (int i = 0; i < set->count; i++)
+        if ((int)strlen(set->names[i]) > w)
+            w = (int)strlen(set->names[i]);
+    printf("pid %d endpoint %d (rank %d of %d), refreshed %.1f s ago:\n", set->pid, set->index,
+           set->rank, set->size, set->age_s);
+    for (int i = 0; i < set->count; i++)
+        printf("  %-*s  %llu\n", w, set->names[i], (unsigned long long)set->values[i]);
+}
+
+static int print_counters(int pid)
+{
+    int n = vmmc_counters_published(pid, print_set, NULL);
+    if (n < 0) {
+        fprintf(stderr, "vmmc info: %s\n", vmmc_last_error());
+        return 1;
+    }
+    if (n == 0 && pid) {
+        fprintf(stderr, "vmmc info: process %d publishes no counters (not a running vmmc process "
+                "of this user, or VMMC_COUNTERS_PERIOD=0)\n", pid);
+        return 1;
+    }
+    if (n == 0)
+        printf("no running vmmc process of this user publishes counters\n");
+    return 0;
+}
+
 int vmmc_cmd_info(int argc, char **argv)
 {
     int config = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) {
+        if (!strcmp(argv[i], "--counters")) {
+            long pid = 0;
+            if (i + 1 < argc) {
+                char *end;
+                errno = 0;
+                pid = strtol(argv[i + 1], &end, 10);
+                if (errno || end == argv[i + 1] || *end || pid <= 0 || pid > 0x3fffffff ||
+                    i + 2 < argc) {
+                    fprintf(stderr, "vmmc info: --counters takes one process id, not '%s'\n",
+                            argv[i + 1]);
+                    info_usage(stderr);
+                    return 2;
+                }
+            }
+            return print_counters((int)pid);
+        } else if (!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) {
             config = 1;
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             info_usage(stdout);
@@ -80,10 +133,11 @@ int vmmc_cmd_info(int argc, char **argv)
         printf("\nsettings (VMMC_* environment variables; * = changed from the default):\n");
         print_config();
     } else {
-        printf("\n(`vmmc info -c` lists every VMMC_* setting; with VMMC_STATS=stderr, or =FILE\n"
-               " with %%r for the rank, each rank writes its counters at vmmc_finalize:\n"
-               " notifications, wake-ups, refused control messages and records, and the\n"
-               " udp link's datagrams, retransmissions and refusals by reason)\n");
+        printf("\n(`vmmc info -c` lists every VMMC_* setting; `vmmc info --counters [PID]` the\n"
+               " counters of running processes: notifications, wake-ups, refused control\n"
+               " messages and records, and the udp link's datagrams, retransmissions and\n"
+               " refusals by reason; with VMMC_STATS=stderr, or =FILE with %%r for the rank,\n"
+               " each rank also writes them at vmmc_finalize)\n");
     }
     return bad ? 1 : 0;
 }

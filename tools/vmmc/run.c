@@ -3,8 +3,7 @@
  * The launcher listens on an abstract Unix socket (no file anywhere), gives
  * each rank VMMC_RANK, VMMC_SIZE, VMMC_LOCAL_RANK, VMMC_JOB and
  * VMMC_LAUNCHER, and serves the rendezvous, the barrier and death notices
- * with the library's bootstrap server (src/core/boot_server.c, compiled into
- * the tool). When a rank fails (killed by a signal or non-zero exit) it says
+ * with the library's rendezvous server (vmmc/launch.h). When a rank fails (killed by a signal or non-zero exit) it says
  * so on stderr with the last line the rank wrote to its stderr (the ranks'
  * stderr passes through the launcher, line by line), sends DEAD to every
  * other rank at once, and after VMMC_RUN_GRACE sends SIGTERM, then SIGKILL.
@@ -38,8 +37,7 @@
 #include <unistd.h>
 
 #include "cmds.h"
-#include "core/boot_server.h"
-#include "core/boot_wire.h"
+#include "vmmc/launch.h"
 #include "vmmc/vmmc.h"
 
 #define RUN_MAX_RANKS 1024
@@ -101,7 +99,9 @@ static void run_usage(FILE *f)
 
 static int64_t now_ms(void)
 {
-    return vmmc_bw_now_ms();
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* "500ms", "2s", "1.5s", "100us", bare number = ns (the VMMC_* time syntax). */

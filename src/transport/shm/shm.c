@@ -603,6 +603,7 @@ int vmmc_shm_proxy_setup(vmmc_proxy_t *px, const vmmc_ctl_msg_t *m, const int *f
         /* map_base + (raddr & 4095) is the region start: keep raddr's page
          * offset equal to the memfd offset's. */
         px->map_base = b;
+        (void)madvise(b, px->map_len, MADV_DONTFORK); /* the exporter's memory: not in children */
         px->raddr = (m->addr & ~(uint64_t)4095) | lead;
         px->kind = PX_KIND_MAPPED;
         px->put = shm_put_mapped;

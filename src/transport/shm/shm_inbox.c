@@ -158,6 +158,7 @@ int shm_inbox_attach(shm_peer_t *sp, int rank, int status_fd, int ring_fd)
         munmap(status, STATUS_BYTES);
         return vmmc_error_sys("mmap the notification ring at rank %d", rank);
     }
+    (void)madvise(ring, rb, MADV_DONTFORK); /* the receiver's ring: not in children */
     sp->status = status;
     sp->ring = ring;
     sp->ring_bytes = rb;

@@ -1,0 +1,3 @@
+#include "core/core.h"
+#include "transport/transport.h"
+#include "util/log.h"

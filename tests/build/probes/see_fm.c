@@ -1,0 +1,1 @@
+#include "fm/fm_int.h"

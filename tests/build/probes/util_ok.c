@@ -1,0 +1,3 @@
+#include "util/config.h"
+#include "util/log.h"
+#include "vmmc/vmmc.h"

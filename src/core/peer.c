@@ -280,7 +280,11 @@ void vmmc_peer_mark_dead(vmmc_ep_t *ep, int rank, int wstatus, const char *why)
         p->tl->peer_dead(ep, p);
     vmmc_import_peer_dead(ep, rank);
     vmmc_export_peer_dead(ep, rank);
-    atomic_fetch_add(&ep->deaths, 1);
+    /* A rank of the job that dies fails the job's waits (vmmc_wait); a peer
+     * that connected or was connected to leaving is no error of a wait: the
+     * next operation to it says so. */
+    if (ep->in_job && rank < ep->size)
+        atomic_fetch_add(&ep->deaths, 1);
     pthread_mutex_lock(&ep->lock);
     pthread_cond_broadcast(&ep->cond);
     pthread_mutex_unlock(&ep->lock);

@@ -474,12 +474,13 @@ int vmmc_udp__ep_start(vmmc_ep_t *ep)
 {
     udp_ep_t *u = U(ep);
     if (!ep->in_job) {
-        /* An endpoint of its own: the link starts with its first udp peer
-         * (or vmmc_listen); no loopback shortcut (peers come from anywhere). */
+        /* An endpoint of its own: its link runs from the start, so that an
+         * endpoint that connects is answered (accepted, or refused and
+         * counted); no loopback shortcut (peers come from anywhere). */
         if (u->lo_fd >= 0)
             close(u->lo_fd);
         u->lo_fd = -1;
-        return VMMC_OK;
+        return link_start(u);
     }
     int any = 0;
     for (int r = 0; r < ep->size; r++)

@@ -22,8 +22,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include "core/core.h"
 #include "core/ctl.h"
+#include "transport/udp/crc32c.h"
+#include "transport/udp/udp_int.h"
+#include "transport/udp/wire.h"
 #include "vtest.h"
 
 extern char **environ;
@@ -341,6 +347,121 @@ static void hostile_hello(vmmc_ep_t *b)
     printf("hostile HELLOs: closed and counted\n");
 }
 
+/* Handshakes made by hand over udp to @b (a stranger that knows b's
+ * address, as anyone given it does). @mode: 0 good, 1 tag made with another
+ * secret, 2 its address names another port, 3 a malformed address. Returns
+ * the socket (the stranger's source address stays bound). */
+static int udp_hello(vmmc_ep_t *b, int mode, int fd)
+{
+    char ba[VMMC_ADDR_MAX + 1], v[96], ip[96];
+    addr_of(b, ba);
+    VT_CHECK(vmmc_card_get(ba, "udp", v, sizeof v));
+    char *colon = strrchr(v, ':');
+    *colon = 0;
+    snprintf(ip, sizeof ip, "%s", v);
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
+    VT_CHECK(inet_pton(AF_INET, ip, &to.sin_addr) == 1);
+    uint8_t bsec[16], sec[16];
+    VT_CHECK(vmmc_card_get(ba, "utok", v, sizeof v));
+    for (int i = 0; i < 16; i++) {
+        unsigned x;
+        VT_CHECK(sscanf(v + 2 * i, "%2x", &x) == 1);
+        bsec[i] = (uint8_t)x;
+    }
+    VT_CHECK(vmmc_card_get(ba, "uid", v, sizeof v));
+    uint32_t buid = (uint32_t)strtoul(v, NULL, 16), uid = 0x5eed0000u + (uint32_t)mode;
+    if (fd < 0) {
+        fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in me = {.sin_family = AF_INET, .sin_addr = to.sin_addr};
+        VT_CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&me, sizeof me) == 0);
+    }
+    struct sockaddr_in me;
+    socklen_t ml = sizeof me;
+    VT_CHECK(getsockname(fd, (struct sockaddr *)&me, &ml) == 0);
+    unsigned long long seed = 0xfeed + (unsigned long long)mode;
+    for (int i = 0; i < 16; i++)
+        sec[i] = (uint8_t)vt_rand(&seed);
+    char hex[33];
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", sec[i]);
+    char addr[VMMC_ADDR_MAX];
+    int n = snprintf(addr, sizeof addr, "host=abc;pid=%d;udp=%s:%u;utok=%s;uid=%08x;%s",
+                     (int)getpid(), ip, ntohs(me.sin_port) + (mode == 2), hex, uid,
+                     mode == 3 ? "evil=1;" : "");
+    vmmc_udp_hdr_t h;
+    memset(&h, 0, sizeof h);
+    h.type = VMMC_UDP_T_DATA;
+    h.flags = VMMC_UDP_F_FIRST | VMMC_UDP_F_LAST;
+    h.kind = K_HELLO;
+    h.wnd = 64;
+    h.src = uid;
+    h.length = (uint32_t)n;
+    h.seq = 1;
+    vmmc_udp_key_t k;
+    if (mode == 1)
+        sec[0] ^= 1; /* the tag is made with a secret its address does not give */
+    vmmc_udp_key_derive(&k, sec, uid, bsec, buid);
+    uint8_t dg[VMMC_UDP_HDR_SIZE + VMMC_ADDR_MAX];
+    unsigned hl = vmmc_udp_encode(dg, &h, vmmc_crc32c(0, addr, (size_t)n), &k);
+    memcpy(dg + hl, addr, (size_t)n);
+    VT_CHECK(sendto(fd, dg, hl + (size_t)n, 0, (struct sockaddr *)&to, sizeof to) ==
+             (ssize_t)(hl + (size_t)n));
+    return fd;
+}
+
+/* Wait (bounded) until counter @name of @ep exceeds @was. */
+static void counted(vmmc_ep_t *ep, const char *name, uint64_t was)
+{
+    double t0 = vt_now();
+    while (counter(ep, name) <= was) {
+        if (vt_now() - t0 > 10)
+            VT_FAIL("%s stayed at %llu", name, (unsigned long long)was);
+        usleep(1000);
+    }
+}
+
+/* b does not listen: a good handshake is refused (counted by the core),
+ * forged ones by the transport; later (listening) a good one is accepted. */
+static void udp_strangers(vmmc_ep_t *b, int listening_now)
+{
+    int fds[4];
+    if (!listening_now) {
+        uint64_t r0 = counter(b, "connections_refused");
+        fds[0] = udp_hello(b, 0, -1);
+        counted(b, "connections_refused", r0);
+        for (int mode = 1; mode <= 3; mode++) {
+            uint64_t h0 = counter(b, "udp.hello_refused");
+            fds[mode] = udp_hello(b, mode, -1);
+            counted(b, "udp.hello_refused", h0);
+        }
+        for (int i = 0; i < 4; i++)
+            close(fds[i]);
+        printf("udp handshakes by hand: refused (not listening), and forged ones counted\n");
+        return;
+    }
+    int before = vmmc_peer_count(b), acc = __atomic_load_n(&naccepted, __ATOMIC_ACQUIRE);
+    /* Forged ones are refused even by a listening endpoint, and add no peer. */
+    for (int mode = 1; mode <= 3; mode++) {
+        uint64_t h0 = counter(b, "udp.hello_refused");
+        close(udp_hello(b, mode, -1));
+        counted(b, "udp.hello_refused", h0);
+    }
+    VT_CHECK(vmmc_peer_count(b) == before);
+    int fd = udp_hello(b, 0, -1);
+    double t0 = vt_now();
+    while (vmmc_peer_count(b) == before && vt_now() - t0 < 10)
+        usleep(1000);
+    VT_CHECK(vmmc_peer_count(b) == before + 1);
+    while (__atomic_load_n(&naccepted, __ATOMIC_ACQUIRE) == acc && vt_now() - t0 < 10)
+        usleep(1000);
+    VT_CHECK(naccepted == acc + 1);
+    udp_hello(b, 0, fd); /* the same again: a duplicate, no new peer */
+    usleep(200000);
+    VT_CHECK(vmmc_peer_count(b) == before + 1);
+    close(fd);
+    printf("udp handshake by hand: accepted once listening (peer %d)\n", before);
+}
+
 int main(int argc, char **argv)
 {
     static const char *vars[] = {"VMMC_LAUNCHER", "VMMC_BOOTSTRAP", "VMMC_RANK", "VMMC_SIZE",
@@ -360,7 +481,11 @@ int main(int argc, char **argv)
     handles(a, b);
     if (!udp)
         hostile_hello(b);
+    else
+        udp_strangers(b, 0);
     listening(argv[0], a, b, r);
+    if (udp)
+        udp_strangers(b, 1);
     dead_endpoint(a);
     VT_OK(vmmc_ep_close(f));
     VT_OK(vmmc_ep_close(r));

@@ -268,14 +268,16 @@ static int on_unknown(void *arg, const vmmc_udp_hdr_t *h, const uint8_t *dgram,
         else if (vmmc_udp_link_auth_from(u->link, dgram, h, tok) != VMMC_OK)
             why = "its tag does not check with the secret of the address it names";
     }
-    int is_new = 0, hd = -1;
-    if (!why && (hd = vmmc_peer_accept(ep, addr, len, 0, &is_new)) < 0)
-        why = vmmc_last_error();
-    if (!why && register_peer_from(u, hd, addr, from, fromlen, tok, uid) != VMMC_OK)
-        why = vmmc_last_error();
     if (why) {
         atomic_fetch_add_explicit(&u->hello_refused, 1, memory_order_relaxed);
         vmmc_debug("udp: refused a handshake from wire id %08x: %s", h->src, why);
+        return -1;
+    }
+    /* A good handshake: the core knows the peer, accepts it, or refuses
+     * it (and counts that: connections_refused). */
+    int is_new = 0, hd = vmmc_peer_accept(ep, addr, len, 0, &is_new);
+    if (hd < 0 || register_peer_from(u, hd, addr, from, fromlen, tok, uid) != VMMC_OK) {
+        vmmc_debug("udp: handshake from wire id %08x: %s", h->src, vmmc_last_error());
         return -1;
     }
     if (is_new) {

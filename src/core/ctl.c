@@ -128,11 +128,13 @@ static void boot_event(void *arg, vmmc_boot_event_t ev, int64_t a, int64_t b)
          * the transports would learn only at their peer timeout. */
         int host = vmmc_boot_host_rank(&ep->boot);
         if (host >= 0 && host != ep->rank) {
-            vmmc_peer_mark_dead(ep, host, -1, "the bootstrap rendezvous it served closed");
+            /* Recorded before the death is visible: a thread that sees the
+             * rank dead and enters a barrier must find it named there. */
             pthread_mutex_lock(&ep->lock);
             if (ep->boot_dead_rank < 0)
                 ep->boot_dead_rank = host;
             pthread_mutex_unlock(&ep->lock);
+            vmmc_peer_mark_dead(ep, host, -1, "the bootstrap rendezvous it served closed");
         }
         pthread_mutex_lock(&ep->lock);
         ep->launcher_closed = 1;

@@ -69,23 +69,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     }
     /* Widen the job: ranks 1..3 are on this host but publish no socket. */
     int size = 4;
-    vmmc_peer_t **peers = calloc((size_t)size, sizeof *peers);
-    vmmc_boot_peer_t *bp = calloc((size_t)size, sizeof *bp);
-    if (!peers || !bp)
-        exit(1);
-    peers[0] = ep->peers[0];
-    bp[0] = ep->boot.peers[0];
     for (int r = 1; r < size; r++) {
         char card[160];
-        snprintf(card, sizeof card, "host=%s;", ep->host_id);
-        bp[r].card = strdup(card);
-        bp[r].pid = 1;
+        snprintf(card, sizeof card, "host=%s;pid=1;", ep->host_id);
+        if (vmmc_peer_insert(ep, card, strlen(card), 1) != r)
+            exit(1);
     }
-    free(ep->peers);
-    free(ep->boot.peers);
-    ep->peers = peers;
-    ep->boot.peers = bp;
-    ep->size = ep->boot.size = size;
     if (vmmc_mem_alloc(ep, 1 << 16, (void **)&region) != VMMC_OK)
         exit(1);
     vmmc_export_params_t p = {.name = "fuzz.mem", .addr = region, .length = 1 << 16};

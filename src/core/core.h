@@ -48,19 +48,33 @@ extern vmmc_core_cfg_t vmmc_core_cfg;
 /* ---- peers ---- */
 enum { PEER_NEW = 0, PEER_CONNECTING, PEER_UP, PEER_DEAD };
 
+/* A peer handle's state (peer.c). Created by vmmc_init() (one per rank),
+ * vmmc_connect() or an accepted connection; never moved or freed before the
+ * endpoint closes, so the send path reads it without a lock. What a peer
+ * costs while idle is this struct, its address and one slot of the table
+ * (docs/core.md, "Endpoints and addresses"). */
 typedef struct vmmc_peer {
-    int rank;
+    int rank;                     /* its handle on this endpoint (== rank in a job) */
     struct vmmc_ep *ep;
     _Atomic int state;
     _Atomic int async_inflight;   /* copy-engine sends not yet complete */
     const vmmc_tl_ops_t *tl;
-    pid_t pid;
+    pid_t pid;                    /* from its address (the kernel confirms it at connect) */
     int same_host;
     int dead_status;              /* wait status from the launcher, or -1 */
+    uint32_t addr_len;
+    uint64_t addr_hash;
+    char *addr;                   /* its address: NUL-terminated card, validated (addr.c) */
     char dead_why[96];
     void *tl_priv;                /* transport's per-peer state */
     pthread_mutex_t lock;         /* connect and control sends */
 } vmmc_peer_t;
+
+/* The peer table: chunks of pointers, allocated as handles grow; an entry,
+ * once published, never moves. */
+#define VMMC_PEER_CHUNK 256
+#define VMMC_PEER_CHUNKS 256
+#define VMMC_PEERS_MAX (VMMC_PEER_CHUNK * VMMC_PEER_CHUNKS)
 
 /* ---- notifications queued locally ---- */
 typedef struct vmmc_nrec {
@@ -181,7 +195,8 @@ typedef struct vmmc_hook {
 enum {
     CNT_NOTIFY_SENT, CNT_NOTIFY_RUN, CNT_NOTIFY_DROPPED,
     CNT_ASYNC_ENGINE, CNT_WAKEUPS_SENT, CNT_SLEEPS, CNT_IMPORTS, CNT_EXPORTS,
-    CNT_REDIRECT_DIRECT, CNT_REDIRECT_COPIED, CNT_CTL_BAD, CNT_NOTIFY_REFUSED, CNT_MAX
+    CNT_REDIRECT_DIRECT, CNT_REDIRECT_COPIED, CNT_CTL_BAD, CNT_NOTIFY_REFUSED,
+    CNT_CONNECT_REFUSED, CNT_PEERS_ACCEPTED, CNT_MAX
 };
 
 /* ---- the endpoint ---- */
@@ -191,9 +206,20 @@ struct vmmc_ep {
     char host_id[96];
     pid_t pid;
 
-    pthread_mutex_t lock;      /* exports, proxies, peers table, pending requests */
+    pthread_mutex_t lock;      /* exports, proxies, pending requests */
     pthread_cond_t cond;       /* control replies, barrier, deaths */
-    vmmc_peer_t **peers;       /* size entries, allocated lazily */
+
+    /* Peers (peer.c): handles 0 .. npeers-1, chunks of VMMC_PEER_CHUNK
+     * pointers. Writers hold peers_lock; readers load npeers (acquire). */
+    vmmc_peer_t **_Atomic peer_chunks[VMMC_PEER_CHUNKS];
+    _Atomic int npeers;
+    pthread_mutex_t peers_lock;
+    char addr[VMMC_ADDR_MAX];  /* this endpoint's address (its card), NUL-terminated */
+    size_t addr_len;
+    _Atomic int listening;     /* vmmc_listen() was called */
+    vmmc_accept_fn_t accept_fn;
+    void *accept_arg;
+    int in_job;                /* made by vmmc_init() */
 
     vmmc_export_t **exports;   /* by id; max_exports entries */
     uint32_t max_exports;
@@ -218,6 +244,7 @@ struct vmmc_ep {
     _Atomic uint64_t deaths;
 
     /* control thread */
+    void *ctl;                 /* its watches (ctl.c) */
     int epfd;
     int ctl_wake_fd;           /* eventfd to stop the control thread */
     pthread_t ctl_thread;
@@ -285,7 +312,42 @@ struct vmmc_ep {
 uint64_t vmmc_now_ns(void);
 /* Value of @key in a business card "k1=v1;k2=v2;" (NULL if absent). */
 const char *vmmc_card_get(const char *card, const char *key, char *out, size_t cap);
-vmmc_peer_t *vmmc_peer_get(vmmc_ep_t *ep, int rank, int *status);
+
+/* addr.c: is @addr (@len bytes, no NUL needed) a well-formed address?
+ * VMMC_OK, or VMMC_ERR_INVALID with the reason. Checks every byte. */
+int vmmc_addr_check(const void *addr, size_t len);
+uint64_t vmmc_addr_hash(const void *addr, size_t len);
+
+/* peer.c */
+/* The peer of handle @h (NULL and *status set when there is none). */
+vmmc_peer_t *vmmc_peer_get(vmmc_ep_t *ep, int h, int *status);
+static inline int vmmc_peer_count_int(const vmmc_ep_t *ep)
+{
+    return atomic_load_explicit(&((vmmc_ep_t *)ep)->npeers, memory_order_acquire);
+}
+/* How messages name handle @h: "rank" for a rank of the job, else "peer". */
+#define VMMC_PEER_WORD(ep, h) ((ep)->in_job && (h) < (ep)->size ? "rank" : "peer")
+/* The peer of handle @h, known to be < vmmc_peer_count_int(). */
+static inline vmmc_peer_t *vmmc_peer_at(const vmmc_ep_t *ep, int h)
+{
+    vmmc_peer_t **c = atomic_load_explicit(&((vmmc_ep_t *)ep)->peer_chunks[h / VMMC_PEER_CHUNK],
+                                           memory_order_acquire);
+    return __atomic_load_n(&c[h % VMMC_PEER_CHUNK], __ATOMIC_ACQUIRE);
+}
+/* Add a peer for a checked address (@pid: from the bootstrap or 0 to take
+ * the address's); no lookup. Returns the handle or an error. */
+int vmmc_peer_insert(vmmc_ep_t *ep, const char *addr, size_t len, pid_t pid);
+/* The handle of the peer with this address, or -1. */
+int vmmc_peer_find(vmmc_ep_t *ep, const char *addr, size_t len);
+/* A peer reached us first (its address @addr is checked; the transport
+ * established that process @pid, or the udp link peer, speaks for it):
+ * its handle, known or new. New ones are refused (counted) unless the
+ * endpoint listens; *is_new says whether to announce it with
+ * vmmc_peer_announce() once the transport can talk to it. */
+int vmmc_peer_accept(vmmc_ep_t *ep, const char *addr, size_t len, pid_t pid, int *is_new);
+/* Run the accept callback for a new peer (control or progress thread). */
+void vmmc_peer_announce(vmmc_ep_t *ep, int h);
+void vmmc_peer_table_free(vmmc_ep_t *ep);
 int vmmc_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *peer, int timeout_ms);
 void vmmc_peer_mark_dead(vmmc_ep_t *ep, int rank, int wstatus, const char *why);
 int vmmc_peer_error(const vmmc_peer_t *peer);

@@ -33,34 +33,14 @@ void vmmc_ctl_init(vmmc_ep_t *ep, vmmc_ctl_msg_t *m, uint32_t type)
     memset(m, 0, sizeof *m);
     m->magic = VMMC_CTL_MAGIC;
     m->type = type;
-    m->src_rank = ep->rank;
+    m->src_rank = ep->rank; /* informative: receivers know the sender by its connection */
     m->pid = (int32_t)ep->pid;
 }
 
-/* The control state hangs off the endpoint's epoll: keep it in a small
- * side table keyed by the endpoint (one endpoint per process in practice). */
-static pthread_mutex_t states_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct { vmmc_ep_t *ep; ctl_state_t *st; } states[16];
-
+/* Made by vmmc_ctl_start(), freed by vmmc_ctl_stop(). */
 static ctl_state_t *ctl_of(vmmc_ep_t *ep)
 {
-    pthread_mutex_lock(&states_lock);
-    ctl_state_t *st = NULL;
-    for (int i = 0; i < 16 && !st; i++)
-        if (states[i].ep == ep)
-            st = states[i].st;
-    for (int i = 0; i < 16 && !st; i++) {
-        if (!states[i].ep) {
-            st = calloc(1, sizeof *st);
-            if (st) {
-                pthread_mutex_init(&st->lock, NULL);
-                states[i].ep = ep;
-                states[i].st = st;
-            }
-        }
-    }
-    pthread_mutex_unlock(&states_lock);
-    return st;
+    return ep->ctl;
 }
 
 int vmmc_ctl_watch(vmmc_ep_t *ep, int fd, vmmc_watch_fn fn, void *arg)
@@ -148,11 +128,13 @@ static void boot_event(void *arg, vmmc_boot_event_t ev, int64_t a, int64_t b)
          * the transports would learn only at their peer timeout. */
         int host = vmmc_boot_host_rank(&ep->boot);
         if (host >= 0 && host != ep->rank) {
-            vmmc_peer_mark_dead(ep, host, -1, "the bootstrap rendezvous it served closed");
+            /* Recorded before the death is visible: a thread that sees the
+             * rank dead and enters a barrier must find it named there. */
             pthread_mutex_lock(&ep->lock);
             if (ep->boot_dead_rank < 0)
                 ep->boot_dead_rank = host;
             pthread_mutex_unlock(&ep->lock);
+            vmmc_peer_mark_dead(ep, host, -1, "the bootstrap rendezvous it served closed");
         }
         pthread_mutex_lock(&ep->lock);
         ep->launcher_closed = 1;
@@ -215,8 +197,11 @@ int vmmc_ctl_start(vmmc_ep_t *ep)
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
     if (epoll_ctl(ep->epfd, EPOLL_CTL_ADD, ep->ctl_wake_fd, &ev) != 0)
         return vmmc_error_sys("epoll_ctl(ADD) wake fd");
-    if (!ctl_of(ep))
-        return vmmc_error(VMMC_ERR_NOMEM, "too many endpoints in this process");
+    ctl_state_t *st = calloc(1, sizeof *st);
+    if (!st)
+        return vmmc_error(VMMC_ERR_NOMEM, "out of memory for the control thread");
+    pthread_mutex_init(&st->lock, NULL);
+    ep->ctl = st;
     return VMMC_OK;
 }
 
@@ -248,13 +233,7 @@ void vmmc_ctl_stop(vmmc_ep_t *ep)
     ctl_state_t *st = ctl_of(ep);
     if (st) {
         reap_watches(st, 1);
-        pthread_mutex_lock(&states_lock);
-        for (int i = 0; i < 16; i++)
-            if (states[i].ep == ep) {
-                states[i].ep = NULL;
-                states[i].st = NULL;
-            }
-        pthread_mutex_unlock(&states_lock);
+        ep->ctl = NULL;
         pthread_mutex_destroy(&st->lock);
         free(st);
     }
@@ -269,7 +248,7 @@ void vmmc_ctl_recv(vmmc_ep_t *ep, int peer_rank, const vmmc_ctl_msg_t *m, size_t
                    const int *fds, int nfds)
 {
     int used = 0;
-    if (len != sizeof *m || m->magic != VMMC_CTL_MAGIC || m->src_rank != peer_rank ||
+    if (len != sizeof *m || m->magic != VMMC_CTL_MAGIC ||
         memchr(m->name, 0, sizeof m->name) == NULL || memchr(m->text, 0, sizeof m->text) == NULL) {
         VMMC_COUNT(ep, CNT_CTL_BAD, 1);
         vmmc_debug("dropped malformed control message from rank %d", peer_rank);

@@ -1,4 +1,5 @@
-/* The endpoint: joining the job, peers, barrier, death, settings, info. */
+/* The endpoint: opening one (vmmc_ep_open), the job layer on top of it
+ * (vmmc_init: bootstrap, one peer per rank, barrier), closing, settings, info. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -70,146 +71,10 @@ static void host_id(char *buf, size_t cap)
     snprintf(buf, cap, "%s-%lu", boot, ns);
 }
 
-const char *vmmc_card_get(const char *card, const char *key, char *out, size_t cap)
+/* Everything an endpoint needs before it has peers: settings, tables,
+ * control thread (not running yet), transports' sockets, its address. */
+static int ep_create(const vmmc_ep_params_t *params, vmmc_ep_t **out, int *service)
 {
-    size_t kl = strlen(key);
-    for (const char *p = card; p && *p;) {
-        const char *end = strchr(p, ';');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len > kl && !strncmp(p, key, kl) && p[kl] == '=') {
-            size_t vl = len - kl - 1;
-            if (vl >= cap)
-                vl = cap - 1;
-            memcpy(out, p + kl + 1, vl);
-            out[vl] = 0;
-            return out;
-        }
-        p = end ? end + 1 : NULL;
-    }
-    return NULL;
-}
-
-vmmc_peer_t *vmmc_peer_get(vmmc_ep_t *ep, int rank, int *status)
-{
-    if (rank < 0 || rank >= ep->size) {
-        *status = vmmc_error(VMMC_ERR_INVALID, "rank %d is not in the job (size %d)", rank, ep->size);
-        return NULL;
-    }
-    vmmc_peer_t *p = __atomic_load_n(&ep->peers[rank], __ATOMIC_ACQUIRE);
-    if (VMMC_LIKELY(p != NULL))
-        return p;
-    pthread_mutex_lock(&ep->lock);
-    p = ep->peers[rank];
-    if (!p) {
-        p = calloc(1, sizeof *p);
-        if (!p) {
-            pthread_mutex_unlock(&ep->lock);
-            *status = vmmc_error(VMMC_ERR_NOMEM, "out of memory for peer %d", rank);
-            return NULL;
-        }
-        p->rank = rank;
-        p->ep = ep;
-        p->dead_status = -1;
-        pthread_mutex_init(&p->lock, NULL);
-        char other[96] = "";
-        const char *card = ep->boot.peers ? ep->boot.peers[rank].card : NULL;
-        p->same_host = rank == ep->rank ||
-                       (card && vmmc_card_get(card, "host", other, sizeof other) && !strcmp(other, ep->host_id));
-        if (ep->boot.peers)
-            p->pid = ep->boot.peers[rank].pid;
-        int force_udp = !strcmp(vmmc_core_cfg.transport, "udp");
-        if (p->same_host && !force_udp)
-            p->tl = &vmmc_tl_shm;
-        else if (ep->udp)
-            p->tl = &vmmc_tl_udp;
-        else
-            p->tl = NULL; /* unreachable: reported at connect */
-        __atomic_store_n(&ep->peers[rank], p, __ATOMIC_RELEASE);
-    }
-    pthread_mutex_unlock(&ep->lock);
-    return p;
-}
-
-int vmmc_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *p, int timeout_ms)
-{
-    int s = atomic_load_explicit(&p->state, memory_order_acquire);
-    if (VMMC_LIKELY(s == PEER_UP))
-        return VMMC_OK;
-    if (s == PEER_DEAD)
-        return vmmc_peer_error(p);
-    if (!p->tl)
-        return vmmc_error(VMMC_ERR_PEER_UNREACHABLE,
-                          "rank %d is on another host and no inter-host transport is available",
-                          p->rank);
-    pthread_mutex_lock(&p->lock);
-    int rc = VMMC_OK;
-    s = atomic_load(&p->state);
-    if (s == PEER_DEAD)
-        rc = vmmc_peer_error(p);
-    else if (s != PEER_UP) {
-        rc = p->tl->peer_connect(ep, p, timeout_ms);
-        if (rc == VMMC_OK)
-            atomic_store_explicit(&p->state, PEER_UP, memory_order_release);
-    }
-    pthread_mutex_unlock(&p->lock);
-    return rc;
-}
-
-int vmmc_peer_error(const vmmc_peer_t *p)
-{
-    if (atomic_load(&p->state) != PEER_DEAD)
-        return VMMC_OK;
-    return vmmc_error(VMMC_ERR_PEER_DEAD, "rank %d is dead: %s", p->rank, p->dead_why);
-}
-
-void vmmc_peer_mark_dead(vmmc_ep_t *ep, int rank, int wstatus, const char *why)
-{
-    int st;
-    vmmc_peer_t *p = vmmc_peer_get(ep, rank, &st);
-    if (!p || rank == ep->rank)
-        return;
-    pthread_mutex_lock(&ep->lock);
-    /* The reason is written before the state says DEAD: readers look at it
-     * only after seeing DEAD (markers serialise on ep->lock). */
-    int was = atomic_load(&p->state);
-    if (was != PEER_DEAD) {
-        p->dead_status = wstatus;
-        if (why)
-            snprintf(p->dead_why, sizeof p->dead_why, "%s", why);
-        else if (wstatus >= 0 && WIFSIGNALED(wstatus))
-            snprintf(p->dead_why, sizeof p->dead_why, "killed by signal %d (%s)", WTERMSIG(wstatus),
-                     strsignal(WTERMSIG(wstatus)));
-        else if (wstatus >= 0 && WIFEXITED(wstatus))
-            snprintf(p->dead_why, sizeof p->dead_why, "exited with status %d", WEXITSTATUS(wstatus));
-        else
-            snprintf(p->dead_why, sizeof p->dead_why, "reported dead by the launcher");
-        was = atomic_exchange(&p->state, PEER_DEAD);
-    } else if (wstatus >= 0 && p->dead_status < 0) {
-        /* The launcher's verdict is more precise than "connection closed". */
-        p->dead_status = wstatus;
-        if (WIFSIGNALED(wstatus))
-            snprintf(p->dead_why, sizeof p->dead_why, "killed by signal %d (%s)", WTERMSIG(wstatus),
-                     strsignal(WTERMSIG(wstatus)));
-    }
-    pthread_mutex_unlock(&ep->lock);
-    if (was == PEER_DEAD)
-        return;
-    vmmc_debug("rank %d is dead: %s", rank, p->dead_why);
-    if (p->tl && p->tl->peer_dead)
-        p->tl->peer_dead(ep, p);
-    vmmc_import_peer_dead(ep, rank);
-    vmmc_export_peer_dead(ep, rank);
-    atomic_fetch_add(&ep->deaths, 1);
-    pthread_mutex_lock(&ep->lock);
-    pthread_cond_broadcast(&ep->cond);
-    pthread_mutex_unlock(&ep->lock);
-    vmmc_ep_wake(ep);
-}
-
-int vmmc_init(const vmmc_ep_params_t *params, vmmc_ep_t **out)
-{
-    if (!out)
-        return vmmc_error(VMMC_ERR_INVALID, "vmmc_init: NULL result pointer");
     int cfg_rc = vmmc_config_load(); /* a refused VMMC_* value: say so, do not run */
     if (cfg_rc != VMMC_OK)
         return cfg_rc;
@@ -219,9 +84,11 @@ int vmmc_init(const vmmc_ep_params_t *params, vmmc_ep_t **out)
     ep->epfd = ep->ctl_wake_fd = ep->evfd = -1;
     ep->boot.fd = -1;
     ep->boot_dead_rank = -1;
+    ep->size = 1;
     vmmc_wait_init(ep);
     ep->pid = getpid();
     pthread_mutex_init(&ep->lock, NULL);
+    pthread_mutex_init(&ep->peers_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -235,64 +102,121 @@ int vmmc_init(const vmmc_ep_params_t *params, vmmc_ep_t **out)
     pthread_cond_init(&ep->dma_cond, NULL);
     ep->sleeping = &ep->sleeping_local;
     ep->spin_ns = vmmc_core_cfg.spin_ns;
-    int service = vmmc_core_cfg.service_thread;
+    *service = vmmc_core_cfg.service_thread;
     if (params) {
         if (params->field_mask & VMMC_EP_PARAM_SPIN_NS)
             ep->spin_ns = params->spin_ns;
         if (params->field_mask & VMMC_EP_PARAM_SERVICE_THREAD)
-            service = params->service_thread;
+            *service = params->service_thread;
     }
+    *out = ep;
     if (vmmc_core_cfg.max_exports < 1 || vmmc_core_cfg.max_exports > (1 << 24) ||
-        vmmc_core_cfg.notify_queue < 2 || vmmc_core_cfg.notify_queue > (1 << 20)) {
-        free(ep);
+        vmmc_core_cfg.notify_queue < 2 || vmmc_core_cfg.notify_queue > (1 << 20))
         return vmmc_error(VMMC_ERR_INVALID,
                           "VMMC_MAX_EXPORTS must be 1..16M and VMMC_NOTIFY_QUEUE 2..1M");
-    }
     if (strcmp(vmmc_core_cfg.transport, "auto") && strcmp(vmmc_core_cfg.transport, "shm") &&
-        strcmp(vmmc_core_cfg.transport, "udp")) {
-        free(ep);
+        strcmp(vmmc_core_cfg.transport, "udp"))
         return vmmc_error(VMMC_ERR_INVALID, "VMMC_TRANSPORT=%s: use auto, shm or udp",
                           vmmc_core_cfg.transport);
-    }
     ep->max_exports = (uint32_t)vmmc_core_cfg.max_exports;
     int rc;
-    char card[512];
     ep->exports = calloc(ep->max_exports, sizeof *ep->exports);
     ep->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (!ep->exports) {
-        rc = vmmc_error(VMMC_ERR_NOMEM, "out of memory for the export table");
-        goto fail;
-    }
-    if (ep->evfd < 0) {
-        rc = vmmc_error_sys("eventfd");
-        goto fail;
-    }
+    if (!ep->exports)
+        return vmmc_error(VMMC_ERR_NOMEM, "out of memory for the export table");
+    if (ep->evfd < 0)
+        return vmmc_error_sys("eventfd");
     if ((rc = vmmc_ctl_start(ep)) != VMMC_OK)
-        goto fail;
+        return rc;
     host_id(ep->host_id, sizeof ep->host_id);
-    snprintf(card, sizeof card, "host=%s;", ep->host_id);
-    if ((rc = vmmc_tl_shm.ep_open(ep, card + strlen(card), sizeof card - strlen(card))) != VMMC_OK)
-        goto fail;
+    char *card = ep->addr;
+    size_t cap = sizeof ep->addr;
+    snprintf(card, cap, "host=%s;pid=%d;", ep->host_id, (int)ep->pid);
+    if ((rc = vmmc_tl_shm.ep_open(ep, card + strlen(card), cap - strlen(card))) != VMMC_OK)
+        return rc;
     if (vmmc_tl_udp.ep_open &&
-        (rc = vmmc_tl_udp.ep_open(ep, card + strlen(card), sizeof card - strlen(card))) != VMMC_OK)
+        (rc = vmmc_tl_udp.ep_open(ep, card + strlen(card), cap - strlen(card))) != VMMC_OK)
+        return rc;
+    ep->addr_len = strlen(card);
+    if ((rc = vmmc_addr_check(ep->addr, ep->addr_len)) != VMMC_OK) /* our own: a bug if not */
+        return rc;
+    return VMMC_OK;
+}
+
+/* Peers known: start the transports, the control thread, the service. */
+static int ep_run(vmmc_ep_t *ep, int service)
+{
+    int rc;
+    if ((rc = vmmc_tl_shm.ep_start(ep)) != VMMC_OK)
+        return rc;
+    if (ep->udp && vmmc_tl_udp.ep_start && (rc = vmmc_tl_udp.ep_start(ep)) != VMMC_OK)
+        return rc;
+    if ((rc = vmmc_ctl_run(ep)) != VMMC_OK)
+        return rc;
+    if (service && (rc = vmmc_service_start(ep)) != VMMC_OK)
+        return rc;
+    return VMMC_OK;
+}
+
+int vmmc_ep_open(const vmmc_ep_params_t *params, vmmc_ep_t **out)
+{
+    if (!out)
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_ep_open: NULL result pointer");
+    vmmc_ep_t *ep = NULL;
+    int service, rc = ep_create(params, &ep, &service);
+    if (rc == VMMC_OK) {
+        ep->rank = 0; /* handle 0 is the endpoint itself */
+        rc = vmmc_peer_insert(ep, ep->addr, ep->addr_len, ep->pid);
+        if (rc >= 0)
+            rc = ep_run(ep, service);
+    }
+    if (rc != VMMC_OK) {
+        if (ep)
+            vmmc_finalize(ep);
+        return rc;
+    }
+    *out = ep;
+    return VMMC_OK;
+}
+
+int vmmc_ep_close(vmmc_ep_t *ep)
+{
+    return vmmc_finalize(ep);
+}
+
+int vmmc_init(const vmmc_ep_params_t *params, vmmc_ep_t **out)
+{
+    if (!out)
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_init: NULL result pointer");
+    vmmc_ep_t *ep = NULL;
+    int service, rc = ep_create(params, &ep, &service);
+    if (rc != VMMC_OK)
         goto fail;
-    if ((rc = vmmc_boot_init(&ep->boot, card, (int)(vmmc_core_cfg.connect_timeout_ns / 1000000) * 3)) !=
-        VMMC_OK)
+    ep->in_job = 1;
+    if ((rc = vmmc_boot_init(&ep->boot, ep->addr,
+                             (int)(vmmc_core_cfg.connect_timeout_ns / 1000000) * 3)) != VMMC_OK)
         goto fail;
     ep->rank = ep->boot.rank;
     ep->size = ep->boot.size;
-    ep->peers = calloc((size_t)ep->size, sizeof *ep->peers);
-    if (!ep->peers) {
-        rc = vmmc_error(VMMC_ERR_NOMEM, "out of memory for %d peers", ep->size);
-        goto fail;
+    /* Every rank's address, in rank order: the handle of rank r is r. The
+     * cards come from the other ranks: each is checked as any address is. */
+    for (int r = 0; r < ep->size; r++) {
+        const char *card = r == ep->rank ? ep->addr : ep->boot.peers[r].card;
+        size_t len = card ? strlen(card) : 0;
+        if (r != ep->rank && (rc = vmmc_addr_check(card, len)) != VMMC_OK) {
+            rc = vmmc_error(VMMC_ERR_PROTOCOL, "rank %d published a malformed address: %s", r,
+                            vmmc_last_error());
+            goto fail;
+        }
+        rc = vmmc_peer_insert(ep, card, len, r == ep->rank ? ep->pid : ep->boot.peers[r].pid);
+        if (rc < 0)
+            goto fail;
+        if (rc != r) {
+            rc = vmmc_error(VMMC_ERR_ENDPOINT, "rank %d got handle %d", r, rc);
+            goto fail;
+        }
     }
-    if ((rc = vmmc_tl_shm.ep_start(ep)) != VMMC_OK)
-        goto fail;
-    if (ep->udp && vmmc_tl_udp.ep_start && (rc = vmmc_tl_udp.ep_start(ep)) != VMMC_OK)
-        goto fail;
-    if ((rc = vmmc_ctl_run(ep)) != VMMC_OK)
-        goto fail;
-    if (service && (rc = vmmc_service_start(ep)) != VMMC_OK)
+    if ((rc = ep_run(ep, service)) != VMMC_OK)
         goto fail;
     if ((rc = vmmc_fork_track(ep)) != VMMC_OK)
         goto fail;
@@ -301,7 +225,8 @@ int vmmc_init(const vmmc_ep_params_t *params, vmmc_ep_t **out)
     *out = ep;
     return VMMC_OK;
 fail:
-    vmmc_finalize(ep);
+    if (ep)
+        vmmc_finalize(ep);
     return rc;
 }
 
@@ -326,13 +251,7 @@ int vmmc_finalize(vmmc_ep_t *ep)
     vmmc_export_all_destroy(ep);
     vmmc_tl_shm.ep_close(ep);
     vmmc_boot_fini(&ep->boot);
-    for (int r = 0; ep->peers && r < ep->size; r++) {
-        if (ep->peers[r]) {
-            pthread_mutex_destroy(&ep->peers[r]->lock);
-            free(ep->peers[r]);
-        }
-    }
-    free(ep->peers);
+    vmmc_peer_table_free(ep);
     for (vmmc_mem_t *m = ep->mem, *n; m; m = n) {
         n = m->next;
         vmmc_mem_release(m);
@@ -344,6 +263,7 @@ int vmmc_finalize(vmmc_ep_t *ep)
     if (ep->evfd >= 0)
         close(ep->evfd);
     pthread_mutex_destroy(&ep->lock);
+    pthread_mutex_destroy(&ep->peers_lock);
     pthread_cond_destroy(&ep->cond);
     free(ep);
     return VMMC_OK;
@@ -483,7 +403,7 @@ int vmmc_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *value)
         "notifications_sent", "notifications_run", "notifications_dropped",
         "async_sends_by_engine", "wakeups_sent", "sleeps", "imports_served", "exports",
         "redirect_bytes_direct", "redirect_bytes_copied", "control_messages_dropped",
-        "notifications_refused"};
+        "notifications_refused", "connections_refused", "peers_accepted"};
     if (!ep || i < 0)
         return VMMC_ERR_NOT_FOUND;
     if (i >= CNT_MAX) /* then the transports' (udp: datagrams, drops by reason, ...) */

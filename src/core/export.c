@@ -250,9 +250,9 @@ static int export_create(vmmc_ep_t *ep, const vmmc_export_params_t *pa, int mkey
         if (nimp < 0 || (nimp > 0 && !pa->importers))
             return vmmc_error(VMMC_ERR_INVALID, "export '%s': bad importer list", pa->name);
         for (int i = 0; i < nimp; i++)
-            if (pa->importers[i] < 0 || pa->importers[i] >= ep->size)
-                return vmmc_error(VMMC_ERR_INVALID, "export '%s': importer rank %d not in job of %d",
-                                  pa->name, pa->importers[i], ep->size);
+            if (pa->importers[i] < 0 || pa->importers[i] >= vmmc_peer_count_int(ep))
+                return vmmc_error(VMMC_ERR_INVALID, "export '%s': importer %d is not a peer handle "
+                                  "(0..%d)", pa->name, pa->importers[i], vmmc_peer_count_int(ep) - 1);
     }
     vmmc_export_t *ex = calloc(1, sizeof *ex);
     if (!ex)
@@ -382,7 +382,7 @@ static void wait_acks(vmmc_ep_t *ep, vmmc_export_t *ex)
     uint64_t deadline = vmmc_now_ns() + vmmc_core_cfg.connect_timeout_ns;
     while (ex->n_imported_by > 0) {
         for (int i = 0; i < ex->n_imported_by;) {
-            vmmc_peer_t *p = ep->peers[ex->imported_by[i]];
+            vmmc_peer_t *p = vmmc_peer_at(ep, ex->imported_by[i]);
             if (!p || atomic_load(&p->state) == PEER_DEAD)
                 ex->imported_by[i] = ex->imported_by[--ex->n_imported_by];
             else

@@ -40,8 +40,6 @@ int vmmc_import_start(vmmc_ep_t *ep, int rank, const char *name, int timeout_ms,
                           !ep ? "endpoint" : !name ? "name" : "result pointer");
     if (!name[0] || strlen(name) >= VMMC_NAME_MAX)
         return vmmc_error(VMMC_ERR_INVALID, "export name must be 1..%d bytes", VMMC_NAME_MAX - 1);
-    if (rank < 0 || rank >= ep->size)
-        return vmmc_error(VMMC_ERR_INVALID, "rank %d is not in the job (size %d)", rank, ep->size);
     if (timeout_ms < -1)
         return vmmc_error(VMMC_ERR_INVALID, "timeout %d ms: use -1 for VMMC_IMPORT_TIMEOUT",
                           timeout_ms);

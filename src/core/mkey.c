@@ -128,9 +128,9 @@ int vmmc_mem_key(vmmc_ep_t *ep, const void *addr, size_t len, int rank, vmmc_mke
                           !ep ? "endpoint" : !addr ? "address" : "key");
     if (len == 0)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_mem_key: length is 0");
-    if (rank < 0 || rank >= ep->size)
-        return vmmc_error(VMMC_ERR_INVALID, "vmmc_mem_key: rank %d is not in the job (size %d)",
-                          rank, ep->size);
+    if (rank < 0 || rank >= vmmc_peer_count_int(ep))
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_mem_key: peer %d is not a handle (0..%d)",
+                          rank, vmmc_peer_count_int(ep) - 1);
     int rc = VMMC_OK;
     struct vmmc_mkey_cache *c = cache_of(ep, &rc);
     if (!c)
@@ -293,9 +293,9 @@ int vmmc_mem_attach(vmmc_ep_t *ep, int rank, const vmmc_mkey_t *key, int timeout
     if (!ep || !key || !ptr)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_mem_attach: NULL %s",
                           !ep ? "endpoint" : !key ? "key" : "result pointer");
-    if (rank < 0 || rank >= ep->size)
-        return vmmc_error(VMMC_ERR_INVALID, "vmmc_mem_attach: rank %d is not in the job (size %d)",
-                          rank, ep->size);
+    if (rank < 0 || rank >= vmmc_peer_count_int(ep))
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_mem_attach: peer %d is not a handle (0..%d)",
+                          rank, vmmc_peer_count_int(ep) - 1);
     int rc = VMMC_OK;
     struct vmmc_mkey_cache *c = cache_of(ep, &rc);
     if (!c)

@@ -29,13 +29,18 @@ struct vmmc_ctl_msg;
 typedef struct vmmc_tl_ops {
     const char *name;
 
-    /* Endpoint set-up before the bootstrap: open sockets/segments and append
-     * "key=value;" pairs to the business card (@card, @cap bytes). */
+    /* Endpoint set-up before it has peers: open sockets/segments and append
+     * "key=value;" pairs to its address (@card, @cap bytes; core/addr.c
+     * checks them). */
     int (*ep_open)(struct vmmc_ep *ep, char *card, size_t cap);
-    /* After the bootstrap (peers' cards known). May be NULL. */
+    /* After the job's peers are in the table (vmmc_init) or right after
+     * ep_open (vmmc_ep_open). May be NULL. */
     int (*ep_start)(struct vmmc_ep *ep);
     void (*ep_close)(struct vmmc_ep *ep);
 
+    /* vmmc_listen() was called: be ready for peers that reach this
+     * endpoint first (they come in through vmmc_peer_accept()). May be NULL. */
+    int (*listen)(struct vmmc_ep *ep);
     /* Establish the peer (lazily, on first use). Must be idempotent. */
     int (*peer_connect)(struct vmmc_ep *ep, struct vmmc_peer *peer, int timeout_ms);
     /* The core declares the peer dead: release what the transport holds. */

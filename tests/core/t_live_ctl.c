@@ -19,22 +19,11 @@ int main(void)
     vmmc_ep_t *ep;
     VT_OK(vmmc_init(NULL, &ep));
     int size = 3;
-    vmmc_peer_t **peers = calloc((size_t)size, sizeof *peers);
-    vmmc_boot_peer_t *bp = calloc((size_t)size, sizeof *bp);
-    VT_CHECK(peers && bp);
-    peers[0] = ep->peers[0];
-    bp[0] = ep->boot.peers[0];
     for (int r = 1; r < size; r++) {
         char card[160];
-        snprintf(card, sizeof card, "host=%s;", ep->host_id);
-        bp[r].card = strdup(card);
-        bp[r].pid = 1;
+        snprintf(card, sizeof card, "host=%s;pid=1;", ep->host_id);
+        VT_CHECK(vmmc_peer_insert(ep, card, strlen(card), 1) == r);
     }
-    free(ep->peers);
-    free(ep->boot.peers);
-    ep->peers = peers;
-    ep->boot.peers = bp;
-    ep->size = ep->boot.size = size;
 
     vmmc_ctl_msg_t m;
     vmmc_ctl_init(ep, &m, CTL_IMPORT_REQ);

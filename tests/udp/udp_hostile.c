@@ -124,7 +124,7 @@ static uint64_t rnd(void)
 typedef struct {
     uint16_t port;
     uint32_t ip;
-    int rank;                /* its src field */
+    int64_t rank;            /* its src field (its wire id), -1 until seen */
     uint8_t link_tok[16];    /* v2: its link token, seen in datagrams sent to it */
     int have_tok;
     uint32_t ack_from;       /* last ack it sent (its peer's next seq - 1) */
@@ -277,7 +277,7 @@ static void attack(int ver, const uint8_t *orig, size_t n, const fields_t *c, ep
             memset(&m, 0, sizeof m);
             m.magic = VMMC_CTL_MAGIC;
             m.type = CTL_REVOKE;
-            m.src_rank = to->rank;
+            m.src_rank = (int32_t)to->rank;
             m.export_id = c->region - 1;
             m.gen = c->gen;
             memset(&f, 0, sizeof f);
@@ -378,7 +378,7 @@ int main(int argc, char **argv)
         ep_seen_t *from = ep_of(sp, sip), *to = ep_of(dp, dip);
         if (!from || !to)
             continue;
-        from->rank = (int)f.src;
+        from->rank = (int64_t)f.src;
         from->ack_from = f.ack;
         if (ver == 2 && (f.type != 1 || f.region == 0)) {
             memcpy(to->link_tok, f.token, 16); /* v2 sends the receiver's link token */

@@ -1,10 +1,13 @@
 /* shm transport: peers on the same host.
  *
  * Control channel: each endpoint listens on an abstract SOCK_SEQPACKET Unix
- * socket "\0vmmc.<job>.<rank>" (nothing in the filesystem, gone when the
- * process is). An importer connects, says HELLO, and the exporter checks with
- * SO_PEERCRED that the caller really is the process the bootstrap registered
- * for that rank before it answers with its notification ring, status page and event fd.
+ * socket "\0vmmc.<pid>.<random>" (its address's shm=; nothing in the
+ * filesystem, gone when the process is). A peer connects and says HELLO with
+ * its own address; the listener checks with SO_PEERCRED that the caller is
+ * the process that address names, finds the peer by address (or, if it
+ * listens, accepts a new one; else refuses), and answers with its
+ * notification ring, status page and event fd. Who the peer is comes from
+ * the socket it talks on from then on, never from a field of a message.
  * Requests travel on the importer's connection; replies and revocations come
  * back on it too (the exporter replies on the socket it accepted).
  *
@@ -42,9 +45,9 @@ static socklen_t sock_addr(const char *name, struct sockaddr_un *sa)
 
 /* ---------------------------------------------------------------- messages */
 
-static int send_msg(int fd, const vmmc_ctl_msg_t *m, const int *fds, int nfds)
+static int send_buf(int fd, const void *m, size_t len, const int *fds, int nfds)
 {
-    struct iovec iov = {(void *)m, sizeof *m};
+    struct iovec iov = {(void *)m, len};
     union {
         char buf[CMSG_SPACE(sizeof(int) * SHM_MAX_FDS)];
         struct cmsghdr align;
@@ -73,10 +76,16 @@ static int send_msg(int fd, const vmmc_ctl_msg_t *m, const int *fds, int nfds)
     return VMMC_OK;
 }
 
-/* Receive one message; returns bytes (>0), 0 on EOF, or -1 (errno). */
-static ssize_t recv_msg(int fd, vmmc_ctl_msg_t *m, int *fds, int *nfds)
+static int send_msg(int fd, const vmmc_ctl_msg_t *m, const int *fds, int nfds)
 {
-    struct iovec iov = {m, sizeof *m};
+    return send_buf(fd, m, sizeof *m, fds, nfds);
+}
+
+/* Receive one message of at most @cap bytes; returns bytes (>0), 0 on EOF,
+ * or -1 (errno). */
+static ssize_t recv_buf(int fd, void *m, size_t cap, int *fds, int *nfds)
+{
+    struct iovec iov = {m, cap};
     union {
         char buf[CMSG_SPACE(sizeof(int) * 4)];
         struct cmsghdr align;
@@ -115,6 +124,17 @@ static ssize_t recv_msg(int fd, vmmc_ctl_msg_t *m, int *fds, int *nfds)
     return r;
 }
 
+static ssize_t recv_msg(int fd, vmmc_ctl_msg_t *m, int *fds, int *nfds)
+{
+    return recv_buf(fd, m, sizeof *m, fds, nfds);
+}
+
+/* HELLO: a control message followed by the sender's address. */
+typedef struct shm_hello {
+    vmmc_ctl_msg_t m;
+    char addr[VMMC_ADDR_MAX];
+} shm_hello_t;
+
 /* ----------------------------------------------------------- control thread */
 
 static void peer_fd_ready(vmmc_ep_t *ep, int fd, uint32_t events, void *arg);
@@ -144,43 +164,60 @@ static shm_peer_t *shm_peer_alloc(vmmc_peer_t *p)
     return cur;
 }
 
-/* Accepted connection: the first message must be HELLO from a job member. */
+static void refuse(vmmc_ep_t *ep, int fd, int count)
+{
+    if (count)
+        VMMC_COUNT(ep, CNT_CONNECT_REFUSED, 1);
+    vmmc_ctl_unwatch(ep, fd);
+    close(fd);
+}
+
+/* Accepted connection: the first message must be HELLO with the address of
+ * the very process on the other end of the socket. */
 static void accepted_ready(vmmc_ep_t *ep, int fd, uint32_t events, void *arg)
 {
     shm_ep_t *s = ep->shm;
-    vmmc_ctl_msg_t m;
+    shm_hello_t hm;
     int fds[SHM_MAX_FDS], nfds;
-    ssize_t r = recv_msg(fd, &m, fds, &nfds);
+    ssize_t r = recv_buf(fd, &hm, sizeof hm, fds, &nfds);
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         return;
     for (int i = 0; i < nfds; i++)
         close(fds[i]);
-    if (r != (ssize_t)sizeof m || m.magic != VMMC_CTL_MAGIC || m.type != CTL_HELLO ||
-        m.src_rank < 0 || m.src_rank >= ep->size) {
-        if (r != 0)
+    size_t alen = r > (ssize_t)sizeof hm.m ? (size_t)r - sizeof hm.m : 0;
+    if (r <= (ssize_t)sizeof hm.m || hm.m.magic != VMMC_CTL_MAGIC || hm.m.type != CTL_HELLO ||
+        vmmc_addr_check(hm.addr, alen) != VMMC_OK) {
+        if (r != 0) {
             VMMC_COUNT(ep, CNT_CTL_BAD, 1);
-        vmmc_ctl_unwatch(ep, fd);
-        close(fd);
+            vmmc_debug("refused a malformed HELLO (%zd bytes): %s", r, vmmc_last_error());
+        }
+        refuse(ep, fd, r != 0);
         return;
     }
+    hm.addr[alen] = 0; /* alen < VMMC_ADDR_MAX: checked */
     struct ucred cr;
     socklen_t cl = sizeof cr;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0 ||
-        (ep->boot.peers && cr.pid != ep->boot.peers[m.src_rank].pid)) {
-        vmmc_warn("refused control connection claiming rank %d from pid %d (rank %d is pid %d)",
-                  m.src_rank, (int)cr.pid, m.src_rank,
-                  ep->boot.peers ? (int)ep->boot.peers[m.src_rank].pid : -1);
-        VMMC_COUNT(ep, CNT_CTL_BAD, 1);
-        vmmc_ctl_unwatch(ep, fd);
-        close(fd);
+    char v[96];
+    long claimed = vmmc_card_get(hm.addr, "pid", v, sizeof v) ? strtol(v, NULL, 10) : -1;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0 || cr.pid != claimed ||
+        !vmmc_card_get(hm.addr, "host", v, sizeof v) || strcmp(v, ep->host_id)) {
+        vmmc_warn("refused a control connection from pid %d claiming an address of pid %ld "
+                  "(or of another host)", (int)cr.pid, claimed);
+        refuse(ep, fd, 1);
+        return;
+    }
+    int is_new;
+    int h = vmmc_peer_accept(ep, hm.addr, alen, cr.pid, &is_new);
+    if (h < 0) {
+        vmmc_debug("shm: %s", vmmc_last_error());
+        refuse(ep, fd, 0); /* counted by vmmc_peer_accept */
         return;
     }
     int st;
-    vmmc_peer_t *p = vmmc_peer_get(ep, m.src_rank, &st);
+    vmmc_peer_t *p = vmmc_peer_get(ep, h, &st);
     shm_peer_t *sp = p ? shm_peer_alloc(p) : NULL;
     if (!sp) {
-        vmmc_ctl_unwatch(ep, fd);
-        close(fd);
+        refuse(ep, fd, 0);
         return;
     }
     vmmc_ctl_unwatch(ep, fd);
@@ -188,30 +225,31 @@ static void accepted_ready(vmmc_ep_t *ep, int fd, uint32_t events, void *arg)
      * this same peer, whose control thread waits for us in turn. */
     pthread_mutex_lock(&ep->lock);
     if (sp->in_fd >= 0 && sp->in_fd != fd) {
-        /* A second HELLO from the same rank replaces the first connection. */
+        /* A second HELLO from the same peer replaces the first connection. */
         vmmc_ctl_unwatch(ep, sp->in_fd);
         close(sp->in_fd);
     }
     sp->in_fd = fd;
-    if (!p->pid)
-        p->pid = cr.pid;
     pthread_mutex_unlock(&ep->lock);
 
     /* This sender's own notification ring, polled from now on. */
     int ring_fd;
-    if (shm_inbox_ring_for(ep, s, m.src_rank, &ring_fd) != VMMC_OK) {
-        vmmc_warn("no notification ring for rank %d: %s", m.src_rank, vmmc_last_error());
+    if (shm_inbox_ring_for(ep, s, sp, h, &ring_fd) != VMMC_OK) {
+        vmmc_warn("no notification ring for peer %d: %s", h, vmmc_last_error());
         vmmc_ctl_unwatch(ep, fd);
         close(fd);
         return;
     }
     vmmc_ctl_msg_t ack;
     vmmc_ctl_init(ep, &ack, CTL_HELLO_ACK);
-    ack.id = m.id;
+    ack.id = hm.m.id;
     int out[3] = {s->status_fd, ring_fd, ep->evfd};
     ack.nfds = 3;
-    if (send_msg(fd, &ack, out, 3) == VMMC_OK)
-        vmmc_ctl_watch(ep, fd, peer_fd_ready, (void *)(intptr_t)m.src_rank);
+    if (send_msg(fd, &ack, out, 3) == VMMC_OK) {
+        vmmc_ctl_watch(ep, fd, peer_fd_ready, (void *)(intptr_t)h);
+        if (is_new)
+            vmmc_peer_announce(ep, h);
+    }
 }
 
 static void listen_ready(vmmc_ep_t *ep, int fd, uint32_t events, void *arg)
@@ -286,9 +324,10 @@ static void shm_ep_close(vmmc_ep_t *ep)
     shm_ep_t *s = ep->shm;
     if (!s)
         return;
-    for (int r = 0; r < ep->size && ep->peers; r++) {
-        vmmc_peer_t *p = ep->peers[r];
-        shm_peer_t *sp = p ? p->tl_priv : NULL;
+    int np = vmmc_peer_count_int(ep);
+    for (int r = 0; r < np; r++) {
+        vmmc_peer_t *p = vmmc_peer_at(ep, r);
+        shm_peer_t *sp = p->tl_priv;
         if (!sp || p->tl != &vmmc_tl_shm)
             continue;
         if (sp->out_fd >= 0)
@@ -348,10 +387,9 @@ static int shm_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *p, int timeout_ms)
     if (fd < 0)
         return vmmc_error_sys("socket(AF_UNIX)");
     char name[96];
-    const char *card = ep->boot.peers ? ep->boot.peers[p->rank].card : NULL;
-    if (!card || !vmmc_card_get(card, "shm", name, sizeof name)) {
+    if (!vmmc_card_get(p->addr, "shm", name, sizeof name)) {
         close(fd);
-        return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "rank %d published no shm address", p->rank);
+        return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "peer %d's address has no shm socket", p->rank);
     }
     struct sockaddr_un sa;
     socklen_t sl = sock_addr(name, &sa);
@@ -368,30 +406,35 @@ static int shm_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *p, int timeout_ms)
         close(fd);
         errno = e;
         if (e == ECONNREFUSED || e == ENOENT)
-            return vmmc_error(VMMC_ERR_PEER_DEAD, "rank %d is not listening (@%s): it has exited",
-                              p->rank, sa.sun_path + 1);
+            return vmmc_error(VMMC_ERR_PEER_DEAD, "%s %d is not listening (@%s): it has exited",
+                              VMMC_PEER_WORD(ep, p->rank), p->rank, sa.sun_path + 1);
         return vmmc_error_sys("connect to rank %d", p->rank);
     }
-    vmmc_ctl_msg_t m;
-    vmmc_ctl_init(ep, &m, CTL_HELLO);
-    if ((rc = send_msg(fd, &m, NULL, 0)) != VMMC_OK) {
+    shm_hello_t hm;
+    vmmc_ctl_init(ep, &hm.m, CTL_HELLO);
+    memcpy(hm.addr, ep->addr, ep->addr_len);
+    if ((rc = send_buf(fd, &hm, sizeof hm.m + ep->addr_len, NULL, 0)) != VMMC_OK) {
         close(fd);
         return rc;
     }
+    vmmc_ctl_msg_t m;
     int fds[SHM_MAX_FDS], nfds = 0;
     rc = wait_msg(fd, &m, fds, &nfds, timeout_ms);
     if (rc == VMMC_OK && (m.magic != VMMC_CTL_MAGIC || m.type != CTL_HELLO_ACK || nfds != 3))
-        rc = vmmc_error(VMMC_ERR_PROTOCOL, "bad handshake reply from rank %d", p->rank);
+        rc = vmmc_error(VMMC_ERR_PROTOCOL, "bad handshake reply from peer %d", p->rank);
+    if (rc == VMMC_ERR_PEER_DEAD) /* it closed on us: it does not know us and does not listen */
+        rc = vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "peer %d refused the connection (it does not "
+                        "know this endpoint and does not listen, or it is closing)", p->rank);
     /* The kernel, not the message, says which process listens there: the
-     * copy path writes into that pid, so it must be the rank's. */
+     * copy path writes into that pid, so it must be the one the address
+     * (or the bootstrap) names. */
     struct ucred cr;
     socklen_t cl = sizeof cr;
     if (rc == VMMC_OK &&
-        (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0 || cr.pid != m.pid ||
-         (ep->boot.peers && ep->boot.peers[p->rank].pid && cr.pid != ep->boot.peers[p->rank].pid)))
+        (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0 || !p->pid || cr.pid != p->pid))
         rc = vmmc_error(VMMC_ERR_PROTOCOL,
-                        "rank %d's control socket is held by pid %d, which is not that rank's",
-                        p->rank, (int)cr.pid);
+                        "peer %d's control socket is held by pid %d, not by pid %d of its address",
+                        p->rank, (int)cr.pid, (int)p->pid);
     if (rc == VMMC_OK && !sp->ring)
         rc = shm_inbox_attach(sp, p->rank, fds[0], fds[1]);
     for (int i = 0; i < nfds && i < 2; i++)
@@ -404,7 +447,6 @@ static int shm_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *p, int timeout_ms)
     }
     sp->evfd = fds[2];
     sp->out_fd = fd;
-    p->pid = cr.pid;
     return vmmc_ctl_watch(ep, fd, peer_fd_ready, (void *)(intptr_t)p->rank);
 }
 

@@ -75,13 +75,6 @@ int shm_inbox_open(vmmc_ep_t *ep, shm_ep_t *s)
 {
     s->status_fd = -1;
     s->ring_bytes = ring_bytes_for(s->nrec);
-    s->in = calloc((size_t)ep->size, sizeof *s->in);
-    s->active = calloc((size_t)ep->size, sizeof(int));
-    if (!s->in || !s->active)
-        return vmmc_error(VMMC_ERR_NOMEM, "out of memory for %d ranks", ep->size);
-    s->nin = ep->size;
-    for (int r = 0; r < ep->size; r++)
-        s->in[r].fd = -1;
     s->status = segment("vmmc-status", STATUS_BYTES,
                         F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL,
                         &s->status_fd);
@@ -97,16 +90,17 @@ int shm_inbox_open(vmmc_ep_t *ep, shm_ep_t *s)
 
 void shm_inbox_close(shm_ep_t *s)
 {
-    for (int r = 0; s->in && r < s->nin; r++) {
-        if (s->in[r].ring)
-            munmap(s->in[r].ring, s->ring_bytes);
-        if (s->in[r].fd >= 0)
-            close(s->in[r].fd);
+    int n = atomic_load(&s->nactive);
+    for (int i = 0; i < n; i++) {
+        shm_inring_t *in = s->active[i / SHM_ACTIVE_CHUNK][i % SHM_ACTIVE_CHUNK];
+        munmap(in->ring, s->ring_bytes);
+        close(in->fd);
+        free(in);
     }
-    free(s->in);
-    free(s->active);
-    s->in = NULL;
-    s->active = NULL;
+    for (int c = 0; c < SHM_ACTIVE_CHUNKS; c++)
+        free(s->active[c]);
+    memset(s->active, 0, sizeof s->active);
+    atomic_store(&s->nactive, 0);
     if (s->status)
         munmap(s->status, STATUS_BYTES);
     if (s->status_fd >= 0)
@@ -116,22 +110,37 @@ void shm_inbox_close(shm_ep_t *s)
 }
 
 /* Control thread only (HELLO): rings are created and published here. */
-int shm_inbox_ring_for(vmmc_ep_t *ep, shm_ep_t *s, int rank, int *fd)
+int shm_inbox_ring_for(vmmc_ep_t *ep, shm_ep_t *s, shm_peer_t *sp, int h, int *fd)
 {
-    if (rank < 0 || rank >= s->nin)
-        return vmmc_error(VMMC_ERR_PROTOCOL, "rank %d is not in this job of %d", rank, s->nin);
-    shm_inring_t *in = &s->in[rank];
-    if (in->fd < 0) {
+    (void)ep;
+    shm_inring_t *in = sp->in;
+    if (!in) {
+        int n = atomic_load_explicit(&s->nactive, memory_order_relaxed);
+        if (n >= SHM_ACTIVE_CHUNK * SHM_ACTIVE_CHUNKS)
+            return vmmc_error(VMMC_ERR_AGAIN, "%d notification rings already", n);
+        shm_inring_t **chunk = s->active[n / SHM_ACTIVE_CHUNK];
+        if (!chunk) {
+            chunk = calloc(SHM_ACTIVE_CHUNK, sizeof *chunk);
+            if (!chunk)
+                return vmmc_error(VMMC_ERR_NOMEM, "out of memory for notification rings");
+            atomic_store_explicit(&s->active[n / SHM_ACTIVE_CHUNK], chunk, memory_order_release);
+        }
+        in = calloc(1, sizeof *in);
+        if (!in)
+            return vmmc_error(VMMC_ERR_NOMEM, "out of memory for a notification ring");
         int rfd;
         shm_ring_t *ring = segment("vmmc-ring", s->ring_bytes,
                                    F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL, &rfd);
-        if (!ring)
+        if (!ring) {
+            free(in);
             return VMMC_ERR_SYSTEM;
+        }
         in->ring = ring;
         in->tail = 0;
         in->fd = rfd;
-        int n = atomic_load_explicit(&s->nactive, memory_order_relaxed);
-        s->active[n] = rank;
+        in->handle = h;
+        sp->in = in;
+        chunk[n % SHM_ACTIVE_CHUNK] = in;
         atomic_store_explicit(&s->nactive, n + 1, memory_order_release);
     }
     *fd = in->fd;
@@ -240,12 +249,13 @@ int vmmc_shm_notify(vmmc_proxy_t *px, size_t off, size_t len, uint64_t imm, int 
 int vmmc_shm_drain(vmmc_ep_t *ep, vmmc_shm_rec_fn fn)
 {
     shm_ep_t *s = ep->shm;
-    if (!s || !s->in)
+    if (!s)
         return 0;
     int n = 0, na = atomic_load_explicit(&s->nactive, memory_order_acquire);
     for (int i = 0; i < na; i++) {
-        int rank = s->active[i];
-        shm_inring_t *in = &s->in[rank];
+        shm_inring_t *in = atomic_load_explicit(&s->active[i / SHM_ACTIVE_CHUNK],
+                                                memory_order_relaxed)[i % SHM_ACTIVE_CHUNK];
+        int rank = in->handle;
         uint64_t tail = in->tail, t0 = tail;
         for (uint32_t k = 0; k < s->nrec; k++) {
             shm_rec_t *slot = &in->ring->rec[tail % s->nrec];

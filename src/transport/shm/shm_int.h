@@ -44,9 +44,15 @@ typedef struct shm_ring {
 /* Receiver side of one sender's ring. */
 typedef struct shm_inring {
     int fd;                    /* the segment (kept to answer a repeated HELLO) */
+    int handle;                /* the sender's peer handle */
     shm_ring_t *ring;
     uint64_t tail;             /* private consumption point */
 } shm_inring_t;
+
+/* Rings we poll, in HELLO order: chunks of pointers that never move, so the
+ * progress thread reads them while the control thread appends. */
+#define SHM_ACTIVE_CHUNK 256
+#define SHM_ACTIVE_CHUNKS 256
 
 typedef struct shm_ep {
     int listen_fd;
@@ -54,9 +60,7 @@ typedef struct shm_ep {
     shm_status_t *status;      /* our status page (mapped read/write here only) */
     uint32_t nrec;
     size_t ring_bytes;
-    shm_inring_t *in;          /* by sender rank (nin entries) */
-    int nin;
-    int *active;               /* ranks whose rings we poll, in HELLO order */
+    shm_inring_t **_Atomic active[SHM_ACTIVE_CHUNKS];
     _Atomic int nactive;
 } shm_ep_t;
 
@@ -68,6 +72,7 @@ typedef struct shm_peer {
     size_t ring_bytes;
     uint32_t nrec;
     int evfd;
+    shm_inring_t *in;          /* the peer's ring here (receiver side), or NULL */
     uint64_t head;             /* producer state, under prod_lock */
     uint64_t tail_cache;
     atomic_flag prod_lock;
@@ -76,9 +81,10 @@ typedef struct shm_peer {
 /* shm_inbox.c */
 int shm_inbox_open(vmmc_ep_t *ep, shm_ep_t *s);
 void shm_inbox_close(shm_ep_t *s);
-/* The ring segment for sender @rank (created on its first HELLO); starts
- * polling it. Returns the segment's descriptor (owned by @s) or an error. */
-int shm_inbox_ring_for(vmmc_ep_t *ep, shm_ep_t *s, int rank, int *fd);
+/* The ring segment for the sender of handle @h (created on its first
+ * HELLO, kept in @sp); starts polling it. Returns the segment's descriptor
+ * (owned by @s) or an error. */
+int shm_inbox_ring_for(vmmc_ep_t *ep, shm_ep_t *s, shm_peer_t *sp, int h, int *fd);
 /* Sender side: map the peer's status page (read-only) and our ring in it.
  * Consumes neither descriptor. */
 int shm_inbox_attach(shm_peer_t *sp, int rank, int status_fd, int ring_fd);

@@ -99,7 +99,7 @@ const vmmc_udp_settings_t *vmmc_udp_settings(void)
 
 static peer_t *peer_get(vmmc_udp_link_t *l, uint32_t id)
 {
-    return id < l->p.max_peers ? &l->peers[id] : NULL;
+    return vmmc_udp__peer(l, id);
 }
 
 static void abs_deadline(struct timespec *ts, uint64_t ns_from_now)
@@ -123,7 +123,7 @@ int vmmc_udp_link_open(const vmmc_udp_link_params_t *p, vmmc_udp_link_t **out)
 {
     const vmmc_udp_settings_t *s = vmmc_udp_settings();
     if (!p || !out || !p->deliver || (!p->bind_addr && !p->adopt_fd) || p->max_peers == 0 ||
-        p->self >= p->max_peers || p->max_peers > (1u << 20))
+        p->max_peers > (1u << 20))
         return vmmc_error(VMMC_ERR_INVALID, "udp link: bad parameters");
     struct sockaddr_storage bound;
     socklen_t blen = sizeof bound;
@@ -161,19 +161,17 @@ int vmmc_udp_link_open(const vmmc_udp_link_params_t *p, vmmc_udp_link_t **out)
     }
 
     pthread_mutex_init(&l->rx_lock, NULL);
-    l->peers = calloc(p->max_peers, sizeof *l->peers);
+    pthread_mutex_init(&l->add_lock, NULL);
+    l->nchunks = (p->max_peers + LINK_CHUNK - 1) / LINK_CHUNK;
+    l->rid_cap = 16;
+    while (l->rid_cap < 2 * p->max_peers)
+        l->rid_cap *= 2;
+    l->chunks = calloc(l->nchunks, sizeof *l->chunks);
+    l->rid_map = calloc(l->rid_cap, sizeof *l->rid_map);
     l->rxbuf = malloc((size_t)(RX_BATCH + RX_BATCH_NESTED) * l->dgram);
-    if (!l->peers || !l->rxbuf) {
+    if (!l->chunks || !l->rid_map || !l->rxbuf) {
         st = vmmc_error(VMMC_ERR_NOMEM, "udp link: out of memory for %u peers", p->max_peers);
         goto fail;
-    }
-    for (uint32_t i = 0; i < p->max_peers; i++) {
-        pthread_mutex_init(&l->peers[i].lock, NULL);
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&l->peers[i].cond, &ca);
-        pthread_condattr_destroy(&ca);
     }
 
     if (p->adopt_fd) {
@@ -221,7 +219,8 @@ fail:
     if (l->b.destroy)
         l->b.destroy(l->b.ctx);
     free(l->rxbuf);
-    free(l->peers);
+    free(l->chunks);
+    free((void *)l->rid_map);
     free(l);
     return st;
 }
@@ -245,15 +244,14 @@ void vmmc_udp_link_close(vmmc_udp_link_t *l, int timeout_ms)
     /* Let what was sent arrive, then say goodbye so peers do not wait for
      * the timeout to learn we left. */
     uint64_t deadline = vmmc_udp_now() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000ull;
-    for (uint32_t i = 0; i < l->p.max_peers; i++) {
+    FOR_PEERS(l, i, p) {
         uint64_t now = vmmc_udp_now();
         int left = now >= deadline ? 0 : (int)((deadline - now) / 1000000ull);
-        if (l->peers[i].state == PEER_ALIVE)
+        if (p->state == PEER_ALIVE)
             (void)vmmc_udp_link_flush(l, i, left);
     }
     atomic_store(&l->closing, 1);
-    for (uint32_t i = 0; i < l->p.max_peers; i++) {
-        peer_t *p = &l->peers[i];
+    FOR_PEERS(l, i, p) {
         pthread_mutex_lock(&p->lock);
         pthread_cond_broadcast(&p->cond);
         pthread_mutex_unlock(&p->lock);
@@ -266,8 +264,7 @@ void vmmc_udp_link_close(vmmc_udp_link_t *l, int timeout_ms)
         pthread_join(l->thread, NULL);
     close(l->fd);
     close(l->evfd);
-    for (uint32_t i = 0; i < l->p.max_peers; i++) {
-        peer_t *p = &l->peers[i];
+    FOR_PEERS(l, i, p) {
         if (p->tx)
             for (uint32_t k = 0; k < l->window; k++)
                 free(p->tx[k].buf);
@@ -281,8 +278,12 @@ void vmmc_udp_link_close(vmmc_udp_link_t *l, int timeout_ms)
     }
     l->b.destroy(l->b.ctx);
     pthread_mutex_destroy(&l->rx_lock);
+    pthread_mutex_destroy(&l->add_lock);
+    for (uint32_t c = 0; c < l->nchunks; c++)
+        free(l->chunks[c]);
+    free(l->chunks);
+    free((void *)l->rid_map);
     free(l->rxbuf);
-    free(l->peers);
     free(l);
 }
 
@@ -302,106 +303,6 @@ size_t vmmc_udp_link_payload_max(const vmmc_udp_link_t *l)
 const vmmc_udp_bindings_t *vmmc_udp_link_bindings(const vmmc_udp_link_t *l)
 {
     return &l->b;
-}
-
-/* ---- peers -------------------------------------------------------------- */
-
-int vmmc_udp_link_add_peer(vmmc_udp_link_t *l, uint32_t id, const struct sockaddr *addr,
-                           socklen_t alen, const uint8_t token[VMMC_UDP_TOKEN_SIZE])
-{
-    peer_t *p = peer_get(l, id);
-    if (!p)
-        return vmmc_error(VMMC_ERR_NOT_FOUND, "udp link: peer %u out of range (max %u)", id,
-                          l->p.max_peers);
-    if (!addr || alen > sizeof p->addr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
-        return vmmc_error(VMMC_ERR_INVALID, "udp link: bad address for peer %u", id);
-    const vmmc_udp_settings_t *s = vmmc_udp_settings();
-    pthread_mutex_lock(&p->lock);
-    if (p->state != PEER_NONE) {
-        int same = p->alen == alen && !memcmp(&p->addr, addr, alen);
-        pthread_mutex_unlock(&p->lock);
-        if (same)
-            return VMMC_OK;
-        return vmmc_error(VMMC_ERR_EXISTS, "udp link: peer %u already registered", id);
-    }
-    txslot_t *tx = calloc(l->window, sizeof *tx);
-    rxslot_t *rx = calloc(l->ring, sizeof *rx);
-    if (!tx || !rx) {
-        pthread_mutex_unlock(&p->lock);
-        free(tx);
-        free(rx);
-        return vmmc_error(VMMC_ERR_NOMEM, "udp link: out of memory for peer %u", id);
-    }
-    memcpy(&p->addr, addr, alen);
-    p->alen = alen;
-    vmmc_udp_key_derive(&p->txk, l->p.token, l->p.self, token, id);
-    vmmc_udp_key_derive(&p->rxk, token, id, l->p.token, l->p.self);
-    p->ctl_tx = p->ctl_rx = 0;
-    p->tx = tx;
-    p->rx = rx;
-    p->snd_una = p->snd_nxt = 1;
-    p->rack_ns = p->progress_ns = p->min_rtt = 0;
-    p->probed = p->acked_since_rto = 0;
-    p->backoff = 0;
-    p->peer_wnd = l->window;
-    p->rto = s->rto_init_ns;
-    p->rcv_nxt = p->dlv_nxt = 1;
-    uint64_t now = vmmc_udp_now();
-    p->last_tx_ns = now;
-    atomic_store(&p->last_rx_ns, now);
-    /* Publish last: the progress thread reads state without the lock. */
-    __atomic_store_n(&p->state, PEER_ALIVE, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&p->lock);
-    wake_thread(l); /* recompute timers */
-    return VMMC_OK;
-}
-
-uint32_t vmmc_udp_link_sent(vmmc_udp_link_t *l, uint32_t id)
-{
-    peer_t *p = peer_get(l, id);
-    return p ? __atomic_load_n(&p->snd_nxt, __ATOMIC_ACQUIRE) : 0;
-}
-
-int vmmc_udp_link_peer_alive(vmmc_udp_link_t *l, uint32_t id)
-{
-    peer_t *p = peer_get(l, id);
-    int s = p ? __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) : PEER_NONE;
-    if (s == PEER_NONE)
-        return vmmc_error(VMMC_ERR_NOT_FOUND, "udp link: no peer %u", id);
-    return s == PEER_ALIVE;
-}
-
-/* Mark a peer dead or gone (called without p->lock). The owner is told
- * first, so that by the time blocked senders wake up with
- * VMMC_ERR_PEER_DEAD the layer above already knows (its own checks then
- * agree). The owner may call vmmc_udp_link_peer_kill() from the callback. */
-void vmmc_udp__peer_down(vmmc_udp_link_t *l, uint32_t id, int state, int why)
-{
-    peer_t *p = &l->peers[id];
-    pthread_mutex_lock(&p->lock);
-    int proceed = p->state == PEER_ALIVE && !p->going_down;
-    if (proceed)
-        p->going_down = 1;
-    pthread_mutex_unlock(&p->lock);
-    if (!proceed)
-        return;
-    vmmc_debug("udp link: peer %u %s", id, state == PEER_GONE ? "left" : "declared dead");
-    if (l->p.dead)
-        l->p.dead(l->p.arg, id, state == PEER_GONE);
-    /* Counted before the state changes: whoever sees the peer down sees
-     * it counted. */
-    CNT(l, peers_dead, 1);
-    pthread_mutex_lock(&p->lock);
-    p->down_why = why;
-    __atomic_store_n(&p->state, state, __ATOMIC_RELEASE);
-    pthread_cond_broadcast(&p->cond);
-    pthread_mutex_unlock(&p->lock);
-}
-
-void vmmc_udp_link_peer_kill(vmmc_udp_link_t *l, uint32_t id)
-{
-    if (peer_get(l, id))
-        vmmc_udp__peer_down(l, id, PEER_DEAD, DOWN_KILLED);
 }
 
 /* ---- send side ---------------------------------------------------------- */
@@ -736,8 +637,8 @@ static const struct {
 static uint64_t counter_sum(vmmc_udp_link_t *l, size_t off)
 {
     uint64_t v = __atomic_load_n((uint64_t *)((char *)&l->c + off), __ATOMIC_RELAXED);
-    for (uint32_t i = 0; i < l->p.max_peers; i++)
-        v += __atomic_load_n((uint64_t *)((char *)&l->peers[i].c + off), __ATOMIC_RELAXED);
+    FOR_PEERS(l, i, p)
+        v += __atomic_load_n((uint64_t *)((char *)&p->c + off), __ATOMIC_RELAXED);
     return v;
 }
 

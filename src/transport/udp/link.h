@@ -64,11 +64,19 @@ typedef int (*vmmc_udp_deliver_fn)(void *arg, uint32_t peer, const vmmc_udp_rec_
  * applies them). Progress thread; must not block. */
 typedef int (*vmmc_udp_accept_fn)(void *arg, uint32_t peer, uint32_t region, uint32_t gen,
                                   const uint8_t token[VMMC_UDP_TOKEN_SIZE]);
+/* A datagram came from a wire id no registered peer has (@h decoded, not
+ * yet authenticated; @dgram is the whole datagram). The callback may
+ * register the sender (vmmc_udp_link_add_peer_id, after checking the tag
+ * with vmmc_udp_link_auth_from) and return 0 with its index in *@id; any
+ * other return drops the datagram (counted in drop_unknown_peer). Receive
+ * owner (progress thread or a poller); must not block. */
+typedef int (*vmmc_udp_unknown_fn)(void *arg, const vmmc_udp_hdr_t *h, const uint8_t *dgram,
+                                   const struct sockaddr *from, socklen_t fromlen, uint32_t *id);
 /* A peer was declared dead (@clean: it said goodbye). Progress thread. */
 typedef void (*vmmc_udp_dead_fn)(void *arg, uint32_t peer, int clean);
 
 typedef struct vmmc_udp_link_params {
-    uint32_t self;                 /* this endpoint's index */
+    uint32_t self;                 /* this endpoint's wire id (src of its datagrams) */
     uint32_t max_peers;            /* peer indexes are 0 .. max_peers-1 */
     const struct sockaddr *bind_addr; /* address to bind (port 0: any) */
     socklen_t bind_len;
@@ -82,6 +90,7 @@ typedef struct vmmc_udp_link_params {
     vmmc_udp_deliver_fn deliver;
     vmmc_udp_accept_fn accept;     /* NULL: accept every region token */
     vmmc_udp_dead_fn dead;         /* may be NULL */
+    vmmc_udp_unknown_fn unknown;   /* may be NULL: datagrams of unknown peers are dropped */
     /* Called by the progress thread on every pass (after receiving and the
      * timers), e.g. to send queued messages without blocking
      * (vmmc_udp_link_send_ex with nonblock). May be NULL. */
@@ -121,6 +130,16 @@ int vmmc_udp_link_local_addr(vmmc_udp_link_t *l, struct sockaddr_storage *ss, so
  * starts now. */
 int vmmc_udp_link_add_peer(vmmc_udp_link_t *l, uint32_t id, const struct sockaddr *addr,
                            socklen_t alen, const uint8_t token[VMMC_UDP_TOKEN_SIZE]);
+/* The same for a peer whose wire id @rid differs from its index @id (the
+ * keys are derived from the wire ids). VMMC_ERR_EXISTS if @id or @rid is
+ * taken by another peer; VMMC_OK if this very peer is registered already. */
+int vmmc_udp_link_add_peer_id(vmmc_udp_link_t *l, uint32_t id, uint32_t rid,
+                              const struct sockaddr *addr, socklen_t alen,
+                              const uint8_t token[VMMC_UDP_TOKEN_SIZE]);
+/* Check @dgram's tag (decoded into @h) as sent by the endpoint of wire id
+ * h->src with link secret @token: VMMC_OK or VMMC_ERR_PERMISSION. */
+int vmmc_udp_link_auth_from(const vmmc_udp_link_t *l, const uint8_t *dgram,
+                            const vmmc_udp_hdr_t *h, const uint8_t token[VMMC_UDP_TOKEN_SIZE]);
 
 /* Send a message of @len bytes (0 allowed) to @peer. Returns when every
  * fragment is handed to the socket (src reusable), ordered after earlier

@@ -191,7 +191,7 @@ uint64_t vmmc_udp__loss_timers(vmmc_udp_link_t *l, peer_t *p, uint64_t now, uint
         pto = (pto << sh) > s->rto_max_ns ? s->rto_max_ns : pto << sh;
         uint64_t due = (p->probed ? p->probe_ns : p->progress_ns) + pto;
         if (due <= now) {
-            vmmc_udp__send_ctl(l, (uint32_t)(p - l->peers), p, VMMC_UDP_T_KEEPALIVE);
+            vmmc_udp__send_ctl(l, p->idx, p, VMMC_UDP_T_KEEPALIVE);
             CNT_TX(p, loss_probes, 1);
             if (p->probed && p->backoff < 16)
                 p->backoff++;

@@ -35,6 +35,8 @@ typedef struct rxslot {
 } rxslot_t;
 
 typedef struct peer {
+    uint32_t rid;          /* its wire id (src of its datagrams; set at add) */
+    uint32_t idx;          /* its index */
     pthread_mutex_t lock;  /* tx state, state, published acks */
     pthread_cond_t cond;   /* window space, acks, death */
     int state;
@@ -93,7 +95,16 @@ struct vmmc_udp_link {
     int fd, evfd;
     uint32_t window, ring;               /* ring = window + 1 */
     uint32_t dgram, payload;             /* max datagram, max payload */
-    peer_t *peers;
+    /* Peers by index: chunks of LINK_CHUNK, allocated as peers are added
+     * and never moved (the progress thread walks them without a lock);
+     * indexes below hi may exist. rid_map: wire id -> index + 1 (open
+     * addressing, insert-only, read without a lock). Writers hold add_lock. */
+    peer_t *_Atomic *chunks;
+    uint32_t nchunks;
+    _Atomic uint32_t hi;
+    _Atomic uint64_t *rid_map;
+    uint32_t rid_cap;
+    pthread_mutex_t add_lock;
     pthread_t thread;
     int thread_started;
     atomic_int stop, closing;
@@ -146,6 +157,38 @@ struct vmmc_udp_link {
     __atomic_store_n(&(x), __atomic_load_n(&(x), __ATOMIC_RELAXED) + (uint64_t)(n), __ATOMIC_RELAXED)
 #define CNT_RX(l, f, n) CNT_ADD1((l)->c.f, n) /* receive owner only */
 #define CNT_TX(p, f, n) CNT_ADD1((p)->c.f, n) /* under p->lock */
+
+#define LINK_CHUNK 64u
+
+/* The peer of index @i, or NULL if its chunk does not exist. */
+static inline peer_t *vmmc_udp__peer(const vmmc_udp_link_t *l, uint32_t i)
+{
+    if (i >= l->p.max_peers)
+        return NULL;
+    peer_t *c = atomic_load_explicit(&l->chunks[i / LINK_CHUNK], memory_order_acquire);
+    return c ? &c[i % LINK_CHUNK] : NULL;
+}
+/* Walk every peer slot that exists (registered or not: check state). */
+#define FOR_PEERS(l, i, p)                                                                  \
+    for (uint32_t i = 0, hi_ = atomic_load_explicit(&(l)->hi, memory_order_acquire); i < hi_; \
+         i++)                                                                               \
+        for (peer_t *p = vmmc_udp__peer(l, i); p; p = NULL)
+
+/* The index of the peer whose wire id is @rid; 0 if none. */
+static inline int vmmc_udp__rid_find(const vmmc_udp_link_t *l, uint32_t rid, uint32_t *id)
+{
+    uint32_t m = l->rid_cap - 1, i = (rid * 0x9E3779B1u) & m;
+    for (;;) {
+        uint64_t e = atomic_load_explicit(&l->rid_map[i], memory_order_acquire);
+        if (!e)
+            return 0;
+        if ((uint32_t)(e >> 32) == rid) {
+            *id = (uint32_t)e - 1;
+            return 1;
+        }
+        i = (i + 1) & m;
+    }
+}
 
 /* link.c */
 int vmmc_udp__xmit(vmmc_udp_link_t *l, peer_t *p, txslot_t **slots, unsigned n, uint64_t now);

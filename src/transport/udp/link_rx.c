@@ -176,11 +176,17 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
         count_verdict(l, v);
         return;
     }
-    if (VMMC_UNLIKELY(h.src >= l->p.max_peers)) {
+    uint32_t id;
+    if (VMMC_UNLIKELY(!vmmc_udp__rid_find(l, h.src, &id)) &&
+        (!l->p.unknown || l->p.unknown(l->p.arg, &h, buf, from, fromlen, &id) != 0)) {
         CNT_RX(l, drop_unknown_peer, 1);
         return;
     }
-    peer_t *p = &l->peers[h.src];
+    peer_t *p = vmmc_udp__peer(l, id);
+    if (VMMC_UNLIKELY(!p)) {
+        CNT_RX(l, drop_unknown_peer, 1);
+        return;
+    }
     int state = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
     if (VMMC_UNLIKELY(state == PEER_NONE || !addr_eq(&p->addr, p->alen, from, fromlen))) {
         CNT_RX(l, drop_unknown_peer, 1);
@@ -223,7 +229,7 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
             return;
         }
         if (h.region && l->p.accept &&
-            VMMC_UNLIKELY(l->p.accept(l->p.arg, h.src, h.region, h.gen, h.token) != 0)) {
+            VMMC_UNLIKELY(l->p.accept(l->p.arg, id, h.region, h.gen, h.token) != 0)) {
             CNT_RX(l, drop_bad_token, 1);
             return;
         }
@@ -241,7 +247,7 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
     atomic_store_explicit(&p->last_rx_ns, now, memory_order_relaxed);
 
     if (h.type == VMMC_UDP_T_BYE) {
-        vmmc_udp__peer_down(l, h.src, PEER_GONE, DOWN_BYE);
+        vmmc_udp__peer_down(l, id, PEER_GONE, DOWN_BYE);
         return;
     }
     if (h.type == VMMC_UDP_T_KEEPALIVE) {
@@ -259,11 +265,11 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
     if (d == 0 && !nested && p->dlv_nxt == p->rcv_nxt && !busy(p)) {
         p->rcv_nxt++;
         p->dlv_nxt++;
-        if (VMMC_LIKELY(deliver(l, h.src, p, &h, buf + h.hlen) == 0)) {
+        if (VMMC_LIKELY(deliver(l, id, p, &h, buf + h.hlen) == 0)) {
             advance(l, p);
             if (p->rcv_nxt != p->dlv_nxt)
                 send_acks(l, 1, now); /* a hole filled: see below */
-            drain(l, h.src, p);
+            drain(l, id, p);
             return;
         }
         /* The receiver is busy: keep the datagram in the ring. */
@@ -296,7 +302,7 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
         send_acks(l, 1, now);
     }
     if (!nested)
-        drain(l, h.src, p);
+        drain(l, id, p);
 }
 
 extern uint64_t vmmc_udp_cfg_ack_delay, vmmc_udp_cfg_poll_quiet, vmmc_udp_cfg_poll_recheck;
@@ -323,8 +329,7 @@ static void send_acks(vmmc_udp_link_t *l, int force, uint64_t now)
     l->acks_pending = 0;
     force |= l->ack_now;
     l->ack_now = 0;
-    for (uint32_t i = 0; i < l->p.max_peers; i++) {
-        peer_t *p = &l->peers[i];
+    FOR_PEERS(l, i, p) {
         if (!p->ack_pending)
             continue;
         p->ack_pending = 0;
@@ -357,8 +362,7 @@ static uint64_t owed_acks(vmmc_udp_link_t *l, uint64_t now)
     uint64_t next = UINT64_MAX;
     if (!atomic_load_explicit(&l->acks_owed, memory_order_relaxed))
         return next;
-    for (uint32_t i = 0; i < l->p.max_peers; i++) {
-        peer_t *p = &l->peers[i];
+    FOR_PEERS(l, i, p) {
         if (!__atomic_load_n(&p->ack_owed_ns, __ATOMIC_RELAXED))
             continue;
         pthread_mutex_lock(&p->lock);
@@ -425,8 +429,7 @@ static int rx_pass(vmmc_udp_link_t *l, int nested, int one)
         /* Data stored by a nested pass (or refused by a busy receiver) may
          * now be deliverable. */
         int held = 0;
-        for (uint32_t i = 0; i < l->p.max_peers; i++) {
-            peer_t *p = &l->peers[i];
+        FOR_PEERS(l, i, p) {
             if (p->rx && p->dlv_nxt != p->rcv_nxt && p->state == PEER_ALIVE) {
                 drain(l, i, p);
                 held |= p->dlv_nxt != p->rcv_nxt;
@@ -449,8 +452,7 @@ static uint64_t timers(vmmc_udp_link_t *l, uint64_t now)
     uint64_t ack_due = owed_acks(l, now);
     if (ack_due < next)
         next = ack_due;
-    for (uint32_t i = 0; i < l->p.max_peers; i++) {
-        peer_t *p = &l->peers[i];
+    FOR_PEERS(l, i, p) {
         if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != PEER_ALIVE)
             continue;
         uint64_t last_rx = atomic_load_explicit(&p->last_rx_ns, memory_order_relaxed);
@@ -592,8 +594,7 @@ void *vmmc_udp__progress_main(void *arg)
         wait_events(l, next, now, app);
     }
     pthread_mutex_lock(&l->rx_lock);
-    for (uint32_t i = 0; i < l->p.max_peers; i++) {
-        peer_t *p = &l->peers[i];
+    FOR_PEERS(l, i, p) {
         if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != PEER_ALIVE)
             continue;
         uint64_t sack = sack_bits(l, p);

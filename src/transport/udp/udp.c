@@ -2,10 +2,10 @@
  * link (link.h), for peers on other hosts (or every peer with
  * VMMC_TRANSPORT=udp).
  *
- * Each endpoint binds one UDP socket before the bootstrap and publishes
- * "udp=ADDR:PORT;utok=HEX;" in its business card (utok: the link token that
- * authenticates control datagrams). After the bootstrap the link starts and
- * every peer that will be reached over udp is registered.
+ * Each endpoint binds one UDP socket when it opens and publishes
+ * "udp=ADDR:PORT;utok=HEX;uid=HEX;" in its address (utok: its link secret;
+ * uid: its wire id). udp_peer.c starts the link and registers peers; this
+ * file is the data path.
  *
  * Messages on the link (rec.kind):
  *   WRITE    region = export id + 1, gen, token = export capability: the
@@ -20,201 +20,15 @@
  *   SIGNAL   wake the endpoint (vmmc_signal).
  * Byte order: capability tokens travel as the exporter's 16 bytes; hosts of
  * one job must share endianness (all supported hosts are little-endian). */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* sendmmsg, recvmmsg, ppoll */
-#endif
-#include <arpa/inet.h>
+#include "transport/udp/udp_int.h"
+
 #include <errno.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
-#include "core/core.h"
-#include "core/ctl.h"
 #include "core/deliver.h"
-#include "transport/udp/link.h"
-#include "util/config.h"
-
-enum { K_WRITE = 1, K_CTL = 2, K_GET_REQ = 3, K_GET_REP = 4, K_GET_ERR = 5, K_SIGNAL = 6 };
-
-#define GET_CHUNK (1u << 20) /* remote reads are answered 1 MiB at a time */
-
-static const char *cfg_addr;
-static int64_t cfg_port;
-static int cfg_sync;
-static const vmmc_cfg_entry_t udp_tl_entries[] = {
-    {"UDP_ADDR", "", "address the udp transport binds and publishes (IPv4 or IPv6); empty: "
-     "the first non-loopback IPv4 interface that is up, else 127.0.0.1", VMMC_CFG_STRING,
-     &cfg_addr},
-    {"UDP_PORT", "0", "UDP port to bind (0: any free port)", VMMC_CFG_INT, &cfg_port, 0, 65535},
-    {"UDP_SYNC", "no", "vmmc_send over udp returns once the data is in the receiver's memory "
-     "(yes: one round trip per send), or once the link holds it (no: the source is reusable "
-     "at once; order and notifications hold, and vmmc_barrier waits until every send landed)",
-     VMMC_CFG_BOOL, &cfg_sync},
-};
-VMMC_CONFIG_TABLE(udp_tl_cfg, "udp transport", udp_tl_entries);
-
-typedef struct get_req {
-    uint64_t id;
-    int rank;
-    uint8_t *dst;
-    size_t len, got;
-    int status;      /* VMMC_INPROGRESS until done */
-    struct get_req *next;
-} get_req_t;
-
-typedef struct get_wire {
-    uint64_t id, off, len;
-    uint32_t export_id, gen;
-    uint64_t token[2];
-} get_wire_t;
-
-typedef struct udp_rx {
-    uint64_t msg_off;  /* offset of the current write's first fragment */
-    int msg_ok;        /* every fragment of it was applied */
-    size_t ctl_len;
-    union {
-        vmmc_ctl_msg_t m;
-        uint8_t b[sizeof(vmmc_ctl_msg_t)];
-    } ctl;
-} udp_rx_t;
-
-/* Control messages wait here until the window has room: ctl_send is called
- * with core locks held (ep->lock), so it must never wait for the progress
- * thread, which may itself need those locks to apply incoming data. */
-typedef struct ctl_q {
-    vmmc_ctl_msg_t m;
-    int rank;
-    struct ctl_q *next;
-} ctl_q_t;
-#define CTL_QUEUE_MAX 4096
-
-typedef struct udp_ep {
-    vmmc_ep_t *ep;
-    vmmc_udp_link_t *link;
-    int fd;                          /* bound socket until the link adopts it */
-    int lo_fd;                       /* the same port on 127.0.0.1 (see loopback_job) */
-    uint8_t token[VMMC_UDP_TOKEN_SIZE];
-    udp_rx_t *rx;                    /* per rank: progress thread only */
-    pthread_mutex_t lock;            /* gets */
-    pthread_cond_t cond;
-    get_req_t *gets;
-    uint64_t next_get;
-    /* Authenticated writes the core refused, by reason (stale export or
-     * generation, wrong capability token, out of bounds, other), and
-     * malformed control messages: progress thread only writes them. */
-    _Atomic uint64_t refused[4], ctl_bad;
-    pthread_mutex_t qlock;           /* control queue */
-    ctl_q_t *qhead, **qtail;
-    int qlen;
-    int hooked;                      /* udp_arm is a progress hook of ep */
-    /* Per rank: the link's datagram count right after our last write to it
-     * (a signal right behind a write rides on it, see udp_signal). */
-    _Atomic uint32_t *wrote_at;
-} udp_ep_t;
-
-static udp_ep_t *U(vmmc_ep_t *ep)
-{
-    return ep->udp;
-}
-
-/* ---- addresses and cards ------------------------------------------------ */
-
-static int pick_addr(struct sockaddr_storage *ss, socklen_t *len)
-{
-    memset(ss, 0, sizeof *ss);
-    struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
-    const char *want = cfg_addr ? cfg_addr : "";
-    if (want[0]) {
-        if (inet_pton(AF_INET, want, &a4->sin_addr) == 1) {
-            a4->sin_family = AF_INET;
-            *len = sizeof *a4;
-        } else if (inet_pton(AF_INET6, want, &a6->sin6_addr) == 1) {
-            a6->sin6_family = AF_INET6;
-            *len = sizeof *a6;
-        } else {
-            return vmmc_error(VMMC_ERR_INVALID, "VMMC_UDP_ADDR=%s is not an IPv4/IPv6 address",
-                              want);
-        }
-        return VMMC_OK;
-    }
-    a4->sin_family = AF_INET;
-    a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    *len = sizeof *a4;
-    struct ifaddrs *ifs;
-    if (getifaddrs(&ifs) == 0) {
-        for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
-            if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
-                !(i->ifa_flags & IFF_LOOPBACK)) {
-                a4->sin_addr = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
-                break;
-            }
-        }
-        freeifaddrs(ifs);
-    }
-    return VMMC_OK;
-}
-
-static int parse_card(const char *card, struct sockaddr_storage *ss, socklen_t *len,
-                      uint8_t tok[VMMC_UDP_TOKEN_SIZE])
-{
-    char addr[96], hex[40];
-    if (!card || !vmmc_card_get(card, "udp", addr, sizeof addr) ||
-        !vmmc_card_get(card, "utok", hex, sizeof hex) || strlen(hex) != 2 * VMMC_UDP_TOKEN_SIZE)
-        return -1;
-    for (unsigned i = 0; i < VMMC_UDP_TOKEN_SIZE; i++) {
-        unsigned v;
-        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
-            return -1;
-        tok[i] = (uint8_t)v;
-    }
-    char *colon = strrchr(addr, ':');
-    if (!colon)
-        return -1;
-    *colon = 0;
-    int port = atoi(colon + 1);
-    if (port <= 0 || port > 65535)
-        return -1;
-    memset(ss, 0, sizeof *ss);
-    struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
-    if (addr[0] == '[') {
-        size_t n = strlen(addr);
-        if (n < 3 || addr[n - 1] != ']')
-            return -1;
-        addr[n - 1] = 0;
-        if (inet_pton(AF_INET6, addr + 1, &a6->sin6_addr) != 1)
-            return -1;
-        a6->sin6_family = AF_INET6;
-        a6->sin6_port = htons((uint16_t)port);
-        *len = sizeof *a6;
-    } else {
-        if (inet_pton(AF_INET, addr, &a4->sin_addr) != 1)
-            return -1;
-        a4->sin_family = AF_INET;
-        a4->sin_port = htons((uint16_t)port);
-        *len = sizeof *a4;
-    }
-    return 0;
-}
-
-/* Will the core reach @rank over udp? (The same rule as vmmc_peer_get.) */
-static int uses_udp(vmmc_ep_t *ep, int rank)
-{
-    if (!strcmp(vmmc_core_cfg.transport, "udp"))
-        return 1; /* every peer, this rank too (the link loops back to itself) */
-    if (rank == ep->rank)
-        return 0;
-    char other[96];
-    const char *card = ep->boot.peers ? ep->boot.peers[rank].card : NULL;
-    return !(card && vmmc_card_get(card, "host", other, sizeof other) && !strcmp(other, ep->host_id));
-}
 
 /* ---- receive side (link progress thread) -------------------------------- */
 
@@ -222,6 +36,15 @@ static void get_finish(udp_ep_t *u, get_req_t *g, int status)
 {
     g->status = status;
     pthread_cond_broadcast(&u->cond);
+}
+
+void vmmc_udp__gets_fail(udp_ep_t *u, int rank, int status)
+{
+    pthread_mutex_lock(&u->lock);
+    for (get_req_t *g = u->gets; g; g = g->next)
+        if (g->rank == rank && g->status == VMMC_INPROGRESS)
+            get_finish(u, g, status);
+    pthread_mutex_unlock(&u->lock);
 }
 
 static get_req_t *get_find(udp_ep_t *u, int rank, uint64_t id)
@@ -265,12 +88,15 @@ static void serve_get(udp_ep_t *u, uint32_t peer, const void *data, size_t len)
     }
 }
 
-static int udp_deliver(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec, const void *data,
+int vmmc_udp__deliver(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec, const void *data,
                        size_t len)
 {
     udp_ep_t *u = arg;
     vmmc_ep_t *ep = u->ep;
-    udp_rx_t *r = &u->rx[peer];
+    udp_peer_t *up = udp_peer_of(u, peer);
+    if (!up)
+        return 0; /* cannot happen: registered before its datagrams are taken */
+    udp_rx_t *r = &up->rx;
     switch (rec->kind) {
     case K_WRITE: {
         /* Bounded notification queue: while VMMC_NOTIFY_QUEUE notifications
@@ -359,6 +185,8 @@ static int udp_deliver(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec, cons
     case K_SIGNAL:
         vmmc_deliver_wake(ep);
         return 0;
+    case K_HELLO: /* the link took it (on_unknown) or the peer knew us already */
+        return 0;
     default:
         return 0;
     }
@@ -366,7 +194,7 @@ static int udp_deliver(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec, cons
 
 /* Progress thread: send queued control messages while windows have room
  * (in order per peer; a peer with a full window keeps its messages). */
-static void udp_tick(void *arg)
+void vmmc_udp__tick(void *arg)
 {
     udp_ep_t *u = arg;
     vmmc_udp_rec_t rec;
@@ -399,264 +227,6 @@ static void udp_tick(void *arg)
         free(q);
     }
     pthread_mutex_unlock(&u->qlock);
-}
-
-static void udp_link_dead(void *arg, uint32_t peer, int clean)
-{
-    udp_ep_t *u = arg;
-    vmmc_peer_mark_dead(u->ep, (int)peer, -1,
-                        clean ? "left the job (udp goodbye)"
-                              : "no answer over udp within VMMC_UDP_PEER_TIMEOUT");
-}
-
-/* ---- endpoint ----------------------------------------------------------- */
-
-static int udp_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
-{
-    udp_ep_t *u = calloc(1, sizeof *u);
-    if (!u)
-        return vmmc_error(VMMC_ERR_NOMEM, "udp: out of memory");
-    u->ep = ep;
-    u->fd = u->lo_fd = -1;
-    pthread_mutex_init(&u->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&u->cond, &ca);
-    pthread_condattr_destroy(&ca);
-    pthread_mutex_init(&u->qlock, NULL);
-    u->qtail = &u->qhead;
-    int rc;
-    struct sockaddr_storage ss;
-    socklen_t len;
-    if ((rc = pick_addr(&ss, &len)) != VMMC_OK)
-        goto fail;
-    if (cfg_port < 0 || cfg_port > 65535) {
-        rc = vmmc_error(VMMC_ERR_INVALID, "VMMC_UDP_PORT=%lld is not a port", (long long)cfg_port);
-        goto fail;
-    }
-    ((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)cfg_port); /* same offset in v6 */
-    u->fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (u->fd < 0) {
-        rc = vmmc_error_sys("udp: socket");
-        goto fail;
-    }
-    if (bind(u->fd, (struct sockaddr *)&ss, len) != 0) {
-        char a[64];
-        inet_ntop(ss.ss_family, ss.ss_family == AF_INET ? (void *)&((struct sockaddr_in *)&ss)->sin_addr
-                                                        : (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr,
-                  a, sizeof a);
-        rc = vmmc_error_sys("udp: cannot bind %s port %lld (VMMC_UDP_ADDR/VMMC_UDP_PORT)", a,
-                            (long long)cfg_port);
-        goto fail;
-    }
-    len = sizeof ss;
-    getsockname(u->fd, (struct sockaddr *)&ss, &len);
-    /* An interface address picked automatically: hold the same port on
-     * 127.0.0.1 too, for a job whose ranks all turn out to share this host
-     * (the loopback path is cheaper than a local interface address's). */
-    if (!(cfg_addr && cfg_addr[0]) && ss.ss_family == AF_INET &&
-        ((struct sockaddr_in *)&ss)->sin_addr.s_addr != htonl(INADDR_LOOPBACK)) {
-        struct sockaddr_in lo = *(struct sockaddr_in *)&ss;
-        lo.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        u->lo_fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (u->lo_fd >= 0 && bind(u->lo_fd, (struct sockaddr *)&lo, sizeof lo) != 0) {
-            vmmc_debug("udp: port %u is taken on 127.0.0.1: no loopback path", ntohs(lo.sin_port));
-            close(u->lo_fd);
-            u->lo_fd = -1;
-        }
-    }
-    if (getrandom(u->token, sizeof u->token, 0) != (ssize_t)sizeof u->token) {
-        rc = vmmc_error_sys("udp: getrandom for the link token");
-        goto fail;
-    }
-    char a[64], hex[2 * VMMC_UDP_TOKEN_SIZE + 1];
-    for (unsigned i = 0; i < VMMC_UDP_TOKEN_SIZE; i++)
-        snprintf(hex + 2 * i, 3, "%02x", u->token[i]);
-    int n;
-    if (ss.ss_family == AF_INET) {
-        struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
-        inet_ntop(AF_INET, &a4->sin_addr, a, sizeof a);
-        n = snprintf(card, cap, "udp=%s:%u;utok=%s;%s", a, ntohs(a4->sin_port), hex,
-                     u->lo_fd >= 0 ? "ulo=1;" : "");
-    } else {
-        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
-        inet_ntop(AF_INET6, &a6->sin6_addr, a, sizeof a);
-        n = snprintf(card, cap, "udp=[%s]:%u;utok=%s;", a, ntohs(a6->sin6_port), hex);
-    }
-    if (n < 0 || (size_t)n >= cap) {
-        rc = vmmc_error(VMMC_ERR_OVERFLOW, "udp: business card full");
-        goto fail;
-    }
-    ep->udp = u;
-    return VMMC_OK;
-fail:
-    if (u->fd >= 0)
-        close(u->fd);
-    if (u->lo_fd >= 0)
-        close(u->lo_fd);
-    free(u);
-    return rc;
-}
-
-/* Does every rank of the job share this host and hold its port on
- * 127.0.0.1 ("ulo" in its card)? Then the whole job talks over the
- * loopback interface. Every rank sees the same cards, so all decide alike. */
-static int loopback_job(vmmc_ep_t *ep)
-{
-    udp_ep_t *u = U(ep);
-    if (u->lo_fd < 0 || !ep->boot.peers)
-        return 0;
-    for (int r = 0; r < ep->size; r++) {
-        const char *card = ep->boot.peers[r].card;
-        char v[96];
-        if (!card || !vmmc_card_get(card, "host", v, sizeof v) || strcmp(v, ep->host_id) ||
-            !vmmc_card_get(card, "ulo", v, sizeof v) || strcmp(v, "1"))
-            return 0;
-    }
-    return 1;
-}
-
-/* Progress hook "arm": the endpoint is about to sleep in vmmc_wait(), so
- * nobody polls the socket until it wakes: hand it back to the progress
- * thread now (it delivers, and the delivery wakes the sleeper). */
-static int udp_arm(void *arg)
-{
-    udp_ep_t *u = arg;
-    vmmc_udp_link_idle(u->link);
-    return 0;
-}
-
-static int udp_ep_start(vmmc_ep_t *ep)
-{
-    udp_ep_t *u = U(ep);
-    int any = 0;
-    for (int r = 0; r < ep->size; r++)
-        any |= uses_udp(ep, r);
-    if (!any) {
-        /* Every peer is on this host: no socket, no thread. */
-        close(u->fd);
-        u->fd = -1;
-        if (u->lo_fd >= 0)
-            close(u->lo_fd);
-        u->lo_fd = -1;
-        return VMMC_OK;
-    }
-    int lo = loopback_job(ep);
-    if (lo) {
-        close(u->fd);
-        u->fd = u->lo_fd;
-    } else if (u->lo_fd >= 0) {
-        close(u->lo_fd);
-    }
-    u->lo_fd = -1;
-    u->rx = calloc((size_t)ep->size, sizeof *u->rx);
-    u->wrote_at = calloc((size_t)ep->size, sizeof *u->wrote_at);
-    if (!u->rx || !u->wrote_at)
-        return vmmc_error(VMMC_ERR_NOMEM, "udp: out of memory for %d peers", ep->size);
-    vmmc_udp_link_params_t p;
-    memset(&p, 0, sizeof p);
-    p.self = (uint32_t)ep->rank;
-    p.max_peers = (uint32_t)ep->size;
-    p.adopt_fd = 1;
-    p.fd = u->fd;
-    memcpy(p.token, u->token, sizeof p.token);
-    p.deliver = udp_deliver;
-    p.accept = NULL; /* every datagram is authenticated; bad writes are refused when applied */
-    p.dead = udp_link_dead;
-    p.tick = udp_tick;
-    p.arg = u;
-    int rc = vmmc_udp_link_open(&p, &u->link);
-    if (rc != VMMC_OK)
-        return rc;
-    u->fd = -1; /* the link owns it */
-    if ((rc = vmmc_progress_hook_add(ep, NULL, udp_arm, u)) != VMMC_OK)
-        return rc;
-    u->hooked = 1;
-    for (int r = 0; r < ep->size; r++) {
-        if (!uses_udp(ep, r))
-            continue;
-        struct sockaddr_storage ss;
-        socklen_t len;
-        uint8_t tok[VMMC_UDP_TOKEN_SIZE];
-        if (parse_card(ep->boot.peers ? ep->boot.peers[r].card : NULL, &ss, &len, tok) != 0) {
-            vmmc_debug("udp: rank %d published no usable udp address", r);
-            continue; /* peer_connect reports it */
-        }
-        if (lo)
-            ((struct sockaddr_in *)&ss)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if ((rc = vmmc_udp_link_add_peer(u->link, (uint32_t)r, (struct sockaddr *)&ss, len, tok)) !=
-            VMMC_OK)
-            return rc;
-    }
-    return VMMC_OK;
-}
-
-static void udp_ep_close(vmmc_ep_t *ep)
-{
-    udp_ep_t *u = U(ep);
-    if (!u)
-        return;
-    if (u->hooked)
-        (void)vmmc_progress_hook_remove(ep, NULL, u);
-    if (u->link) {
-        /* Let queued control messages (revocations, unimports) go first. */
-        for (int i = 0; i < 1000; i++) {
-            pthread_mutex_lock(&u->qlock);
-            int left = u->qlen;
-            pthread_mutex_unlock(&u->qlock);
-            if (!left)
-                break;
-            vmmc_udp_link_wake(u->link);
-            usleep(1000);
-        }
-        vmmc_udp_link_close(u->link, 2000);
-    }
-    if (u->fd >= 0)
-        close(u->fd);
-    if (u->lo_fd >= 0)
-        close(u->lo_fd);
-    for (ctl_q_t *q = u->qhead, *n; q; q = n) {
-        n = q->next;
-        free(q);
-    }
-    pthread_mutex_destroy(&u->qlock);
-    pthread_mutex_destroy(&u->lock);
-    pthread_cond_destroy(&u->cond);
-    free(u->rx);
-    free((void *)u->wrote_at);
-    free(u);
-    ep->udp = NULL;
-}
-
-/* ---- peers and control -------------------------------------------------- */
-
-static int udp_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *peer, int timeout_ms)
-{
-    udp_ep_t *u = U(ep);
-    if (!u || !u->link)
-        return vmmc_error(VMMC_ERR_ENDPOINT, "udp transport not started");
-    int a = vmmc_udp_link_peer_alive(u->link, (uint32_t)peer->rank);
-    if (a == 1)
-        return VMMC_OK;
-    if (a == 0)
-        return vmmc_error(VMMC_ERR_PEER_DEAD, "rank %d is dead or left the job (udp)",
-                          peer->rank);
-    return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "rank %d published no usable udp address",
-                      peer->rank);
-}
-
-static void udp_peer_dead(vmmc_ep_t *ep, vmmc_peer_t *peer)
-{
-    udp_ep_t *u = U(ep);
-    if (!u || !u->link)
-        return;
-    vmmc_udp_link_peer_kill(u->link, (uint32_t)peer->rank);
-    pthread_mutex_lock(&u->lock);
-    for (get_req_t *g = u->gets; g; g = g->next)
-        if (g->rank == peer->rank && g->status == VMMC_INPROGRESS)
-            get_finish(u, g, VMMC_ERR_PEER_DEAD);
-    pthread_mutex_unlock(&u->lock);
 }
 
 static int udp_ctl_send(vmmc_ep_t *ep, vmmc_peer_t *peer, const vmmc_ctl_msg_t *msg, const int *fds,
@@ -719,7 +289,7 @@ static int udp_put(vmmc_proxy_t *px, size_t off, const void *src, size_t len, in
     int st = vmmc_udp_link_send_ex(l, (uint32_t)px->rank, &rec, src, len,
                                    flags & VMMC_SEND_NONBLOCK);
     if (st == VMMC_OK) {
-        atomic_store_explicit(&U(px->ep)->wrote_at[px->rank],
+        atomic_store_explicit(&udp_peer_of(U(px->ep), (uint32_t)px->rank)->wrote_at,
                               vmmc_udp_link_sent(l, (uint32_t)px->rank), memory_order_relaxed);
         if (flags & VMMC_SEND_NOTIFY) /* counted as shm counts it */
             VMMC_COUNT(px->ep, CNT_NOTIFY_SENT, 1);
@@ -730,7 +300,7 @@ static int udp_put(vmmc_proxy_t *px, size_t off, const void *src, size_t len, in
      * waiting when the receiver reports itself busy (its notification queue
      * is full): the data then lands when it takes data again, and the next
      * non-blocking send gets VMMC_ERR_AGAIN. */
-    if (st == VMMC_OK && (cfg_sync || px->rank == px->ep->rank))
+    if (st == VMMC_OK && (vmmc_udp_cfg_sync || px->rank == px->ep->rank))
         st = vmmc_udp_link_sync(l, (uint32_t)px->rank, -1, flags & VMMC_SEND_NONBLOCK);
     return st;
 }
@@ -800,9 +370,10 @@ static int udp_flush(vmmc_ep_t *ep)
     udp_ep_t *u = U(ep);
     if (!u || !u->link)
         return VMMC_OK;
-    for (int r = 0; r < ep->size; r++) {
-        vmmc_peer_t *p = ep->peers[r];
-        if (!p || p->tl != &vmmc_tl_udp || atomic_load(&p->state) != PEER_UP)
+    int n = vmmc_peer_count_int(ep);
+    for (int r = 0; r < n; r++) {
+        vmmc_peer_t *p = vmmc_peer_at(ep, r);
+        if ( p->tl != &vmmc_tl_udp || atomic_load(&p->state) != PEER_UP)
             continue;
         int st = vmmc_udp_link_sync(u->link, (uint32_t)r, -1, 0);
         if (st != VMMC_OK && st != VMMC_ERR_NOT_FOUND)
@@ -818,7 +389,8 @@ static int udp_signal(vmmc_ep_t *ep, vmmc_peer_t *peer)
 {
     udp_ep_t *u = U(ep);
     uint32_t r = (uint32_t)peer->rank;
-    if (atomic_load_explicit(&u->wrote_at[r], memory_order_relaxed) ==
+    udp_peer_t *up = udp_peer_of(u, r);
+    if (up && atomic_load_explicit(&up->wrote_at, memory_order_relaxed) ==
             vmmc_udp_link_sent(u->link, r) &&
         vmmc_udp_link_peer_alive(u->link, r) == 1)
         return VMMC_OK;
@@ -850,37 +422,39 @@ static int udp_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *va
 {
     static const char *const own[] = {"udp.write_refused_stale", "udp.write_refused_token",
                                       "udp.write_refused_bounds", "udp.write_refused_other",
-                                      "udp.ctl_malformed"};
+                                      "udp.ctl_malformed", "udp.hello_refused"};
     static const char *link_names[64];
     udp_ep_t *u = U(ep);
     if (!u || !u->link || i < 0)
         return VMMC_ERR_NOT_FOUND;
-    if (i < 5) {
+    enum { OWN = sizeof own / sizeof own[0] };
+    if (i < OWN) {
         *name = own[i];
-        *value = atomic_load(i < 4 ? &u->refused[i] : &u->ctl_bad);
+        *value = atomic_load(i < 4 ? &u->refused[i] : i == 4 ? &u->ctl_bad : &u->hello_refused);
         return VMMC_OK;
     }
     const char *ln;
-    int st = vmmc_udp_link_counter_get(u->link, i - 5, &ln, value);
-    if (st != VMMC_OK || i - 5 >= 64)
+    int st = vmmc_udp_link_counter_get(u->link, i - OWN, &ln, value);
+    if (st != VMMC_OK || i - OWN >= 64)
         return VMMC_ERR_NOT_FOUND;
     /* "udp." + the link's name, built once per index (the names are static). */
     static char names[64][40];
-    if (!__atomic_load_n(&link_names[i - 5], __ATOMIC_ACQUIRE)) {
-        snprintf(names[i - 5], sizeof names[0], "udp.%s", ln);
-        __atomic_store_n(&link_names[i - 5], names[i - 5], __ATOMIC_RELEASE);
+    if (!__atomic_load_n(&link_names[i - OWN], __ATOMIC_ACQUIRE)) {
+        snprintf(names[i - OWN], sizeof names[0], "udp.%s", ln);
+        __atomic_store_n(&link_names[i - OWN], names[i - OWN], __ATOMIC_RELEASE);
     }
-    *name = link_names[i - 5];
+    *name = link_names[i - OWN];
     return VMMC_OK;
 }
 
 const vmmc_tl_ops_t vmmc_tl_udp = {
     .name = "udp",
-    .ep_open = udp_ep_open,
-    .ep_start = udp_ep_start,
-    .ep_close = udp_ep_close,
-    .peer_connect = udp_peer_connect,
-    .peer_dead = udp_peer_dead,
+    .ep_open = vmmc_udp__ep_open,
+    .ep_start = vmmc_udp__ep_start,
+    .ep_close = vmmc_udp__ep_close,
+    .listen = vmmc_udp__listen,
+    .peer_connect = vmmc_udp__peer_connect,
+    .peer_dead = vmmc_udp__peer_dead,
     .ctl_send = udp_ctl_send,
     .can_map = 0,
     .proxy_setup = udp_proxy_setup,

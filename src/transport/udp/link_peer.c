@@ -1,0 +1,175 @@
+/* UDP link: its peers. A peer is registered by index (the layer above's
+ * handle) with its wire id (the source id its datagrams carry), address and
+ * link secret; the keys of both directions are derived then. Peers live in
+ * chunks of LINK_CHUNK that are never moved (the progress thread walks them
+ * without a lock), and a table maps wire ids to indexes (link_impl.h). */
+#include "transport/udp/link_impl.h"
+
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/log.h"
+#include "vmmc/vmmc.h"
+
+/* A chunk of LINK_CHUNK unregistered peers. */
+static peer_t *chunk_new(uint32_t first)
+{
+    peer_t *c = calloc(LINK_CHUNK, sizeof *c);
+    if (!c)
+        return NULL;
+    for (uint32_t i = 0; i < LINK_CHUNK; i++) {
+        c[i].idx = first + i;
+        pthread_mutex_init(&c[i].lock, NULL);
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&c[i].cond, &ca);
+        pthread_condattr_destroy(&ca);
+    }
+    return c;
+}
+
+/* ---- peers -------------------------------------------------------------- */
+
+int vmmc_udp_link_add_peer(vmmc_udp_link_t *l, uint32_t id, const struct sockaddr *addr,
+                           socklen_t alen, const uint8_t token[VMMC_UDP_TOKEN_SIZE])
+{
+    return vmmc_udp_link_add_peer_id(l, id, id, addr, alen, token);
+}
+
+int vmmc_udp_link_auth_from(const vmmc_udp_link_t *l, const uint8_t *dgram,
+                            const vmmc_udp_hdr_t *h, const uint8_t token[VMMC_UDP_TOKEN_SIZE])
+{
+    vmmc_udp_key_t k;
+    vmmc_udp_key_derive(&k, token, h->src, l->p.token, l->p.self);
+    return vmmc_udp_auth(dgram, h, &k) == VMMC_UDP_OK ? VMMC_OK : VMMC_ERR_PERMISSION;
+}
+
+int vmmc_udp_link_add_peer_id(vmmc_udp_link_t *l, uint32_t id, uint32_t rid,
+                              const struct sockaddr *addr, socklen_t alen,
+                              const uint8_t token[VMMC_UDP_TOKEN_SIZE])
+{
+    if (id >= l->p.max_peers)
+        return vmmc_error(VMMC_ERR_NOT_FOUND, "udp link: peer %u out of range (max %u)", id,
+                          l->p.max_peers);
+    if (!addr || alen > sizeof(struct sockaddr_storage) ||
+        (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
+        return vmmc_error(VMMC_ERR_INVALID, "udp link: bad address for peer %u", id);
+    const vmmc_udp_settings_t *s = vmmc_udp_settings();
+    pthread_mutex_lock(&l->add_lock);
+    peer_t *p = vmmc_udp__peer(l, id);
+    if (!p) {
+        peer_t *c = chunk_new(id / LINK_CHUNK * LINK_CHUNK);
+        if (!c) {
+            pthread_mutex_unlock(&l->add_lock);
+            return vmmc_error(VMMC_ERR_NOMEM, "udp link: out of memory for peer %u", id);
+        }
+        atomic_store_explicit(&l->chunks[id / LINK_CHUNK], c, memory_order_release);
+        p = &c[id % LINK_CHUNK];
+    }
+    uint32_t other;
+    int rid_taken = vmmc_udp__rid_find(l, rid, &other);
+    pthread_mutex_lock(&p->lock);
+    if (p->state != PEER_NONE || rid_taken) {
+        int same = p->state != PEER_NONE && p->rid == rid && rid_taken && other == id &&
+                   p->alen == alen && !memcmp(&p->addr, addr, alen);
+        pthread_mutex_unlock(&p->lock);
+        pthread_mutex_unlock(&l->add_lock);
+        if (same)
+            return VMMC_OK;
+        return vmmc_error(VMMC_ERR_EXISTS, "udp link: peer %u (wire id %08x) already registered",
+                          id, rid);
+    }
+    txslot_t *tx = calloc(l->window, sizeof *tx);
+    rxslot_t *rx = calloc(l->ring, sizeof *rx);
+    if (!tx || !rx) {
+        pthread_mutex_unlock(&p->lock);
+        pthread_mutex_unlock(&l->add_lock);
+        free(tx);
+        free(rx);
+        return vmmc_error(VMMC_ERR_NOMEM, "udp link: out of memory for peer %u", id);
+    }
+    memcpy(&p->addr, addr, alen);
+    p->alen = alen;
+    p->rid = rid;
+    vmmc_udp_key_derive(&p->txk, l->p.token, l->p.self, token, rid);
+    vmmc_udp_key_derive(&p->rxk, token, rid, l->p.token, l->p.self);
+    p->ctl_tx = p->ctl_rx = 0;
+    p->tx = tx;
+    p->rx = rx;
+    p->snd_una = p->snd_nxt = 1;
+    p->rack_ns = p->progress_ns = p->min_rtt = 0;
+    p->probed = p->acked_since_rto = 0;
+    p->backoff = 0;
+    p->peer_wnd = l->window;
+    p->rto = s->rto_init_ns;
+    p->rcv_nxt = p->dlv_nxt = 1;
+    uint64_t now = vmmc_udp_now();
+    p->last_tx_ns = now;
+    atomic_store(&p->last_rx_ns, now);
+    /* Publish last: the progress thread reads state without the lock. */
+    __atomic_store_n(&p->state, PEER_ALIVE, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&p->lock);
+    uint32_t m = l->rid_cap - 1, k = (rid * 0x9E3779B1u) & m;
+    while (atomic_load_explicit(&l->rid_map[k], memory_order_relaxed))
+        k = (k + 1) & m; /* never full: rid_cap >= 2 * max_peers */
+    atomic_store_explicit(&l->rid_map[k], ((uint64_t)rid << 32) | (id + 1), memory_order_release);
+    uint32_t hi = (id / LINK_CHUNK + 1) * LINK_CHUNK;
+    if (hi > l->p.max_peers)
+        hi = l->p.max_peers;
+    if (hi > atomic_load(&l->hi))
+        atomic_store_explicit(&l->hi, hi, memory_order_release);
+    pthread_mutex_unlock(&l->add_lock);
+    vmmc_udp_link_wake(l); /* recompute timers */
+    return VMMC_OK;
+}
+
+uint32_t vmmc_udp_link_sent(vmmc_udp_link_t *l, uint32_t id)
+{
+    peer_t *p = vmmc_udp__peer(l, id);
+    return p ? __atomic_load_n(&p->snd_nxt, __ATOMIC_ACQUIRE) : 0;
+}
+
+int vmmc_udp_link_peer_alive(vmmc_udp_link_t *l, uint32_t id)
+{
+    peer_t *p = vmmc_udp__peer(l, id);
+    int s = p ? __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) : PEER_NONE;
+    if (s == PEER_NONE)
+        return vmmc_error(VMMC_ERR_NOT_FOUND, "udp link: no peer %u", id);
+    return s == PEER_ALIVE;
+}
+
+/* Mark a peer dead or gone (called without p->lock). The owner is told
+ * first, so that by the time blocked senders wake up with
+ * VMMC_ERR_PEER_DEAD the layer above already knows (its own checks then
+ * agree). The owner may call vmmc_udp_link_peer_kill() from the callback. */
+void vmmc_udp__peer_down(vmmc_udp_link_t *l, uint32_t id, int state, int why)
+{
+    peer_t *p = vmmc_udp__peer(l, id);
+    pthread_mutex_lock(&p->lock);
+    int proceed = p->state == PEER_ALIVE && !p->going_down;
+    if (proceed)
+        p->going_down = 1;
+    pthread_mutex_unlock(&p->lock);
+    if (!proceed)
+        return;
+    vmmc_debug("udp link: peer %u %s", id, state == PEER_GONE ? "left" : "declared dead");
+    if (l->p.dead)
+        l->p.dead(l->p.arg, id, state == PEER_GONE);
+    /* Counted before the state changes: whoever sees the peer down sees
+     * it counted. */
+    CNT(l, peers_dead, 1);
+    pthread_mutex_lock(&p->lock);
+    p->down_why = why;
+    __atomic_store_n(&p->state, state, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+}
+
+void vmmc_udp_link_peer_kill(vmmc_udp_link_t *l, uint32_t id)
+{
+    if (vmmc_udp__peer(l, id))
+        vmmc_udp__peer_down(l, id, PEER_DEAD, DOWN_KILLED);
+}
+

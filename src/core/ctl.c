@@ -291,6 +291,12 @@ void vmmc_ctl_recv(vmmc_ep_t *ep, int peer_rank, const vmmc_ctl_msg_t *m, size_t
         case CTL_REVOKE_ACK:
             vmmc_export_revoke_acked(ep, peer_rank, m);
             break;
+        case CTL_ATOMIC_REQ:
+            vmmc_atomic_serve(ep, peer_rank, m);
+            break;
+        case CTL_ATOMIC_REP:
+            vmmc_atomic_replied(ep, peer_rank, m);
+            break;
         default:
             VMMC_COUNT(ep, CNT_CTL_BAD, 1);
             break;

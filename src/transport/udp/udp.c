@@ -18,6 +18,11 @@
  *   CTL      one vmmc_ctl_msg_t, handed to vmmc_ctl_recv();
  *   GET_REQ  remote read request; answered with GET_REP fragments or GET_ERR;
  *   SIGNAL   wake the endpoint (vmmc_signal).
+ *   ATOMIC_REQ  remote atomic: the receiver's progress thread executes it
+ *            (vmmc_deliver_atomic) and answers with GET_REP (the 8-byte old
+ *            value) or GET_ERR, like a read: the link delivers the request
+ *            exactly once and in order after earlier writes, and a lost
+ *            reply is retransmitted by the link, never re-executed.
  * Byte order: capability tokens travel as the exporter's 16 bytes; hosts of
  * one job must share endianness (all supported hosts are little-endian). */
 #ifndef _GNU_SOURCE
@@ -40,7 +45,8 @@
 #include "transport/udp/link.h"
 #include "util/config.h"
 
-enum { K_WRITE = 1, K_CTL = 2, K_GET_REQ = 3, K_GET_REP = 4, K_GET_ERR = 5, K_SIGNAL = 6 };
+enum { K_WRITE = 1, K_CTL = 2, K_GET_REQ = 3, K_GET_REP = 4, K_GET_ERR = 5, K_SIGNAL = 6,
+       K_ATOMIC_REQ = 7 };
 
 #define GET_CHUNK (1u << 20) /* remote reads are answered 1 MiB at a time */
 
@@ -73,6 +79,13 @@ typedef struct get_wire {
     uint32_t export_id, gen;
     uint64_t token[2];
 } get_wire_t;
+
+typedef struct atomic_wire {
+    uint64_t id, off, operand, compare;
+    uint32_t export_id, gen;
+    uint64_t token[2];
+    uint8_t op, size, fetch, pad[5];
+} atomic_wire_t;
 
 typedef struct udp_rx {
     uint64_t msg_off;  /* offset of the current write's first fragment */
@@ -265,6 +278,25 @@ static void serve_get(udp_ep_t *u, uint32_t peer, const void *data, size_t len)
     }
 }
 
+static void serve_atomic(udp_ep_t *u, uint32_t peer, const void *data, size_t len)
+{
+    atomic_wire_t w;
+    if (len != sizeof w)
+        return;
+    memcpy(&w, data, sizeof w);
+    vmmc_udp_rec_t rec;
+    memset(&rec, 0, sizeof rec);
+    rec.imm = w.id;
+    uint64_t old = 0;
+    int32_t st = vmmc_deliver_atomic(u->ep, (int)peer, w.export_id, w.gen, w.token, w.off, w.op,
+                                     w.size, w.fetch, w.operand, w.compare, &old);
+    rec.kind = st == VMMC_OK ? K_GET_REP : K_GET_ERR;
+    if (st == VMMC_OK)
+        (void)vmmc_udp_link_send(u->link, peer, &rec, &old, sizeof old);
+    else
+        (void)vmmc_udp_link_send(u->link, peer, &rec, &st, sizeof st);
+}
+
 static int udp_deliver(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec, const void *data,
                        size_t len)
 {
@@ -333,6 +365,9 @@ static int udp_deliver(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec, cons
         return 0;
     case K_GET_REQ:
         serve_get(u, peer, data, len);
+        return 0;
+    case K_ATOMIC_REQ:
+        serve_atomic(u, peer, data, len);
         return 0;
     case K_GET_REP:
     case K_GET_ERR: {
@@ -735,21 +770,23 @@ static int udp_put(vmmc_proxy_t *px, size_t off, const void *src, size_t len, in
     return st;
 }
 
-static int udp_get(vmmc_proxy_t *px, size_t off, void *dst, size_t len)
+/* One request that the peer answers with GET_REP fragments into @dst (or
+ * GET_ERR): a remote read or an atomic. */
+static int udp_rpc(vmmc_proxy_t *px, int kind, void *wire, size_t wlen, uint64_t *wid, void *dst,
+                   size_t len)
 {
     udp_ep_t *u = U(px->ep);
     get_req_t g = {.rank = px->rank, .dst = dst, .len = len, .status = VMMC_INPROGRESS};
     pthread_mutex_lock(&u->lock);
-    g.id = ++u->next_get;
+    g.id = *wid = ++u->next_get;
     g.next = u->gets;
     u->gets = &g;
     pthread_mutex_unlock(&u->lock);
 
-    get_wire_t w = {g.id, off, len, px->export_id, px->gen, {px->token[0], px->token[1]}};
     vmmc_udp_rec_t rec;
     memset(&rec, 0, sizeof rec);
-    rec.kind = K_GET_REQ;
-    int st = vmmc_udp_link_send(u->link, (uint32_t)px->rank, &rec, &w, sizeof w);
+    rec.kind = (uint8_t)kind;
+    int st = vmmc_udp_link_send(u->link, (uint32_t)px->rank, &rec, wire, wlen);
     vmmc_udp_link_idle(u->link); /* the reply comes through the progress thread */
     pthread_mutex_lock(&u->lock);
     if (st != VMMC_OK)
@@ -772,12 +809,39 @@ static int udp_get(vmmc_proxy_t *px, size_t off, void *dst, size_t len)
             break;
         }
     pthread_mutex_unlock(&u->lock);
-    if (g.status == VMMC_OK || st != VMMC_OK)
-        return g.status;
-    if (g.status == VMMC_ERR_PEER_DEAD)
-        return vmmc_error(g.status, "fetch from rank %d: the peer is dead", px->rank);
-    return vmmc_error(g.status, "fetch of %zu bytes at offset %zu from rank %d refused: %s", len,
-                      off, px->rank, vmmc_strerror(g.status));
+    if (g.status != VMMC_OK && st == VMMC_OK && g.status == VMMC_ERR_PEER_DEAD)
+        return vmmc_error(g.status, "rank %d is dead (udp)", px->rank);
+    return g.status;
+}
+
+static int udp_get(vmmc_proxy_t *px, size_t off, void *dst, size_t len)
+{
+    get_wire_t w = {0, off, len, px->export_id, px->gen, {px->token[0], px->token[1]}};
+    int st = udp_rpc(px, K_GET_REQ, &w, sizeof w, &w.id, dst, len);
+    if (st == VMMC_OK || st == VMMC_ERR_PEER_DEAD)
+        return st;
+    return vmmc_error(st, "fetch of %zu bytes at offset %zu from rank %d refused: %s", len, off,
+                      px->rank, vmmc_strerror(st));
+}
+
+static int udp_atomic(vmmc_proxy_t *px, size_t off, int op, int size, uint64_t operand,
+                      uint64_t compare, int fetch, uint64_t *old)
+{
+    atomic_wire_t w = {.off = off, .operand = operand, .compare = compare,
+                       .export_id = px->export_id, .gen = px->gen,
+                       .token = {px->token[0], px->token[1]},
+                       .op = (uint8_t)op, .size = (uint8_t)size, .fetch = (uint8_t)!!fetch};
+    uint64_t v = 0;
+    int st = udp_rpc(px, K_ATOMIC_REQ, &w, sizeof w, &w.id, &v, sizeof v);
+    if (st == VMMC_OK) {
+        if (old)
+            *old = v;
+        return VMMC_OK;
+    }
+    if (st == VMMC_ERR_PEER_DEAD)
+        return st;
+    return vmmc_error(st, "atomic at offset %zu of '%s' refused by rank %d: %s", off, px->name,
+                      px->rank, vmmc_strerror(st));
 }
 
 static int udp_proxy_setup(vmmc_proxy_t *px, const vmmc_ctl_msg_t *m, const int *fds, int nfds)
@@ -809,6 +873,20 @@ static int udp_flush(vmmc_ep_t *ep)
             return st;
     }
     return VMMC_OK;
+}
+
+/* vmmc_fence to one peer: every put to it applied by its receiver. */
+static int udp_flush_peer(vmmc_ep_t *ep, vmmc_peer_t *peer)
+{
+    udp_ep_t *u = U(ep);
+    if (!u || !u->link)
+        return VMMC_OK;
+    int st = vmmc_udp_link_sync(u->link, (uint32_t)peer->rank, -1, 0);
+    if (st == VMMC_ERR_NOT_FOUND)
+        return VMMC_OK;
+    if (st == VMMC_ERR_PEER_DEAD || st == VMMC_ERR_PEER_UNREACHABLE)
+        return vmmc_error(st, "fence: rank %d is dead or unreachable (udp)", peer->rank);
+    return st;
 }
 
 /* Wake the peer. When the last thing sent to it was a write, its delivery
@@ -890,5 +968,7 @@ const vmmc_tl_ops_t vmmc_tl_udp = {
     .signal = udp_signal,
     .progress = udp_progress,
     .flush = udp_flush,
+    .flush_peer = udp_flush_peer,
+    .atomic = udp_atomic,
     .counter_get = udp_counter_get,
 };

@@ -232,8 +232,10 @@ int vmmc_deliver_atomic(vmmc_ep_t *ep, int sender, uint32_t export_id, uint32_t 
 {
     int rc = VMMC_OK;
     *old = 0;
-    if (op < VMMC_ATOMIC_ADD || op > VMMC_ATOMIC_READ || (size != 4 && size != 8))
+    if (op < VMMC_ATOMIC_ADD || op > VMMC_ATOMIC_READ || (size != 4 && size != 8)) {
+        VMMC_COUNT(ep, CNT_ATOMICS_REFUSED, 1);
         return vmmc_error(VMMC_ERR_INVALID, "atomic request: operation %d of size %d", op, size);
+    }
     pthread_mutex_lock(&ep->lock);
     vmmc_export_t *ex = vmmc_export_by_id(ep, export_id, gen);
     uint64_t want[2] = {0, 0};
@@ -265,6 +267,7 @@ int vmmc_deliver_atomic(vmmc_ep_t *ep, int sender, uint32_t export_id, uint32_t 
             *old = v;
     }
     pthread_mutex_unlock(&ep->lock);
+    VMMC_COUNT(ep, rc == VMMC_OK ? CNT_ATOMICS_SERVED : CNT_ATOMICS_REFUSED, 1);
     return rc;
 }
 

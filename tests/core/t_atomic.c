@@ -238,6 +238,20 @@ int main(int argc, char **argv)
         uint64_t w;
         memcpy(&w, wo, 8);
         VT_CHECK(w == 10);
+        /* Counted here: those this process executed for its peers (never
+         * the ones done in a mapping) and the two misaligned ones it refused. */
+        uint64_t served = 0, refused = 0, v;
+        const char *name;
+        for (int i = 0; vmmc_counter_get(ep, i, &name, &v) == VMMC_OK; i++) {
+            if (!strcmp(name, "atomics_served"))
+                served = v;
+            if (!strcmp(name, "atomics_refused"))
+                refused = v;
+        }
+        printf("atomics served %llu, refused %llu\n", (unsigned long long)served,
+               (unsigned long long)refused);
+        VT_CHECK(served >= (uint64_t)(nranks - 1) * THREADS * (uint64_t)adds);
+        VT_CHECK(refused == 2);
         printf("t_atomic: ok (%d ranks, %s)\n", nranks, vt_remote() ? "udp" : "shm");
     }
     VT_OK(vmmc_barrier(ep));

@@ -332,7 +332,8 @@ void vmmc_cq_run(vmmc_req_int_t *r)
         rc = r->len ? px->get(px, r->off, (void *)r->src, r->len) : VMMC_OK;
     } else {
         uint64_t old = 0;
-        rc = vmmc_atomic_exec(px, r->off, s->aop, s->asize, r->imm, s->compare, &old);
+        rc = vmmc_atomic_exec(px, r->off, s->aop, s->asize, r->imm, s->compare,
+                              (px->flags & VMMC_EXPORT_READ) ? &old : NULL);
         s->value = old;
     }
     complete(s, rc); /* from here the slot belongs to the queue's owner */
@@ -387,8 +388,8 @@ int vmmc_atomic_cq(vmmc_proxy_t *px, size_t off, vmmc_atomic_op_t op, int size, 
 {
     if (!cq)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_atomic_cq: NULL queue");
-    /* The old value always comes back, so the export must allow reads. */
-    int rc = vmmc_atomic_check(px, off, (int)op, size, 1);
+    /* The old value comes back when the export allows reads. */
+    int rc = vmmc_atomic_check(px, off, (int)op, size, 0);
     if (rc != VMMC_OK)
         return rc;
     if (px->ep != cq->ep)

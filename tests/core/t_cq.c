@@ -48,7 +48,7 @@ static void expect(vmmc_completion_t c, vmmc_op_t op, void *ctx, int peer, size_
     VT_CHECK(c.op == op && c.context == ctx && c.peer == peer && c.length == len);
 }
 
-static void rank0(vmmc_proxy_t *pm, vmmc_proxy_t *ph, vmmc_proxy_t *pn)
+static void rank0(vmmc_proxy_t *pm, vmmc_proxy_t *ph, vmmc_proxy_t *pn, vmmc_proxy_t *pw)
 {
     vmmc_cq_t *cq;
     VT_STATUS(VMMC_ERR_INVALID, vmmc_cq_open(ep, 0, &cq));
@@ -101,6 +101,15 @@ static void rank0(vmmc_proxy_t *pm, vmmc_proxy_t *ph, vmmc_proxy_t *pn)
         uint64_t v;
         VT_OK(vmmc_fetch(px, 64, &v, 8));
         VT_CHECK(v == 7);
+    }
+
+    /* A write-only export takes atomics, but gives no old value. */
+    VT_STATUS(VMMC_ERR_PERMISSION, vmmc_atomic_cq(pw, 0, VMMC_ATOMIC_READ, 8, 0, 0, cq, NULL));
+    for (int i = 0; i < 2; i++) {
+        VT_OK(vmmc_atomic_cq(pw, 0, VMMC_ATOMIC_ADD, 8, 5, 0, cq, &ctx[i]));
+        vmmc_completion_t a = one(cq);
+        expect(a, VMMC_OP_ATOMIC, &ctx[i], 1, 8);
+        VT_CHECK(a.value == 0);
     }
 
     /* Depth: 8 unpolled completions fill the queue. */
@@ -180,7 +189,7 @@ static int worker(void)
     VT_OK(vmmc_init(NULL, &ep));
     int me = vmmc_rank(ep);
     VT_CHECK(vmmc_size(ep) == 3);
-    char *mem, *heap = calloc(1, BIG), *nbuf = calloc(1, 4096);
+    char *mem, *heap = calloc(1, BIG), *nbuf = calloc(1, 4096), *wo = calloc(1, 64);
     VT_OK(vmmc_mem_alloc(ep, BIG, (void **)&mem));
     vmmc_cq_t *ncq = NULL;
     vmmc_export_t *nex = NULL, *e;
@@ -190,6 +199,9 @@ static int worker(void)
     VT_OK(vmmc_export(ep, &p, &e));
     p.name = "heap", p.addr = heap;
     VT_OK(vmmc_export(ep, &p, &e));
+    p.flags = 0, p.name = "wo", p.addr = wo, p.length = 64;
+    VT_OK(vmmc_export(ep, &p, &e));
+    p.flags = VMMC_EXPORT_READ;
     if (me == 1) {
         VT_OK(vmmc_cq_open(ep, 4, &ncq));
         p.field_mask |= VMMC_EXPORT_PARAM_CQ | VMMC_EXPORT_PARAM_HANDLER;
@@ -218,14 +230,15 @@ static int worker(void)
         _exit(3); /* never reached */
     }
     if (me == 0) {
-        vmmc_proxy_t *pm, *ph, *pn, *pv;
+        vmmc_proxy_t *pm, *ph, *pn, *pv, *pw;
+        VT_OK(vmmc_import(ep, 1, "wo", 5000, &pw));
         VT_OK(vmmc_import(ep, 1, "mem", 5000, &pm));
         VT_OK(vmmc_import(ep, 1, "heap", 5000, &ph));
         VT_OK(vmmc_import(ep, 1, "notes", 5000, &pn));
         VT_OK(vmmc_import(ep, 2, "heap", 5000, &pv));
         int64_t go = 0x60;
         VT_OK(vmmc_send(pv, BIG - 8, &go, 8, 0));
-        rank0(pm, ph, pn);
+        rank0(pm, ph, pn, pw);
         printf("rank 0: completions ok\n");
         /* Rank 2 stopped: an atomic and a large send to it cannot finish. */
         volatile int64_t *pidp = (volatile int64_t *)(void *)(heap + BIG - 8);
@@ -263,6 +276,9 @@ static int worker(void)
         while (*done != 0x600d && vt_now() - t0 < 30)
             vmmc_wait(ep, 10);
         VT_CHECK(*done == 0x600d);
+        uint64_t w;
+        memcpy(&w, wo, 8);
+        VT_CHECK(w == 10);
     }
     /* The survivors meet without a barrier (rank 2 is gone): rank 0 tells
      * rank 1 it is done through rank 1's memory. */

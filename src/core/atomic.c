@@ -141,9 +141,7 @@ static int atomic_by_ctl(vmmc_proxy_t *px, size_t off, int op, int size, uint64_
     waiters = &w;
     pthread_mutex_unlock(&waiters_lock);
 
-    pthread_mutex_lock(&p->lock);
     int rc = p->tl->ctl_send(ep, p, &m, NULL, 0);
-    pthread_mutex_unlock(&p->lock);
 
     pthread_mutex_lock(&waiters_lock);
     while (rc == VMMC_OK && !w.done) {

@@ -256,5 +256,8 @@ int main(int argc, char **argv)
     }
     VT_OK(vmmc_barrier(ep));
     VT_OK(vmmc_finalize(ep));
+    free(heap);
+    free(wo);
+    free(odd);
     return 0;
 }

@@ -124,5 +124,8 @@ int main(int argc, char **argv)
     if (me == 1)
         unlink(path);
     VT_OK(vmmc_finalize(ep));
+    munmap(oob, 4096);
+    free(dst);
+    free(word);
     return 0;
 }

@@ -16,8 +16,10 @@ int main(void)
     vmmc_ep_t *ep;
     VT_OK(vmmc_init(NULL, &ep));
     int me = vmmc_rank(ep);
+    char *heap = NULL, *wo = NULL;
     if (me == 1) {
-        char *mem, *heap = malloc(BIG), *wo = calloc(1, 64);
+        char *mem;
+        heap = malloc(BIG), wo = calloc(1, 64);
         VT_OK(vmmc_mem_alloc(ep, BIG, (void **)&mem));
         for (size_t i = 0; i < BIG; i++)
             mem[i] = heap[i] = (char)(i * 5 + 1);
@@ -74,9 +76,13 @@ int main(void)
                 src[i] = (char)(i * 5 + 1);
             VT_OK(vmmc_send(px[k], 0, src, BIG, 0));
         }
+        free(dst);
+        free(src);
         printf("t_fetch_async: ok (%s)\n", vt_remote() ? "udp" : "shm");
     }
     VT_OK(vmmc_barrier(ep));
     VT_OK(vmmc_finalize(ep));
+    free(heap);
+    free(wo);
     return 0;
 }

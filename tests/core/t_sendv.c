@@ -35,8 +35,10 @@ int main(int argc, char **argv)
     int me = vmmc_rank(ep);
     VT_CHECK(vmmc_size(ep) == 2);
     uint32_t *count = NULL;
+    char *heap = NULL, *redir = NULL;
     if (me == 1) {
-        char *mem, *heap = calloc(1, REGION), *redir = calloc(1, REGION);
+        char *mem;
+        heap = calloc(1, REGION), redir = calloc(1, REGION);
         VT_OK(vmmc_mem_alloc(ep, REGION, (void **)&mem));
         VT_OK(vmmc_mem_alloc(ep, 4096, (void **)&count));
         vmmc_export_params_t p = {.field_mask = VMMC_EXPORT_PARAM_FLAGS | VMMC_EXPORT_PARAM_HANDLER,
@@ -128,6 +130,10 @@ int main(int argc, char **argv)
         VT_OK(vmmc_send(pc, 0, &notified, sizeof notified, 0));
         VT_OK(vmmc_fence(ep, 1));
         printf("rank 0: %d gather sends, %u notified\n", rounds, notified);
+        free(src);
+        free(back);
+        for (int k = 0; k < 3; k++)
+            free(want[k]);
     }
     VT_OK(vmmc_barrier(ep));
     if (me == 1) {
@@ -142,5 +148,7 @@ int main(int argc, char **argv)
     }
     VT_OK(vmmc_barrier(ep));
     VT_OK(vmmc_finalize(ep));
+    free(heap);
+    free(redir);
     return 0;
 }

@@ -265,20 +265,28 @@ static int worker(void)
         VT_STATUS(VMMC_ERR_PEER_DEAD, vmmc_fence(ep, -1));
         VT_STATUS(VMMC_ERR_PEER_DEAD, vmmc_atomic_cq(pv, 0, VMMC_ATOMIC_ADD, 8, 1, 0, cq, &ctx));
         VT_OK(vmmc_cq_close(cq));
+        /* Rank 1 checks, then waits for the second word: the first fence
+         * cannot race with its exit; the last one may (either result). */
         int64_t done = 0x600d;
-        VT_OK(vmmc_send(ph, BIG - 8, &done, 8, 0));
+        VT_OK(vmmc_send(ph, BIG - 16, &done, 8, 0));
         VT_OK(vmmc_fence(ep, 1));
+        VT_OK(vmmc_send(ph, BIG - 8, &done, 8, 0));
+        int rc = vmmc_fence(ep, 1);
+        VT_CHECK(rc == VMMC_OK || rc == VMMC_ERR_PEER_DEAD);
     } else {
         rank1(ncq, nex, nbuf);
         printf("rank 1: notifications ok\n");
-        volatile int64_t *done = (volatile int64_t *)(void *)(heap + BIG - 8);
+        volatile int64_t *done = (volatile int64_t *)(void *)(heap + BIG - 16);
         double t0 = vt_now();
-        while (*done != 0x600d && vt_now() - t0 < 30)
+        while (done[0] != 0x600d && vt_now() - t0 < 30)
             vmmc_wait(ep, 10);
-        VT_CHECK(*done == 0x600d);
+        VT_CHECK(done[0] == 0x600d);
         uint64_t w;
         memcpy(&w, wo, 8);
         VT_CHECK(w == 10);
+        while (done[1] != 0x600d && vt_now() - t0 < 30)
+            vmmc_wait(ep, 10);
+        VT_CHECK(done[1] == 0x600d);
     }
     /* The survivors meet without a barrier (rank 2 is gone): rank 0 tells
      * rank 1 it is done through rank 1's memory. */

@@ -9,7 +9,9 @@
  *
  * usage: t_cq <path to vmmc>   (driver: runs a job of 3, rank 2 is killed)
  *        t_cq worker */
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -46,6 +48,72 @@ static void expect(vmmc_completion_t c, vmmc_op_t op, void *ctx, int peer, size_
         VT_FAIL("completion of op %d failed: %s (%s)", c.op, vmmc_strerror(c.status),
                 c.error ? c.error : "no message");
     VT_CHECK(c.op == op && c.context == ctx && c.peer == peer && c.length == len);
+}
+
+/* Threads sharing one queue: each posts atomics and polls whatever
+ * completed, its own or another's. */
+#define HAMMER_THREADS 3
+#define HAMMER_OPS 300
+typedef struct hammer {
+    vmmc_cq_t *cq;
+    vmmc_proxy_t *px;
+    _Atomic int *completed;
+    _Atomic int *seen; /* by old value */
+} hammer_t;
+
+static void *hammer_main(void *arg)
+{
+    hammer_t *h = arg;
+    vmmc_completion_t c[4];
+    for (int posted = 0; posted < HAMMER_OPS;) {
+        int rc = vmmc_atomic_cq(h->px, 128, VMMC_ATOMIC_ADD, 8, 1, 0, h->cq, h);
+        if (rc == VMMC_OK)
+            posted++;
+        else if (rc != VMMC_ERR_AGAIN)
+            VT_FAIL("vmmc_atomic_cq: %s", vmmc_strerror(rc));
+        int n = vmmc_cq_poll(h->cq, c, 4);
+        VT_CHECK(n >= 0);
+        for (int i = 0; i < n; i++) {
+            VT_CHECK(c[i].status == VMMC_OK && c[i].op == VMMC_OP_ATOMIC);
+            VT_CHECK(c[i].value < HAMMER_THREADS * HAMMER_OPS);
+            atomic_fetch_add(&h->seen[c[i].value], 1);
+            atomic_fetch_add(h->completed, 1);
+        }
+    }
+    double t0 = vt_now();
+    while (atomic_load(h->completed) < HAMMER_THREADS * HAMMER_OPS && vt_now() - t0 < 30) {
+        int n = vmmc_cq_wait(h->cq, c, 4, 100);
+        VT_CHECK(n >= 0);
+        for (int i = 0; i < n; i++) {
+            VT_CHECK(c[i].status == VMMC_OK && c[i].value < HAMMER_THREADS * HAMMER_OPS);
+            atomic_fetch_add(&h->seen[c[i].value], 1);
+            atomic_fetch_add(h->completed, 1);
+        }
+    }
+    return NULL;
+}
+
+static void hammer(vmmc_proxy_t *px)
+{
+    vmmc_cq_t *cq;
+    VT_OK(vmmc_cq_open(ep, 8, &cq));
+    uint64_t zero = 0;
+    VT_OK(vmmc_send(px, 128, &zero, 8, 0));
+    static _Atomic int completed, seen[HAMMER_THREADS * HAMMER_OPS];
+    pthread_t t[HAMMER_THREADS];
+    hammer_t h = {cq, px, &completed, seen};
+    for (int i = 0; i < HAMMER_THREADS; i++)
+        VT_CHECK(pthread_create(&t[i], NULL, hammer_main, &h) == 0);
+    for (int i = 0; i < HAMMER_THREADS; i++)
+        pthread_join(t[i], NULL);
+    VT_CHECK(atomic_load(&completed) == HAMMER_THREADS * HAMMER_OPS);
+    for (int i = 0; i < HAMMER_THREADS * HAMMER_OPS; i++)
+        if (atomic_load(&seen[i]) != 1)
+            VT_FAIL("old value %d completed %d times", i, atomic_load(&seen[i]));
+    uint64_t v;
+    VT_OK(vmmc_fetch(px, 128, &v, 8));
+    VT_CHECK(v == HAMMER_THREADS * HAMMER_OPS);
+    VT_OK(vmmc_cq_close(cq));
 }
 
 static void rank0(vmmc_proxy_t *pm, vmmc_proxy_t *ph, vmmc_proxy_t *pn, vmmc_proxy_t *pw)
@@ -102,6 +170,8 @@ static void rank0(vmmc_proxy_t *pm, vmmc_proxy_t *ph, vmmc_proxy_t *pn, vmmc_pro
         VT_OK(vmmc_fetch(px, 64, &v, 8));
         VT_CHECK(v == 7);
     }
+
+    hammer(ph);
 
     /* A write-only export takes atomics, but gives no old value. */
     VT_STATUS(VMMC_ERR_PERMISSION, vmmc_atomic_cq(pw, 0, VMMC_ATOMIC_READ, 8, 0, 0, cq, NULL));

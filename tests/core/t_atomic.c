@@ -121,6 +121,7 @@ int main(int argc, char **argv)
     nranks = vmmc_size(ep);
     VT_CHECK(nranks >= 2);
     char *mem = NULL, *heap = NULL, *wo = NULL, *odd = NULL;
+    vmmc_export_t *ex_mem = NULL, *ex_heap = NULL;
     if (me == 0) {
         VT_OK(vmmc_mem_alloc(ep, REGION, (void **)&mem));
         VT_CHECK(posix_memalign((void **)&heap, 64, REGION) == 0);
@@ -131,9 +132,9 @@ int main(int argc, char **argv)
                                   .length = REGION};
         vmmc_export_t *e;
         p.name = "mem", p.addr = mem;
-        VT_OK(vmmc_export(ep, &p, &e));
+        VT_OK(vmmc_export(ep, &p, &ex_mem));
         p.name = "heap", p.addr = heap;
-        VT_OK(vmmc_export(ep, &p, &e));
+        VT_OK(vmmc_export(ep, &p, &ex_heap));
         p.name = "odd", p.addr = odd + 1, p.length = 64;
         VT_OK(vmmc_export(ep, &p, &e));
         p.flags = 0;
@@ -252,6 +253,25 @@ int main(int argc, char **argv)
                (unsigned long long)refused);
         VT_CHECK(served >= (uint64_t)(nranks - 1) * THREADS * (uint64_t)adds);
         VT_CHECK(refused == 2);
+    }
+    /* After unexport no atomic reaches the memory. */
+    if (me == 0) {
+        VT_OK(vmmc_unexport(ex_mem));
+        VT_OK(vmmc_unexport(ex_heap));
+    }
+    VT_OK(vmmc_barrier(ep));
+    if (me > 0) {
+        uint64_t v;
+        VT_STATUS(VMMC_ERR_STALE, vmmc_atomic(pm, OFF_COUNT, VMMC_ATOMIC_ADD, 8, 1, 0, &v));
+        VT_STATUS(VMMC_ERR_STALE, vmmc_atomic(ph, OFF_COUNT, VMMC_ATOMIC_ADD, 8, 1, 0, NULL));
+    }
+    VT_OK(vmmc_barrier(ep));
+    if (me == 0) {
+        uint64_t want = (uint64_t)(nranks - 1) * THREADS * (uint64_t)adds + local, c;
+        memcpy(&c, heap + OFF_COUNT, 8);
+        VT_CHECK(c == want);
+        memcpy(&c, mem + OFF_COUNT, 8);
+        VT_CHECK(c == want);
         printf("t_atomic: ok (%d ranks, %s)\n", nranks, vt_remote() ? "udp" : "shm");
     }
     VT_OK(vmmc_barrier(ep));

@@ -40,7 +40,6 @@ typedef struct cq_slot {
     int aop, asize;            /* atomic */
     uint64_t compare;
     uint32_t next_free;
-    int engine;                /* runs in the copy engine (counted in cq->running) */
     char err[CQ_ERR_MAX];
 } cq_slot_t;
 
@@ -288,17 +287,51 @@ static cq_slot_t *post_begin(vmmc_cq_t *cq, vmmc_proxy_t *px, vmmc_op_t op, size
     return s;
 }
 
+/* Carry out the slot's operation; its status. */
+static int exec(cq_slot_t *s)
+{
+    vmmc_req_int_t *r = &s->req;
+    vmmc_proxy_t *px = r->px;
+    int rc;
+    if (atomic_load(&px->state) != PX_ACTIVE) {
+        rc = vmmc_proxy_state_error(px);
+    } else if (s->op == VMMC_OP_SEND) {
+        if (r->len == 0 && !(r->flags & VMMC_SEND_NOTIFY)) {
+            rc = VMMC_OK;
+        } else if (px->base && !(r->flags & VMMC_SEND_NOTIFY)) {
+            memcpy(px->base + r->off, r->src, r->len);
+            rc = VMMC_OK;
+        } else {
+            rc = px->put(px, r->off, r->src, r->len, (int)r->flags, r->imm);
+        }
+    } else if (s->op == VMMC_OP_FETCH) {
+        rc = r->len ? px->get(px, r->off, (void *)r->src, r->len) : VMMC_OK;
+    } else {
+        uint64_t old = 0;
+        rc = vmmc_atomic_exec(px, r->off, s->aop, s->asize, r->imm, s->compare,
+                              (px->flags & VMMC_EXPORT_READ) ? &old : NULL);
+        s->value = old;
+    }
+    return rc;
+}
+
 /* Run now (after the peer's asynchronous operations, to keep their order),
  * or hand to the copy engine, which runs operations in the order posted. */
 static int post_run(cq_slot_t *s, int now)
 {
     vmmc_cq_t *cq = s->cq;
     vmmc_proxy_t *px = s->req.px;
-    s->engine = !now;
     if (now) {
         if (atomic_load_explicit(&px->peer->async_inflight, memory_order_acquire))
             (void)vmmc_send_wait_async(px->peer);
-        vmmc_cq_run(&s->req);
+        int rc = exec(s);
+        if (rc == VMMC_ERR_AGAIN) { /* VMMC_SEND_NONBLOCK: nothing posted, as it says */
+            pthread_mutex_lock(&cq->lock);
+            slot_free_locked(cq, s);
+            pthread_mutex_unlock(&cq->lock);
+            return rc;
+        }
+        complete(s, rc);
         return VMMC_OK;
     }
     atomic_fetch_add(&cq->running, 1);
@@ -315,30 +348,9 @@ static int post_run(cq_slot_t *s, int now)
 void vmmc_cq_run(vmmc_req_int_t *r)
 {
     cq_slot_t *s = (cq_slot_t *)r;
-    vmmc_proxy_t *px = r->px;
     vmmc_cq_t *cq = s->cq;
-    int engine = s->engine, rc;
-    if (atomic_load(&px->state) != PX_ACTIVE) {
-        rc = vmmc_proxy_state_error(px);
-    } else if (s->op == VMMC_OP_SEND) {
-        if (r->len == 0 && !(r->flags & VMMC_SEND_NOTIFY))
-            rc = VMMC_OK;
-        else if (px->base && !(r->flags & VMMC_SEND_NOTIFY)) {
-            memcpy(px->base + r->off, r->src, r->len);
-            rc = VMMC_OK;
-        } else
-            rc = px->put(px, r->off, r->src, r->len, (int)r->flags, r->imm);
-    } else if (s->op == VMMC_OP_FETCH) {
-        rc = r->len ? px->get(px, r->off, (void *)r->src, r->len) : VMMC_OK;
-    } else {
-        uint64_t old = 0;
-        rc = vmmc_atomic_exec(px, r->off, s->aop, s->asize, r->imm, s->compare,
-                              (px->flags & VMMC_EXPORT_READ) ? &old : NULL);
-        s->value = old;
-    }
-    complete(s, rc); /* from here the slot belongs to the queue's owner */
-    if (engine)
-        atomic_fetch_sub_explicit(&cq->running, 1, memory_order_release);
+    complete(s, exec(s)); /* from here the slot belongs to the queue's owner */
+    atomic_fetch_sub_explicit(&cq->running, 1, memory_order_release);
 }
 
 int vmmc_send_cq(vmmc_proxy_t *px, size_t off, const void *src, size_t len, unsigned flags,
@@ -424,7 +436,6 @@ int vmmc_cq_notify(vmmc_export_t *ex, const vmmc_nrec_t *rec)
     s->length = rec->length;
     s->value = rec->imm;
     s->export_ = ex;
-    s->engine = 0;
     complete(s, VMMC_OK);
     return VMMC_OK;
 }

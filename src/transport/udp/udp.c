@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "core/core.h"
@@ -770,6 +771,33 @@ static int udp_put(vmmc_proxy_t *px, size_t off, const void *src, size_t len, in
     return st;
 }
 
+/* A gather send: one message whose datagrams gather the pieces (no staging
+ * copy), so the receiver applies it and notifies once, as for udp_put. */
+static int udp_putv(vmmc_proxy_t *px, size_t off, const struct iovec *iov, int iovcnt, int flags,
+                    uint64_t imm)
+{
+    vmmc_udp_link_t *l = U(px->ep)->link;
+    vmmc_udp_rec_t rec;
+    rec.kind = K_WRITE;
+    rec.flags = (flags & VMMC_SEND_NOTIFY) ? VMMC_UDP_F_NOTIFY : 0;
+    rec.region = px->export_id + 1;
+    rec.gen = px->gen;
+    memcpy(rec.token, px->token, sizeof rec.token);
+    rec.offset = off;
+    rec.imm = imm;
+    int st = vmmc_udp_link_sendv(l, (uint32_t)px->rank, &rec, iov, iovcnt,
+                                 flags & VMMC_SEND_NONBLOCK);
+    if (st == VMMC_OK) {
+        atomic_store_explicit(&U(px->ep)->wrote_at[px->rank],
+                              vmmc_udp_link_sent(l, (uint32_t)px->rank), memory_order_relaxed);
+        if (flags & VMMC_SEND_NOTIFY)
+            VMMC_COUNT(px->ep, CNT_NOTIFY_SENT, 1);
+    }
+    if (st == VMMC_OK && (cfg_sync || px->rank == px->ep->rank))
+        st = vmmc_udp_link_sync(l, (uint32_t)px->rank, -1, flags & VMMC_SEND_NONBLOCK);
+    return st;
+}
+
 /* One request that the peer answers with GET_REP fragments into @dst (or
  * GET_ERR): a remote read or an atomic. */
 static int udp_rpc(vmmc_proxy_t *px, int kind, void *wire, size_t wlen, uint64_t *wid, void *dst,
@@ -970,5 +998,6 @@ const vmmc_tl_ops_t vmmc_tl_udp = {
     .flush = udp_flush,
     .flush_peer = udp_flush_peer,
     .atomic = udp_atomic,
+    .putv = udp_putv,
     .counter_get = udp_counter_get,
 };

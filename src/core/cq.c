@@ -54,6 +54,7 @@ struct vmmc_cq {
     _Atomic uint32_t nready;
     _Atomic uint32_t running;  /* in the copy engine */
     _Atomic int users;         /* exports that notify into this queue */
+    _Atomic int held;          /* a notification waits for a free slot */
     int evfd, epfd;
     char (*errs)[CQ_ERR_MAX];  /* error texts handed out by the last poll */
 };
@@ -196,6 +197,10 @@ static int take(vmmc_cq_t *cq, vmmc_completion_t *out, int max)
         (void)r;
     }
     pthread_mutex_unlock(&cq->lock);
+    /* A notification held back for want of a slot can go now: whoever
+     * sleeps on the endpoint must run progress again. */
+    if (n && atomic_load_explicit(&cq->held, memory_order_acquire) && atomic_exchange(&cq->held, 0))
+        vmmc_ep_wake(cq->ep);
     return n;
 }
 
@@ -425,8 +430,13 @@ int vmmc_cq_notify(vmmc_export_t *ex, const vmmc_nrec_t *rec)
 {
     vmmc_cq_t *cq = ex->cq;
     cq_slot_t *s = slot_take(cq);
-    if (!s)
-        return VMMC_ERR_AGAIN;
+    if (!s) {
+        atomic_store(&cq->held, 1);
+        /* A poll may have freed a slot before the flag was up: look again. */
+        if (!(s = slot_take(cq)))
+            return VMMC_ERR_AGAIN;
+        atomic_store(&cq->held, 0);
+    }
     memset(&s->req, 0, sizeof s->req);
     s->cq = cq;
     s->context = ex->cq_context;

@@ -591,7 +591,7 @@ typedef struct vmmc_cq vmmc_cq_t;
 
 /** What completed. */
 typedef enum vmmc_op {
-    VMMC_OP_SEND = 1,   /**< vmmc_send_cq / vmmc_sendv_cq */
+    VMMC_OP_SEND = 1,   /**< vmmc_send_cq */
     VMMC_OP_FETCH = 2,  /**< vmmc_fetch_cq */
     VMMC_OP_ATOMIC = 3, /**< vmmc_atomic_cq */
     VMMC_OP_NOTIFY = 4  /**< a notification for an export given this queue */
@@ -638,8 +638,9 @@ VMMC_API int vmmc_send_cq(vmmc_proxy_t *px, size_t offset, const void *src, size
 /** @brief Post a remote read that completes into @p cq. */
 VMMC_API int vmmc_fetch_cq(vmmc_proxy_t *px, size_t offset, void *dst, size_t len,
                            vmmc_cq_t *cq, void *context);
-/** @brief Post a remote atomic that completes into @p cq (the old value in
- *  vmmc_completion_t.value). */
+/** @brief Post a remote atomic that completes into @p cq: the old value is
+ *  in vmmc_completion_t.value when the export allows reads
+ *  (VMMC_EXPORT_READ), else 0 (VMMC_ATOMIC_READ needs the right). */
 VMMC_API int vmmc_atomic_cq(vmmc_proxy_t *px, size_t offset, vmmc_atomic_op_t op, int size,
                             uint64_t operand, uint64_t compare, vmmc_cq_t *cq, void *context);
 /** @} */

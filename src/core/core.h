@@ -128,6 +128,8 @@ struct vmmc_export {
     int *imported_by;          /* ranks that imported it (for revocation); while
                                 * revoking, those that have not acknowledged yet */
     int n_imported_by, cap_imported_by;
+    struct vmmc_cq *cq;        /* VMMC_EXPORT_PARAM_CQ: notifications complete here */
+    void *cq_context;
 };
 
 /* ---- proxies ---- */
@@ -169,7 +171,9 @@ struct vmmc_proxy {
 };
 
 /* ---- requests (overlay of the public vmmc_request_t) ---- */
-enum { REQ_NONE = 0, REQ_SEND = 0x5e4d, REQ_REDIRECT = 0x7ed1 };
+/* REQ_FETCH: vmmc_fetch_async (src is the destination); REQ_CQ: an
+ * operation posted to a completion queue (cq.c), never a user's request. */
+enum { REQ_NONE = 0, REQ_SEND = 0x5e4d, REQ_REDIRECT = 0x7ed1, REQ_FETCH = 0xfe7c, REQ_CQ = 0xc0c0 };
 typedef struct vmmc_req_int {
     uint32_t type;
     _Atomic int32_t status;
@@ -196,7 +200,7 @@ enum {
     CNT_NOTIFY_SENT, CNT_NOTIFY_RUN, CNT_NOTIFY_DROPPED,
     CNT_ASYNC_ENGINE, CNT_WAKEUPS_SENT, CNT_SLEEPS, CNT_IMPORTS, CNT_EXPORTS,
     CNT_REDIRECT_DIRECT, CNT_REDIRECT_COPIED, CNT_CTL_BAD, CNT_NOTIFY_REFUSED,
-    CNT_CONNECT_REFUSED, CNT_PEERS_ACCEPTED, CNT_MAX
+    CNT_CONNECT_REFUSED, CNT_PEERS_ACCEPTED, CNT_ATOMICS_SERVED, CNT_ATOMICS_REFUSED, CNT_MAX
 };
 
 /* ---- the endpoint ---- */
@@ -406,6 +410,9 @@ static inline void vmmc_wait_note_work(vmmc_ep_t *ep, int n)
 }
 
 int vmmc_dma_submit(vmmc_ep_t *ep, vmmc_req_int_t *r);
+/* Queue @r (its peer's async_inflight already counted) to the copy engine;
+ * on failure undo the count. */
+int vmmc_dma_post(vmmc_proxy_t *px, vmmc_req_int_t *r);
 void vmmc_dma_stop(vmmc_ep_t *ep);
 int vmmc_send_wait_async(vmmc_peer_t *peer);
 int vmmc_wait_until(vmmc_ep_t *ep, int (*done)(void *), void *arg, int timeout_ms);
@@ -472,6 +479,40 @@ static inline void vmmc_proxy_leave(vmmc_proxy_t *px)
 {
     atomic_fetch_sub_explicit(&px->inflight, 1, memory_order_release);
 }
+
+/* send.c: the checks of vmmc_fetch (state, bounds, dead peer, rights), and
+ * the fetch itself once they passed (waits for earlier async sends). */
+int vmmc_send_check(const vmmc_proxy_t *px, size_t off, const void *src, size_t len,
+                    unsigned flags);
+int vmmc_fetch_check(vmmc_proxy_t *px, size_t off, void *dst, size_t len);
+int vmmc_fetch_now(vmmc_proxy_t *px, size_t off, void *dst, size_t len);
+
+/* atomic.c */
+/* Check a vmmc_atomic before anything moves (@fetch: the old value is wanted). */
+int vmmc_atomic_check(const vmmc_proxy_t *px, size_t off, int op, int size, int fetch);
+/* Carry out a checked atomic, without waiting for the peer's asynchronous
+ * operations (the copy engine runs them in order) ... */
+int vmmc_atomic_exec(vmmc_proxy_t *px, size_t off, int op, int size, uint64_t operand,
+                     uint64_t compare, uint64_t *old);
+/* ... and after them (the caller's thread). */
+int vmmc_atomic_now(vmmc_proxy_t *px, size_t off, int op, int size, uint64_t operand,
+                    uint64_t compare, uint64_t *old);
+/* The one place that applies an atomic to memory: the processor's own
+ * __atomic instructions (sequentially consistent). @p must be aligned. */
+uint64_t vmmc_atomic_apply(void *p, int op, int size, uint64_t operand, uint64_t compare);
+struct vmmc_ctl_msg;
+/* Control thread: a peer's atomic request (executed here) and a reply. */
+void vmmc_atomic_serve(vmmc_ep_t *ep, int rank, const struct vmmc_ctl_msg *m);
+void vmmc_atomic_replied(vmmc_ep_t *ep, int rank, const struct vmmc_ctl_msg *m);
+
+/* cq.c */
+/* Copy engine: carry out the queued operation @r and complete it into its
+ * queue (after which @r belongs to the queue again). */
+void vmmc_cq_run(vmmc_req_int_t *r);
+/* Progress: a notification for an export with a queue. VMMC_ERR_AGAIN when
+ * the queue is full (the notification stays queued, in order). */
+int vmmc_cq_notify(vmmc_export_t *ex, const vmmc_nrec_t *rec);
+void vmmc_cq_ref(struct vmmc_cq *cq, int delta);
 
 /* mkey.c: the secret that rank @rank's keys for @ex are authenticated with. */
 void vmmc_mkey_grant_secret(const vmmc_export_t *ex, int rank, uint64_t out[2]);

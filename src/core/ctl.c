@@ -270,6 +270,12 @@ void vmmc_ctl_recv(vmmc_ep_t *ep, int peer_rank, const vmmc_ctl_msg_t *m, size_t
         case CTL_REVOKE_ACK:
             vmmc_export_revoke_acked(ep, peer_rank, m);
             break;
+        case CTL_ATOMIC_REQ:
+            vmmc_atomic_serve(ep, peer_rank, m);
+            break;
+        case CTL_ATOMIC_REP:
+            vmmc_atomic_replied(ep, peer_rank, m);
+            break;
         default:
             VMMC_COUNT(ep, CNT_CTL_BAD, 1);
             break;
@@ -300,10 +306,7 @@ void vmmc_ctl_fork_parent(vmmc_ep_t *ep)
 
 void vmmc_ctl_fork_child(vmmc_ep_t *ep)
 {
-    ctl_state_t *st = NULL;
-    for (int i = 0; i < 16 && !st; i++) /* no lock: the only thread, states_lock may be stale */
-        if (states[i].ep == ep)
-            st = states[i].st;
+    ctl_state_t *st = ctl_of(ep); /* the only thread now */
     if (!st)
         return;
     for (watch_t *w = st->all; w; w = w->next) {

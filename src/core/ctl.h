@@ -22,7 +22,14 @@ enum {
     CTL_IMPORT_REP = 4, /* exporter → importer: status and region; fds[0] memfd, fds[1] redirect ctl */
     CTL_REVOKE = 5,     /* exporter → importer: export id/gen withdrawn */
     CTL_UNIMPORT = 6,   /* importer → exporter: no longer imports id/gen */
-    CTL_REVOKE_ACK = 7  /* importer → exporter: id/gen is stale here, no copy under way */
+    CTL_REVOKE_ACK = 7, /* importer → exporter: id/gen is stale here, no copy under way */
+    /* importer → exporter: a remote atomic on a region the importer cannot
+     * map (atomic.c): export_id, gen, token as in the import reply;
+     * map_off = offset, kind = vmmc_atomic_op_t, flags = size | 0x100 when
+     * the old value is wanted, addr = operand, length = compare. */
+    CTL_ATOMIC_REQ = 8,
+    /* exporter → importer: id echoed, status, addr = the old value, text = why not */
+    CTL_ATOMIC_REP = 9
 };
 
 typedef struct vmmc_ctl_msg {

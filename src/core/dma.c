@@ -66,15 +66,21 @@ static void *dma_main(void *arg)
         if (r) {
             vmmc_proxy_t *px = r->px;
             vmmc_peer_t *peer = px->peer;
-            int rc;
-            if (atomic_load(&px->state) != PX_ACTIVE)
+            uint32_t type = r->type;
+            int rc = VMMC_OK;
+            if (type == REQ_CQ)
+                vmmc_cq_run(r); /* completes into its queue; r is no longer ours */
+            else if (atomic_load(&px->state) != PX_ACTIVE)
                 rc = vmmc_proxy_state_error(px);
+            else if (type == REQ_FETCH)
+                rc = px->get(px, r->off, (void *)r->src, r->len);
             else
                 rc = px->put(px, r->off, r->src, r->len, (int)r->flags, r->imm);
             atomic_fetch_sub(&ep->dma_pending, 1);
             VMMC_COUNT(ep, CNT_ASYNC_ENGINE, 1);
             /* After this store the request belongs to the application again. */
-            atomic_store_explicit(&r->status, rc, memory_order_release);
+            if (type != REQ_CQ)
+                atomic_store_explicit(&r->status, rc, memory_order_release);
             atomic_fetch_sub_explicit(&peer->async_inflight, 1, memory_order_release);
             /* Waiters look at the request; a progress hook may too. */
             if (atomic_load_explicit(&ep->nhooks, memory_order_acquire))
@@ -124,6 +130,17 @@ int vmmc_dma_submit(vmmc_ep_t *ep, vmmc_req_int_t *r)
         pthread_cond_signal(&ep->dma_cond);
     pthread_mutex_unlock(&ep->dma_lock);
     return VMMC_OK;
+}
+
+int vmmc_dma_post(vmmc_proxy_t *px, vmmc_req_int_t *r)
+{
+    atomic_fetch_add_explicit(&px->peer->async_inflight, 1, memory_order_acq_rel);
+    int rc = vmmc_dma_submit(px->ep, r);
+    if (rc != VMMC_OK) {
+        atomic_fetch_sub(&px->peer->async_inflight, 1);
+        atomic_store(&r->status, rc);
+    }
+    return rc;
 }
 
 void vmmc_dma_stop(vmmc_ep_t *ep)

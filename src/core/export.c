@@ -241,6 +241,9 @@ static int export_create(vmmc_ep_t *ep, const vmmc_export_params_t *pa, int mkey
                           !pa->addr ? "NULL address" : "length is 0");
     if ((uintptr_t)pa->addr + pa->length < (uintptr_t)pa->addr)
         return vmmc_error(VMMC_ERR_INVALID, "export '%s': region wraps the address space", pa->name);
+    if ((pa->field_mask & VMMC_EXPORT_PARAM_CQ) && !pa->cq)
+        return vmmc_error(VMMC_ERR_INVALID, "export '%s': VMMC_EXPORT_PARAM_CQ with a NULL queue",
+                          pa->name);
     unsigned flags = (pa->field_mask & VMMC_EXPORT_PARAM_FLAGS) ? pa->flags : 0;
     if (flags & ~(unsigned)(VMMC_EXPORT_READ | VMMC_EXPORT_REDIRECTABLE))
         return vmmc_error(VMMC_ERR_INVALID, "export '%s': unknown flags 0x%x", pa->name, flags);
@@ -276,6 +279,10 @@ static int export_create(vmmc_ep_t *ep, const vmmc_export_params_t *pa, int mkey
     if (pa->field_mask & VMMC_EXPORT_PARAM_HANDLER) {
         ex->handler = pa->handler;
         ex->handler_arg = pa->handler_arg;
+    }
+    if (pa->field_mask & VMMC_EXPORT_PARAM_CQ) {
+        ex->cq = pa->cq;
+        ex->cq_context = pa->cq_context;
     }
     if (getrandom(ex->token, sizeof ex->token, 0) != (ssize_t)sizeof ex->token) {
         ex->token[0] = (uint64_t)vmmc_now_ns() * 0x9E3779B97F4A7C15ull;
@@ -326,6 +333,8 @@ static int export_create(vmmc_ep_t *ep, const vmmc_export_params_t *pa, int mkey
     if (mkey) /* the name a key holder derives from the key */
         snprintf(ex->name, sizeof ex->name, VMMC_MKEY_PREFIX "%u.%u", id, ex->gen);
     ep->exports[id] = ex;
+    if (ex->cq)
+        vmmc_cq_ref(ex->cq, 1);
     VMMC_COUNT(ep, CNT_EXPORTS, 1);
     /* Answer imports that were waiting for this name. */
     for (pending_import_t **pp = pending_of(ep); *pp;) {
@@ -348,6 +357,10 @@ static int export_create(vmmc_ep_t *ep, const vmmc_export_params_t *pa, int mkey
  * later call with it reports VMMC_ERR_STALE instead of touching freed memory. */
 static void export_release(vmmc_export_t *ex)
 {
+    if (ex->cq) { /* out of the table already: progress no longer finds it */
+        vmmc_cq_ref(ex->cq, -1);
+        ex->cq = NULL;
+    }
     vmmc_redir_destroy(ex);
     free(ex->imported_by);
     free(ex->importers);

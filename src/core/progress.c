@@ -106,6 +106,15 @@ static int dispatch(vmmc_ep_t *ep)
             VMMC_COUNT(ep, CNT_NOTIFY_REFUSED, 1);
             continue;
         }
+        if (ex->cq) {
+            if (vmmc_cq_notify(ex, &rec) != VMMC_OK) {
+                ep->pend_head--; /* the queue is full: retry, in order, at the next pass */
+                break;
+            }
+            VMMC_COUNT(ep, CNT_NOTIFY_RUN, 1);
+            n++;
+            continue;
+        }
         if (!ex->handler)
             continue; /* no handler means no notification */
         vmmc_notification_t note = {ex, rec.sender, rec.offset, rec.length, rec.imm};
@@ -272,12 +281,12 @@ static int req_done(void *arg)
 int vmmc_request_wait(vmmc_request_t *req, int timeout_ms)
 {
     vmmc_req_int_t *r = (vmmc_req_int_t *)req;
-    if (!r || (r->type != REQ_SEND && r->type != REQ_REDIRECT))
+    if (!r || (r->type != REQ_SEND && r->type != REQ_FETCH && r->type != REQ_REDIRECT))
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_request_wait: not an active request");
     int rc = vmmc_test(req);
     if (rc != VMMC_INPROGRESS)
         return rc;
-    vmmc_ep_t *ep = r->type == REQ_SEND ? r->px->ep : ((vmmc_export_t *)r->px)->ep;
+    vmmc_ep_t *ep = r->type != REQ_REDIRECT ? r->px->ep : ((vmmc_export_t *)r->px)->ep;
     rc = vmmc_wait_until(ep, req_done, req, timeout_ms);
     if (rc != VMMC_OK)
         return rc;

@@ -349,10 +349,11 @@ int vmmc_test(vmmc_request_t *req)
     vmmc_req_int_t *r = (vmmc_req_int_t *)req;
     if (VMMC_UNLIKELY(!r))
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_test: NULL request");
-    if (VMMC_LIKELY(r->type == REQ_SEND)) {
+    if (VMMC_LIKELY(r->type == REQ_SEND || r->type == REQ_FETCH)) {
         int st = atomic_load_explicit(&r->status, memory_order_acquire);
         if (st < 0 && st != VMMC_INPROGRESS)
-            return vmmc_error(st, "asynchronous send failed: %s", vmmc_strerror(st));
+            return vmmc_error(st, "asynchronous %s failed: %s",
+                              r->type == REQ_SEND ? "send" : "fetch", vmmc_strerror(st));
         if (VMMC_UNLIKELY(st == VMMC_INPROGRESS))
             VMMC_FORK_CHECK(r->px->ep);
         return st;

@@ -70,6 +70,12 @@ static inline int send_checks(const vmmc_proxy_t *px, size_t off, const void *sr
     return VMMC_OK;
 }
 
+int vmmc_send_check(const vmmc_proxy_t *px, size_t off, const void *src, size_t len,
+                    unsigned flags)
+{
+    return send_checks(px, off, src, len, flags);
+}
+
 static inline int send_now(vmmc_proxy_t *px, size_t off, const void *src, size_t len,
                            unsigned flags, uint64_t imm)
 {
@@ -146,17 +152,11 @@ int vmmc_send_async(vmmc_proxy_t *px, size_t off, const void *src, size_t len, u
     r->flags = flags;
     r->imm = 0;
     atomic_store_explicit(&r->status, VMMC_INPROGRESS, memory_order_relaxed);
-    atomic_fetch_add_explicit(&px->peer->async_inflight, 1, memory_order_acq_rel);
-    rc = vmmc_dma_submit(px->ep, r);
-    if (rc != VMMC_OK) {
-        atomic_fetch_sub(&px->peer->async_inflight, 1);
-        atomic_store(&r->status, rc);
-        return rc;
-    }
-    return VMMC_INPROGRESS;
+    rc = vmmc_dma_post(px, r);
+    return rc == VMMC_OK ? VMMC_INPROGRESS : rc;
 }
 
-int vmmc_fetch(vmmc_proxy_t *px, size_t off, void *dst, size_t len)
+int vmmc_fetch_check(vmmc_proxy_t *px, size_t off, void *dst, size_t len)
 {
     int rc = send_checks(px, off, dst, len, 0);
     if (rc != VMMC_OK)
@@ -172,14 +172,53 @@ int vmmc_fetch(vmmc_proxy_t *px, size_t off, void *dst, size_t len)
         return vmmc_error(VMMC_ERR_PERMISSION,
                           "rank %d's export '%s' does not allow reads (VMMC_EXPORT_READ)", px->rank,
                           px->name);
+    if (len && !px->get)
+        return vmmc_error(VMMC_ERR_UNSUPPORTED, "the transport to rank %d cannot read", px->rank);
+    return VMMC_OK;
+}
+
+int vmmc_fetch_now(vmmc_proxy_t *px, size_t off, void *dst, size_t len)
+{
     if (atomic_load_explicit(&px->peer->async_inflight, memory_order_acquire)) {
-        rc = vmmc_send_wait_async(px->peer);
+        int rc = vmmc_send_wait_async(px->peer);
         if (rc != VMMC_OK)
             return rc;
     }
     if (len == 0) /* defined here for every transport: completes at once */
         return VMMC_OK;
-    if (!px->get)
-        return vmmc_error(VMMC_ERR_UNSUPPORTED, "the transport to rank %d cannot read", px->rank);
     return px->get(px, off, dst, len);
+}
+
+int vmmc_fetch(vmmc_proxy_t *px, size_t off, void *dst, size_t len)
+{
+    int rc = vmmc_fetch_check(px, off, dst, len);
+    if (rc != VMMC_OK)
+        return rc;
+    return vmmc_fetch_now(px, off, dst, len);
+}
+
+int vmmc_fetch_async(vmmc_proxy_t *px, size_t off, void *dst, size_t len, vmmc_request_t *req)
+{
+    if (VMMC_UNLIKELY(!req))
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_fetch_async: NULL request");
+    vmmc_req_int_t *r = (vmmc_req_int_t *)req;
+    r->type = REQ_NONE;
+    int rc = vmmc_fetch_check(px, off, dst, len);
+    if (rc != VMMC_OK)
+        return rc;
+    r->type = REQ_FETCH;
+    if (px->base || len <= vmmc_core_cfg.async_inline_max) {
+        rc = vmmc_fetch_now(px, off, dst, len);
+        atomic_store_explicit(&r->status, rc, memory_order_relaxed);
+        return rc;
+    }
+    r->px = px;
+    r->off = off;
+    r->src = dst;
+    r->len = len;
+    r->flags = 0;
+    r->imm = 0;
+    atomic_store_explicit(&r->status, VMMC_INPROGRESS, memory_order_relaxed);
+    rc = vmmc_dma_post(px, r);
+    return rc == VMMC_OK ? VMMC_INPROGRESS : rc;
 }

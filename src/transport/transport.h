@@ -25,6 +25,7 @@ struct vmmc_ep;
 struct vmmc_peer;
 struct vmmc_proxy;
 struct vmmc_ctl_msg;
+struct iovec;
 
 typedef struct vmmc_tl_ops {
     const char *name;
@@ -71,6 +72,21 @@ typedef struct vmmc_tl_ops {
     int (*put)(struct vmmc_proxy *px, size_t off, const void *src, size_t len,
                int notify, uint64_t imm);
     int (*get)(struct vmmc_proxy *px, size_t off, void *dst, size_t len);
+    /* Gather put: the @iovcnt pieces land one after another from @off, as
+     * one put of their total length would (one notification after all of
+     * them). NULL: the core stages the pieces into one buffer for put. Not
+     * called for redirectable exports (the core stages those too). */
+    int (*putv)(struct vmmc_proxy *px, size_t off, const struct iovec *iov, int iovcnt,
+                int notify, uint64_t imm);
+    /* Remote atomic (vmmc_atomic_op_t @op on the @size-byte word at @off),
+     * executed at the target, ordered after earlier puts to the peer;
+     * *@old gets the value before (0 unless @fetch). Alignment, bounds and
+     * rights are checked by the core here and again by the target. NULL:
+     * the core sends the target a control message (CTL_ATOMIC_REQ) that its
+     * control thread executes. Mapped regions never get here: the core
+     * applies atomics to the mapping itself. */
+    int (*atomic)(struct vmmc_proxy *px, size_t off, int op, int size, uint64_t operand,
+                  uint64_t compare, int fetch, uint64_t *old);
     /* Wake the peer if it sleeps (vmmc_signal). */
     int (*signal)(struct vmmc_ep *ep, struct vmmc_peer *peer);
     /* Drive the transport from the caller's thread; returns events handled.
@@ -79,6 +95,10 @@ typedef struct vmmc_tl_ops {
     /* Wait until every put issued so far has been applied by its receiver
      * (called before a barrier). NULL when puts land before they return. */
     int (*flush)(struct vmmc_ep *ep);
+    /* The same for one peer (vmmc_fence): VMMC_OK once every put issued to
+     * it so far was applied, or the peer's error. NULL when puts land before
+     * they return. */
+    int (*flush_peer)(struct vmmc_ep *ep, struct vmmc_peer *peer);
     /* The transport's counters, index-based like vmmc_counter_get (which
      * lists them after the core's): VMMC_ERR_NOT_FOUND past the end. May be
      * NULL. */

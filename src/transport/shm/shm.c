@@ -463,7 +463,9 @@ static int shm_ctl_send(vmmc_ep_t *ep, vmmc_peer_t *p, const vmmc_ctl_msg_t *m, 
     if (!sp)
         return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "no control connection to rank %d", p->rank);
     /* Requests go on our connection, replies on the peer's. */
-    int fd = (m->type == CTL_IMPORT_REP || m->type == CTL_REVOKE) ? sp->in_fd : sp->out_fd;
+    int fd = (m->type == CTL_IMPORT_REP || m->type == CTL_REVOKE || m->type == CTL_ATOMIC_REP)
+                 ? sp->in_fd
+                 : sp->out_fd;
     if (fd < 0)
         return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "no control connection to rank %d", p->rank);
     return send_msg(fd, m, fds, nfds);
@@ -701,6 +703,7 @@ const vmmc_tl_ops_t vmmc_tl_shm = {
     .proxy_release = NULL,
     .put = shm_put_pvw,
     .get = shm_get,
+    .putv = vmmc_shm_putv,
     .signal = shm_signal,
     .progress = NULL,
     .can_map = 1,

@@ -78,6 +78,11 @@ typedef struct shm_peer {
     atomic_flag prod_lock;
 } shm_peer_t;
 
+struct iovec;
+/* shm_iov.c: the ops table's putv (regions written with process_vm_writev). */
+int vmmc_shm_putv(vmmc_proxy_t *px, size_t off, const struct iovec *iov, int iovcnt, int notify,
+                  uint64_t imm);
+
 /* shm_inbox.c */
 int shm_inbox_open(vmmc_ep_t *ep, shm_ep_t *s);
 void shm_inbox_close(shm_ep_t *s);

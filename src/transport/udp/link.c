@@ -10,8 +10,10 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -453,14 +455,15 @@ int vmmc_udp_link_send(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t *re
     return vmmc_udp_link_send_ex(l, id, rec, data, len, 0);
 }
 
-int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t *rec,
-                          const void *data, size_t len, int nonblock)
+/* One message from the pieces @iov (@len bytes in all), fragmented into
+ * datagrams; each datagram's payload is gathered from the pieces while its
+ * CRC is computed, so pieces cost no staging copy. */
+static inline int link_sendv(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t *rec,
+                             const struct iovec *iov, size_t len, int nonblock)
 {
     peer_t *p = peer_get(l, id);
     if (VMMC_UNLIKELY(!p))
         return vmmc_error(VMMC_ERR_NOT_FOUND, "udp link: no peer %u", id);
-    if (VMMC_UNLIKELY(len && !data))
-        return vmmc_error(VMMC_ERR_INVALID, "udp link: NULL data");
     pthread_mutex_lock(&p->lock);
     if (VMMC_UNLIKELY(p->state != PEER_ALIVE)) {
         int st = p->state == PEER_NONE
@@ -477,8 +480,7 @@ int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t 
             return VMMC_ERR_AGAIN; /* transient, no message: the caller retries */
         }
     }
-    const uint8_t *src = data;
-    size_t left = len;
+    size_t left = len, poff = 0; /* position: piece iov, byte poff in it */
     uint64_t off = rec->offset;
     int first = 1, st = VMMC_OK;
     txslot_t *batch[TX_BATCH];
@@ -519,7 +521,19 @@ int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t 
         h->offset = off;
         h->seq = p->snd_nxt;
         h->imm = rec->imm;
-        t->pcrc = vmmc_crc32c_copy(0, t->buf + VMMC_UDP_HDR_SIZE, src, n);
+        uint32_t crc = 0;
+        for (size_t k = 0; k < n;) {
+            size_t m = iov->iov_len - poff < n - k ? iov->iov_len - poff : n - k;
+            crc = vmmc_crc32c_copy(crc, t->buf + VMMC_UDP_HDR_SIZE + k,
+                                   (const uint8_t *)iov->iov_base + poff, m);
+            k += m;
+            poff += m;
+            if (poff == iov->iov_len) {
+                iov++;
+                poff = 0;
+            }
+        }
+        t->pcrc = crc;
         t->plen = (uint32_t)n;
         t->retx = 0;
         t->sacked = 0;
@@ -536,7 +550,6 @@ int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t 
             nb = 0;
             now = vmmc_udp_now();
         }
-        src += n;
         off += n;
         left -= n;
         first = 0;
@@ -545,6 +558,30 @@ int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t 
         vmmc_udp__xmit(l, p, batch, nb, now);
     pthread_mutex_unlock(&p->lock);
     return st;
+}
+
+int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t *rec,
+                          const void *data, size_t len, int nonblock)
+{
+    if (VMMC_UNLIKELY(len && !data))
+        return vmmc_error(VMMC_ERR_INVALID, "udp link: NULL data");
+    struct iovec one = {(void *)data, len};
+    return link_sendv(l, id, rec, &one, len, nonblock);
+}
+
+int vmmc_udp_link_sendv(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t *rec,
+                        const struct iovec *iov, int iovcnt, int nonblock)
+{
+    size_t len = 0;
+    for (int i = 0; i < iovcnt; i++) {
+        if (VMMC_UNLIKELY(iov[i].iov_len && !iov[i].iov_base))
+            return vmmc_error(VMMC_ERR_INVALID, "udp link: NULL piece %d", i);
+        if (VMMC_UNLIKELY(iov[i].iov_len > SIZE_MAX - len))
+            return vmmc_error(VMMC_ERR_INVALID, "udp link: pieces overflow");
+        len += iov[i].iov_len;
+    }
+    struct iovec none = {NULL, 0};
+    return link_sendv(l, id, rec, iovcnt ? iov : &none, len, nonblock);
 }
 
 static int vmmc_udp__wait(vmmc_udp_link_t *l, uint32_t id, int timeout_ms, int delivered);

@@ -153,6 +153,11 @@ int vmmc_udp_link_send(vmmc_udp_link_t *l, uint32_t peer, const vmmc_udp_rec_t *
  * the peer reports its receiver busy. */
 int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t peer, const vmmc_udp_rec_t *rec,
                           const void *data, size_t len, int nonblock);
+struct iovec;
+/* As vmmc_udp_link_send_ex(), the message being the @iovcnt pieces one
+ * after another (gathered into the datagrams, no staging copy). */
+int vmmc_udp_link_sendv(vmmc_udp_link_t *l, uint32_t peer, const vmmc_udp_rec_t *rec,
+                        const struct iovec *iov, int iovcnt, int nonblock);
 
 /* Wait until everything sent to @peer is acknowledged (timeout_ms -1:
  * until acknowledged or dead). VMMC_OK, VMMC_ERR_TIMEOUT, VMMC_ERR_PEER_DEAD. */

@@ -18,6 +18,11 @@
  *   CTL      one vmmc_ctl_msg_t, handed to vmmc_ctl_recv();
  *   GET_REQ  remote read request; answered with GET_REP fragments or GET_ERR;
  *   SIGNAL   wake the endpoint (vmmc_signal).
+ *   ATOMIC_REQ  remote atomic: the receiver's progress thread executes it
+ *            (vmmc_deliver_atomic) and answers with GET_REP (the 8-byte old
+ *            value) or GET_ERR, like a read: the link delivers the request
+ *            exactly once and in order after earlier writes, and a lost
+ *            reply is retransmitted by the link, never re-executed.
  * Byte order: capability tokens travel as the exporter's 16 bytes; hosts of
  * one job must share endianness (all supported hosts are little-endian). */
 #include "transport/udp/udp_int.h"
@@ -26,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "core/deliver.h"
@@ -87,6 +93,26 @@ static void serve_get(udp_ep_t *u, uint32_t peer, const void *data, size_t len)
         (void)vmmc_udp_link_send(u->link, peer, &rec, &s32, sizeof s32);
     }
 }
+
+static void serve_atomic(udp_ep_t *u, uint32_t peer, const void *data, size_t len)
+{
+    atomic_wire_t w;
+    if (len != sizeof w)
+        return;
+    memcpy(&w, data, sizeof w);
+    vmmc_udp_rec_t rec;
+    memset(&rec, 0, sizeof rec);
+    rec.imm = w.id;
+    uint64_t old = 0;
+    int32_t st = vmmc_deliver_atomic(u->ep, (int)peer, w.export_id, w.gen, w.token, w.off, w.op,
+                                     w.size, w.fetch, w.operand, w.compare, &old);
+    rec.kind = st == VMMC_OK ? K_GET_REP : K_GET_ERR;
+    if (st == VMMC_OK)
+        (void)vmmc_udp_link_send(u->link, peer, &rec, &old, sizeof old);
+    else
+        (void)vmmc_udp_link_send(u->link, peer, &rec, &st, sizeof st);
+}
+
 
 int vmmc_udp__deliver(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec, const void *data,
                        size_t len)
@@ -159,6 +185,9 @@ int vmmc_udp__deliver(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec, const
         return 0;
     case K_GET_REQ:
         serve_get(u, peer, data, len);
+        return 0;
+    case K_ATOMIC_REQ:
+        serve_atomic(u, peer, data, len);
         return 0;
     case K_GET_REP:
     case K_GET_ERR: {
@@ -305,21 +334,50 @@ static int udp_put(vmmc_proxy_t *px, size_t off, const void *src, size_t len, in
     return st;
 }
 
-static int udp_get(vmmc_proxy_t *px, size_t off, void *dst, size_t len)
+/* A gather send: one message whose datagrams gather the pieces (no staging
+ * copy), so the receiver applies it and notifies once, as for udp_put. */
+static int udp_putv(vmmc_proxy_t *px, size_t off, const struct iovec *iov, int iovcnt, int flags,
+                    uint64_t imm)
+{
+    vmmc_udp_link_t *l = U(px->ep)->link;
+    vmmc_udp_rec_t rec;
+    rec.kind = K_WRITE;
+    rec.flags = (flags & VMMC_SEND_NOTIFY) ? VMMC_UDP_F_NOTIFY : 0;
+    rec.region = px->export_id + 1;
+    rec.gen = px->gen;
+    memcpy(rec.token, px->token, sizeof rec.token);
+    rec.offset = off;
+    rec.imm = imm;
+    int st = vmmc_udp_link_sendv(l, (uint32_t)px->rank, &rec, iov, iovcnt,
+                                 flags & VMMC_SEND_NONBLOCK);
+    if (st == VMMC_OK) {
+        atomic_store_explicit(&udp_peer_of(U(px->ep), (uint32_t)px->rank)->wrote_at,
+                              vmmc_udp_link_sent(l, (uint32_t)px->rank), memory_order_relaxed);
+        if (flags & VMMC_SEND_NOTIFY)
+            VMMC_COUNT(px->ep, CNT_NOTIFY_SENT, 1);
+    }
+    if (st == VMMC_OK && (vmmc_udp_cfg_sync || px->rank == px->ep->rank))
+        st = vmmc_udp_link_sync(l, (uint32_t)px->rank, -1, flags & VMMC_SEND_NONBLOCK);
+    return st;
+}
+
+/* One request that the peer answers with GET_REP fragments into @dst (or
+ * GET_ERR): a remote read or an atomic. */
+static int udp_rpc(vmmc_proxy_t *px, int kind, void *wire, size_t wlen, uint64_t *wid, void *dst,
+                   size_t len)
 {
     udp_ep_t *u = U(px->ep);
     get_req_t g = {.rank = px->rank, .dst = dst, .len = len, .status = VMMC_INPROGRESS};
     pthread_mutex_lock(&u->lock);
-    g.id = ++u->next_get;
+    g.id = *wid = ++u->next_get;
     g.next = u->gets;
     u->gets = &g;
     pthread_mutex_unlock(&u->lock);
 
-    get_wire_t w = {g.id, off, len, px->export_id, px->gen, {px->token[0], px->token[1]}};
     vmmc_udp_rec_t rec;
     memset(&rec, 0, sizeof rec);
-    rec.kind = K_GET_REQ;
-    int st = vmmc_udp_link_send(u->link, (uint32_t)px->rank, &rec, &w, sizeof w);
+    rec.kind = (uint8_t)kind;
+    int st = vmmc_udp_link_send(u->link, (uint32_t)px->rank, &rec, wire, wlen);
     vmmc_udp_link_idle(u->link); /* the reply comes through the progress thread */
     pthread_mutex_lock(&u->lock);
     if (st != VMMC_OK)
@@ -342,13 +400,41 @@ static int udp_get(vmmc_proxy_t *px, size_t off, void *dst, size_t len)
             break;
         }
     pthread_mutex_unlock(&u->lock);
-    if (g.status == VMMC_OK || st != VMMC_OK)
-        return g.status;
-    if (g.status == VMMC_ERR_PEER_DEAD)
-        return vmmc_error(g.status, "fetch from rank %d: the peer is dead", px->rank);
-    return vmmc_error(g.status, "fetch of %zu bytes at offset %zu from rank %d refused: %s", len,
-                      off, px->rank, vmmc_strerror(g.status));
+    if (g.status != VMMC_OK && st == VMMC_OK && g.status == VMMC_ERR_PEER_DEAD)
+        return vmmc_error(g.status, "rank %d is dead (udp)", px->rank);
+    return g.status;
 }
+
+static int udp_get(vmmc_proxy_t *px, size_t off, void *dst, size_t len)
+{
+    get_wire_t w = {0, off, len, px->export_id, px->gen, {px->token[0], px->token[1]}};
+    int st = udp_rpc(px, K_GET_REQ, &w, sizeof w, &w.id, dst, len);
+    if (st == VMMC_OK || st == VMMC_ERR_PEER_DEAD)
+        return st;
+    return vmmc_error(st, "fetch of %zu bytes at offset %zu from rank %d refused: %s", len, off,
+                      px->rank, vmmc_strerror(st));
+}
+
+static int udp_atomic(vmmc_proxy_t *px, size_t off, int op, int size, uint64_t operand,
+                      uint64_t compare, int fetch, uint64_t *old)
+{
+    atomic_wire_t w = {.off = off, .operand = operand, .compare = compare,
+                       .export_id = px->export_id, .gen = px->gen,
+                       .token = {px->token[0], px->token[1]},
+                       .op = (uint8_t)op, .size = (uint8_t)size, .fetch = (uint8_t)!!fetch};
+    uint64_t v = 0;
+    int st = udp_rpc(px, K_ATOMIC_REQ, &w, sizeof w, &w.id, &v, sizeof v);
+    if (st == VMMC_OK) {
+        if (old)
+            *old = v;
+        return VMMC_OK;
+    }
+    if (st == VMMC_ERR_PEER_DEAD)
+        return st;
+    return vmmc_error(st, "atomic at offset %zu of '%s' refused by rank %d: %s", off, px->name,
+                      px->rank, vmmc_strerror(st));
+}
+
 
 static int udp_proxy_setup(vmmc_proxy_t *px, const vmmc_ctl_msg_t *m, const int *fds, int nfds)
 {
@@ -380,6 +466,20 @@ static int udp_flush(vmmc_ep_t *ep)
             return st;
     }
     return VMMC_OK;
+}
+
+/* vmmc_fence to one peer: every put to it applied by its receiver. */
+static int udp_flush_peer(vmmc_ep_t *ep, vmmc_peer_t *peer)
+{
+    udp_ep_t *u = U(ep);
+    if (!u || !u->link)
+        return VMMC_OK;
+    int st = vmmc_udp_link_sync(u->link, (uint32_t)peer->rank, -1, 0);
+    if (st == VMMC_ERR_NOT_FOUND)
+        return VMMC_OK;
+    if (st == VMMC_ERR_PEER_DEAD || st == VMMC_ERR_PEER_UNREACHABLE)
+        return vmmc_error(st, "fence: rank %d is dead or unreachable (udp)", peer->rank);
+    return st;
 }
 
 /* Wake the peer. When the last thing sent to it was a write, its delivery
@@ -464,5 +564,8 @@ const vmmc_tl_ops_t vmmc_tl_udp = {
     .signal = udp_signal,
     .progress = udp_progress,
     .flush = udp_flush,
+    .flush_peer = udp_flush_peer,
+    .atomic = udp_atomic,
+    .putv = udp_putv,
     .counter_get = udp_counter_get,
 };

@@ -23,7 +23,10 @@ enum {
     /* The first message to a peer that may not know us: our address (the
      * receiver learns our link secret and wire id from it, checks the
      * datagram's tag with them, and accepts us if it listens). */
-    K_HELLO = 7
+    K_HELLO = 7,
+    /* A remote atomic: executed by the receiver's progress thread
+     * (vmmc_deliver_atomic), answered like a read. */
+    K_ATOMIC_REQ = 8
 };
 
 #define GET_CHUNK (1u << 20) /* remote reads are answered 1 MiB at a time */
@@ -44,6 +47,13 @@ typedef struct get_wire {
     uint32_t export_id, gen;
     uint64_t token[2];
 } get_wire_t;
+
+typedef struct atomic_wire {
+    uint64_t id, off, operand, compare;
+    uint32_t export_id, gen;
+    uint64_t token[2];
+    uint8_t op, size, fetch, pad[5];
+} atomic_wire_t;
 
 typedef struct udp_rx {
     uint64_t msg_off;  /* offset of the current write's first fragment */

@@ -93,7 +93,8 @@ static inline int send_now(vmmc_proxy_t *px, size_t off, const void *src, size_t
         return px->put(px, off, src, len, (int)flags, imm);
     }
     if (VMMC_LIKELY(px->base != NULL)) {
-        memcpy(px->base + off, src, len);
+        if (VMMC_LIKELY(len != 0)) /* length 0 may come with a NULL source */
+            memcpy(px->base + off, src, len);
         atomic_signal_fence(memory_order_release);
         if (VMMC_LIKELY(!(flags & VMMC_SEND_NOTIFY)))
             return VMMC_OK;

@@ -123,6 +123,10 @@ static void drain(vmmc_udp_link_t *l, uint32_t id, peer_t *p)
         ack_later(l, p); /* report the delivery */
         advance(l, p);
     }
+    /* What the receiver refused (busy) or a stop left here must be offered
+     * again by a later pass, or the sender sees a busy receiver for ever. */
+    if (p->dlv_nxt != p->rcv_nxt)
+        l->rx_backlog = 1;
 }
 
 static uint64_t sack_bits(vmmc_udp_link_t *l, peer_t *p)

@@ -1,5 +1,5 @@
 /* Fast Messages: settings, set-up and tear-down, handler table, counters.
- * See fm_int.h for the wire format, fm_send.c and fm_recv.c for the paths. */
+ * See fm_int.h for the wire format, fm_send.h and fm_recv.h for the paths. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* Fast Messages: private state shared by fm.c, fm_send.c, fm_recv.c, fm_ctx.c.
+/* Fast Messages: private state shared by every file of src/fm.
  *
  * Wire format. Rank A exports one region per sender B ("fm.ring.<B>"):
  *
@@ -17,7 +17,7 @@
  * packet fills the rest. Consuming a packet zeroes word1 of every line it
  * covered, so stale payload can never look like a header.
  *
- * Zero-copy (fm_send.c, fm_recv.c): a message whose bound is at least
+ * Zero-copy (fm_zsend.c, fm_zrecv.c): a message whose bound is at least
  * VMMC_FM_ZCOPY, to a peer whose ring is mapped, carries ZC on its first
  * packet. When its handler asks fm_receive() for more than the packets at
  * hand hold, into vmmc_mem_alloc() memory, the receiver writes a descriptor
@@ -369,7 +369,7 @@ int fm_ctx_resume(struct fm *fm, fm_ctx_t *c);
 void fm_ctx_yield(struct fm *fm);
 void fm_ctx_assign(fm_ctx_t *c, fm_peer_t *p, fm_handler_t fn, void *arg);
 
-/* fm_recv.c */
+/* fm_recv.c, fm_progress.c */
 int fm_extract_locked(struct fm *fm, size_t max_bytes);
 int fm_hook_poll(void *arg);
 int fm_hook_arm(void *arg);
@@ -377,7 +377,7 @@ int fm_dead_check(struct fm *fm);
 void fm_rlock(struct fm *fm);
 void fm_runlock(struct fm *fm);
 
-/* fm_send.c */
+/* fm_credit.c */
 int fm_send_request_credit(struct fm *fm, fm_peer_t *p);
 int fm_send_credit(struct fm *fm, fm_peer_t *p, uint64_t consumed);
 /* Post a placement descriptor for @p's current message (len 0: none). */

@@ -59,6 +59,8 @@ int fm_send_credit(fm_t *fm, fm_peer_t *p, uint64_t consumed)
 int fm_send_desc(fm_t *fm, fm_peer_t *p, uint64_t msg, uint64_t off, uint64_t len,
                  const vmmc_mkey_t *key, uint64_t pull)
 {
+    if (VMMC_UNLIKELY(!fm_peer_ready(p)) && fm_peer_step(fm, p) != VMMC_OK)
+        return VMMC_ERR_AGAIN; /* not connected to it yet: its sender stops waiting */
     uint64_t d[FM_D_WORDS] = {0};
     d[FM_D_SEQ] = ++p->dseq;
     d[FM_D_MSG] = (msg & 0xffffffffu) | pull << 32;
@@ -111,6 +113,10 @@ VMMC_COLD int fm_wait_space(fm_t *fm, fm_peer_t *p, uint64_t *need_io, size_t ca
             break;
         }
         /* Now and then, even while other senders keep us busy: is it alive? */
+        if (VMMC_UNLIKELY(fm_peer_closed(p))) {
+            st = fm_peer_stale(fm, p);
+            break;
+        }
         if (p->px && (++iter & 63) == 0 && vmmc_peer_alive(fm->ep, p->rank) == 0) {
             st = fm_peer_dead(fm, p);
             break;
@@ -138,6 +144,8 @@ VMMC_COLD int fm_wait_space(fm_t *fm, fm_peer_t *p, uint64_t *need_io, size_t ca
 VMMC_COLD int fm_send_again(fm_t *fm, fm_peer_t *p)
 {
     FM_CNT(fm, FM_C_AGAIN, 1);
+    if (VMMC_UNLIKELY(fm_peer_closed(p)))
+        return fm_peer_stale(fm, p);
     fm_send_request_credit(fm, p);
     if (p->px && (__atomic_load_n(&fm->cnt[FM_C_AGAIN], __ATOMIC_RELAXED) & 63) == 0 && vmmc_peer_alive(fm->ep, p->rank) == 0)
         return fm_peer_dead(fm, p);

@@ -72,6 +72,9 @@
 #define FM_REQ_OFF 64u
 #define FM_DESC_OFF 128u
 #define FM_OFFER_OFF 192u
+/* In the offer line, written by the importer (the peer) only: nonzero once
+ * the peer closed its side of the channel (fm_peer.c). */
+#define FM_CLOSED_OFF 200u
 
 /* The offer word: offer number << 2 | one of these. */
 enum { FM_O_REVOKED, FM_O_OFFERED, FM_O_CLAIMED, FM_O_DONE };
@@ -240,7 +243,9 @@ typedef struct fm_peer {
     struct fm *fm;
     int rank;
     /* --- sending to this peer --- */
-    vmmc_proxy_t *px;           /* NULL for ourselves */
+    atomic_int conn;            /* FM_PC_*: its region for us imported (fm_peer.c) */
+    atomic_int cbusy;           /* one thread at a time connects */
+    vmmc_proxy_t *px;           /* NULL for ourselves (and until connected) */
     char *map;                  /* peer's region for us, mapped (or local); NULL: vmmc_send */
     uint64_t R;                 /* ring bytes at the peer */
     size_t paymax;              /* largest payload we put in one packet */
@@ -286,6 +291,11 @@ typedef struct fm_peer {
     fm_stream_t rs;
 } fm_peer_t;
 
+/* fm_peer_t::conn: a peer's region for us is imported when first needed
+ * (channels from fm_channel_open()) or at once (fm_init()). px, map, R,
+ * paymax and staging are valid once READY is seen (acquire). */
+enum { FM_PC_NONE, FM_PC_PENDING, FM_PC_READY };
+
 typedef struct fm_hentry {
     fm_handler_t fn;
     void *arg;
@@ -294,6 +304,9 @@ typedef struct fm_hentry {
 
 struct fm {
     vmmc_ep_t *ep;
+    int channel;                /* this channel's id */
+    struct fm_ep *fep;          /* the endpoint's channel table (fm_channel.c) */
+    int open_wait_ms;           /* a send waits this long for a peer to open the channel */
     int rank, size;
     unsigned flags;
     uint64_t ring_size;
@@ -326,7 +339,7 @@ struct fm {
     unsigned empty_polls;
     int unmapped;               /* peers written with vmmc_send (their transport, e.g. udp,
                                  * lands data only when someone drives it) */
-    int hook_added;
+    int listed;                 /* in the endpoint's table: its progress hook serves us */
     uint64_t cnt[FM_C_COUNT];
 };
 
@@ -376,6 +389,34 @@ int fm_hook_arm(void *arg);
 int fm_dead_check(struct fm *fm);
 void fm_rlock(struct fm *fm);
 void fm_runlock(struct fm *fm);
+
+/* fm.c */
+int fm_setup_params(struct fm *fm, const fm_params_t *pa);
+int fm_cfg_channels(void);
+
+/* fm_channel.c: the channels of an endpoint, their progress hook. */
+int fm_channel_reserve(struct fm *fm);
+void fm_channel_list(struct fm *fm);
+void fm_channel_release(struct fm *fm);
+
+/* fm_peer.c: connecting to a peer on this channel. */
+void fm_ring_name(const struct fm *fm, int importer, char *buf, size_t cap);
+int fm_peer_self(struct fm *fm, fm_peer_t *p);
+int fm_peer_connect_now(struct fm *fm, fm_peer_t *p);
+int fm_peer_step(struct fm *fm, fm_peer_t *p);
+int fm_peer_connect(struct fm *fm, fm_peer_t *p, int nb);
+VMMC_COLD int fm_peer_stale(struct fm *fm, fm_peer_t *p);
+void fm_peer_tell_closed(struct fm *fm, fm_peer_t *p);
+static inline int fm_peer_ready(fm_peer_t *p)
+{
+    return atomic_load_explicit(&p->conn, memory_order_acquire) == FM_PC_READY;
+}
+/* Has the peer closed its side of this channel? (It wrote our region.) */
+static inline int fm_peer_closed(const fm_peer_t *p)
+{
+    return atomic_load_explicit((const _Atomic uint64_t *)(p->ctrl + FM_CLOSED_OFF),
+                                memory_order_acquire) != 0;
+}
 
 /* fm_credit.c */
 int fm_send_request_credit(struct fm *fm, fm_peer_t *p);

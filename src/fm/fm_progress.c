@@ -48,6 +48,11 @@ double fm_now_s(void)
 
 void fm_credit_return(fm_t *fm, fm_peer_t *p)
 {
+    /* A channel's sender may be here before we have imported its region:
+     * the credits wait until we have (each later consume or extract tries
+     * again; the sender asks for them when it runs short). */
+    if (VMMC_UNLIKELY(!fm_peer_ready(p)) && fm_peer_step(fm, p) != VMMC_OK)
+        return;
     p->returned = p->tail;
     p->req_pending = 0;
     FM_CNT(fm, FM_C_CREDIT_RET, 1);
@@ -236,6 +241,10 @@ int fm_hook_arm(void *arg)
             pending = 1;
         req_check(p);
         if (p->req_pending && p->tail > p->returned)
+            pending = 1;
+        /* Credits held until its region is imported: do not sleep past that. */
+        if (p->tail > p->returned &&
+            atomic_load_explicit(&p->conn, memory_order_relaxed) == FM_PC_PENDING)
             pending = 1;
     }
     if (credit_waits(fm))

@@ -214,6 +214,14 @@ static int begin_locked(fm_t *fm, fm_peer_t *p, size_t max_length, int handler, 
     fm_stream_t *s = &p->ss;
     if (VMMC_UNLIKELY(p->sdead))
         return vmmc_error(VMMC_ERR_PEER_DEAD, "fm_begin_message: rank %d died", dest);
+    if (VMMC_UNLIKELY(!fm_peer_ready(p))) {
+        /* First message to it on this channel: import its ring. */
+        int st = fm_peer_connect(fm, p, nb);
+        if (st != VMMC_OK)
+            return st;
+    }
+    if (VMMC_UNLIKELY(fm_peer_closed(p)))
+        return fm_peer_stale(fm, p);
     if (VMMC_UNLIKELY(s->open)) {
         if (in_handler) {
             FM_CNT(fm, FM_C_AGAIN, 1);
@@ -455,8 +463,8 @@ int fm_send(fm_t *fm, int dest, int handler, const void *buf, size_t n)
         uint64_t slot = fm_align64(FM_HDR + n);
         uint64_t off = locked ? p->head & (p->R - 1) : 0;
         /* (A message large enough to be placed goes the long way.) */
-        if (VMMC_LIKELY(locked && p->map && n <= p->paymax && (n < fm->zc_min || !fm->zc_min) &&
-                        !p->ss.open && !p->sdead &&
+        if (VMMC_LIKELY(locked && fm_peer_ready(p) && p->map && n <= p->paymax && (n < fm->zc_min || !fm->zc_min) &&
+                        !p->ss.open && !p->sdead && !fm_peer_closed(p) &&
                         p->R - off >= slot && has_space(p, slot))) {
             char *h = p->map + FM_CTRL + off;
             /* The first line last: the receiver spins on it. */

@@ -42,7 +42,8 @@
  *
  * Threading: an fm_t and its streams are used by one thread at a time
  * (handlers run in the thread that calls fm_extract()), unless it was opened
- * with FM_THREADS (see below). The core may run
+ * with FM_THREADS (see below). Different channels are independent: each may
+ * be used by a thread of its own at the same time. The core may run
  * FM's progress hook in another thread (the service thread): that hook only
  * looks at the rings and returns credits; it never runs handlers.
  *

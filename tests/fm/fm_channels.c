@@ -20,7 +20,8 @@
  *     and fails with VMMC_ERR_TIMEOUT, a non-blocking one gets
  *     VMMC_ERR_AGAIN; once the peer opens it, the message goes through and
  *     is the only one delivered there.
- * Also: ids out of range and a second open of an id are refused. */
+ * Also: ids out of range, a second open of an id and a 17th open channel
+ * are refused. */
 #include <pthread.h>
 #include <unistd.h>
 
@@ -292,6 +293,14 @@ int main(void)
     VT_STATUS(VMMC_ERR_EXISTS, fm_channel_open(ep, chan_id[1], NULL, &x));
     VT_CHECK(strstr(vmmc_last_error(), "already open") != NULL);
     VT_STATUS(VMMC_ERR_EXISTS, fm_init(ep, NULL, &x));
+    /* At most VMMC_FM_CHANNELS (16) open: 4 are, 12 more fit. */
+    fm_t *more[12];
+    for (int i = 0; i < 12; i++)
+        VT_OK(fm_channel_open(ep, 30 + i, NULL, &more[i]));
+    VT_STATUS(VMMC_ERR_AGAIN, fm_channel_open(ep, 29, NULL, &x));
+    VT_CHECK(strstr(vmmc_last_error(), "VMMC_FM_CHANNELS") != NULL);
+    for (int i = 0; i < 12; i++)
+        VT_OK(fm_channel_close(more[i]));
     VT_OK(vmmc_barrier(ep));
 
     /* 1 */

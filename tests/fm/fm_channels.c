@@ -290,6 +290,12 @@ int main(void)
     fm_t *x;
     VT_STATUS(VMMC_ERR_INVALID, fm_channel_open(ep, -1, NULL, &x));
     VT_STATUS(VMMC_ERR_INVALID, fm_channel_open(ep, FM_CHANNEL_MAX, NULL, &x));
+    VT_STATUS(VMMC_ERR_INVALID, fm_channel_open(NULL, 1, NULL, &x));
+    VT_STATUS(VMMC_ERR_INVALID, fm_channel_open(ep, 1, NULL, NULL));
+    VT_STATUS(VMMC_ERR_INVALID, fm_channel_close(NULL));
+    VT_STATUS(VMMC_ERR_INVALID, fm_channel_id(NULL));
+    fm_params_t bad = {.field_mask = FM_PARAM_OPEN_WAIT, .open_wait_ms = 0};
+    VT_STATUS(VMMC_ERR_INVALID, fm_channel_open(ep, 1, &bad, &x));
     VT_STATUS(VMMC_ERR_EXISTS, fm_channel_open(ep, chan_id[1], NULL, &x));
     VT_CHECK(strstr(vmmc_last_error(), "already open") != NULL);
     VT_STATUS(VMMC_ERR_EXISTS, fm_init(ep, NULL, &x));

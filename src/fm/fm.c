@@ -142,7 +142,7 @@ int fm_setup_params(fm_t *fm, const fm_params_t *pa)
     if (pa) {
         if (pa->field_mask & FM_PARAM_FLAGS) {
             if (pa->flags & ~(unsigned)(FM_NONBLOCK | FM_NO_MAP | FM_THREADS))
-                return vmmc_error(VMMC_ERR_INVALID, "fm_init: unknown flags 0x%x", pa->flags);
+                return vmmc_error(VMMC_ERR_INVALID, "fm: unknown flags 0x%x", pa->flags);
             fm->flags = pa->flags;
         }
         if (pa->field_mask & FM_PARAM_RING_SIZE)
@@ -161,11 +161,11 @@ int fm_setup_params(fm_t *fm, const fm_params_t *pa)
         }
     }
     if (fm->packet_size < 8 || fm->packet_size > (1u << 30))
-        return vmmc_error(VMMC_ERR_INVALID, "fm_init: packet size %zu outside 8 B..1 GiB",
+        return vmmc_error(VMMC_ERR_INVALID, "fm: packet size %zu outside 8 B..1 GiB",
                           fm->packet_size);
     /* A power of two, so that ring offsets are a mask, not a division. */
     if (fm->ring_size > (1ull << 40))
-        return vmmc_error(VMMC_ERR_INVALID, "fm_init: ring of %llu bytes is too large",
+        return vmmc_error(VMMC_ERR_INVALID, "fm: ring of %llu bytes is too large",
                           (unsigned long long)fm->ring_size);
     uint64_t r2 = FM_LINE;
     while (r2 < fm->ring_size)
@@ -187,17 +187,17 @@ int fm_setup_params(fm_t *fm, const fm_params_t *pa)
     }
     fm->ring_size = r2;
     if (fm->ring_size < 2 * slot)
-        return vmmc_error(VMMC_ERR_INVALID, "fm_init: ring of %llu bytes holds fewer than two "
+        return vmmc_error(VMMC_ERR_INVALID, "fm: ring of %llu bytes holds fewer than two "
                           "packets of %zu bytes (VMMC_FM_RING >= 2 * (VMMC_FM_PACKET + 64))",
                           (unsigned long long)fm->ring_size, fm->packet_size);
     if (fm->credit_batch == 0)
         fm->credit_batch = fm->ring_size / 4;
     if (fm->credit_batch > fm->ring_size / 2)
-        return vmmc_error(VMMC_ERR_INVALID, "fm_init: credit batch %llu exceeds half the ring "
+        return vmmc_error(VMMC_ERR_INVALID, "fm: credit batch %llu exceeds half the ring "
                           "(%llu bytes)", (unsigned long long)fm->credit_batch,
                           (unsigned long long)fm->ring_size);
     if (fm->max_handlers < 1 || fm->max_handlers > 65536)
-        return vmmc_error(VMMC_ERR_INVALID, "fm_init: %d handler ids (1..65536)", fm->max_handlers);
+        return vmmc_error(VMMC_ERR_INVALID, "fm: %d handler ids (1..65536)", fm->max_handlers);
     if (fm->stack_size < 16384)
         fm->stack_size = 16384;
     fm->mt = (fm->flags & FM_THREADS) != 0;

@@ -7,7 +7,12 @@
  * imports every peer's region at once (after its barrier); a channel from
  * fm_channel_open() imports B's region when it first needs it (a send to B,
  * or credits to give back to B), without blocking: the import waits at B
- * for the name to appear, at most open_wait_ms.
+ * for the name to appear, as long as VMMC_IMPORT_TIMEOUT (a new request
+ * follows if the channel is still wanted then): a blocking send gives up
+ * after open_wait_ms, and the next send finds the same request waiting.
+ * (Each request that times out stays queued at B until the name appears,
+ * and B keeps only so many per importer: one per VMMC_IMPORT_TIMEOUT is
+ * few, one per open_wait_ms could be many.)
  *
  * Closing: a closing rank writes FM_CLOSED_OFF into the region of every
  * peer it is connected to, so their sends to it fail with VMMC_ERR_STALE
@@ -17,6 +22,7 @@
  * (VMMC_ERR_STALE) rather than write packets the peer would never take. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "fm/fm_int.h"
 
@@ -141,7 +147,7 @@ int fm_peer_step(fm_t *fm, fm_peer_t *p)
     if (atomic_load_explicit(&p->conn, memory_order_relaxed) == FM_PC_NONE) {
         char name[64];
         fm_ring_name(fm, fm->rank, name, sizeof name);
-        st = vmmc_import_start(fm->ep, p->rank, name, fm->open_wait_ms, &p->px);
+        st = vmmc_import_start(fm->ep, p->rank, name, -1, &p->px);
         if (st < 0) {
             p->px = NULL;
             goto out;
@@ -153,9 +159,6 @@ int fm_peer_step(fm_t *fm, fm_peer_t *p)
         goto out;
     if (st == VMMC_OK)
         st = peer_setup(fm, p, 1);
-    else if (st == VMMC_ERR_TIMEOUT)
-        st = vmmc_error(VMMC_ERR_TIMEOUT, "fm: rank %d did not open FM channel %d within %d ms",
-                        p->rank, fm->channel, fm->open_wait_ms);
     if (st == VMMC_OK) {
         atomic_store_explicit(&p->conn, FM_PC_READY, memory_order_release);
     } else {
@@ -174,20 +177,33 @@ out:
     return st;
 }
 
+static uint64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
 /* A send needs the connection: in non-blocking mode one step (VMMC_ERR_AGAIN
- * while the peer has not answered), else wait for it, serving this
- * channel's own receive side meanwhile, as a sender waiting for credits
- * does. The import's deadline (open_wait_ms) bounds the wait. */
+ * while the peer has not answered), else wait for it, at most open_wait_ms,
+ * serving this channel's own receive side meanwhile, as a sender waiting for
+ * credits does. */
 int fm_peer_connect(fm_t *fm, fm_peer_t *p, int nb)
 {
+    uint64_t t0 = now_ms();
     for (;;) {
         int st = fm_peer_step(fm, p);
+        if (st == VMMC_ERR_TIMEOUT)
+            st = VMMC_INPROGRESS; /* the import's own deadline: a new one starts */
         if (st != VMMC_INPROGRESS)
             return st;
         if (nb) {
             FM_CNT(fm, FM_C_AGAIN, 1);
             return VMMC_ERR_AGAIN;
         }
+        if (now_ms() - t0 >= (uint64_t)fm->open_wait_ms)
+            return vmmc_error(VMMC_ERR_TIMEOUT, "fm: rank %d did not open FM channel %d within "
+                              "%d ms", p->rank, fm->channel, fm->open_wait_ms);
         int n = 0;
         if (!fm_busy(fm)) {
             fm_rlock(fm);

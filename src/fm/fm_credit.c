@@ -112,11 +112,11 @@ VMMC_COLD int fm_wait_space(fm_t *fm, fm_peer_t *p, uint64_t *need_io, size_t ca
             st = n;
             break;
         }
-        /* Now and then, even while other senders keep us busy: is it alive? */
-        if (VMMC_UNLIKELY(fm_peer_closed(p))) {
+        if (VMMC_UNLIKELY(fm_peer_closed(p))) { /* it closed the channel */
             st = fm_peer_stale(fm, p);
             break;
         }
+        /* Now and then, even while other senders keep us busy: is it alive? */
         if (p->px && (++iter & 63) == 0 && vmmc_peer_alive(fm->ep, p->rank) == 0) {
             st = fm_peer_dead(fm, p);
             break;

@@ -463,8 +463,9 @@ int fm_send(fm_t *fm, int dest, int handler, const void *buf, size_t n)
         uint64_t slot = fm_align64(FM_HDR + n);
         uint64_t off = locked ? p->head & (p->R - 1) : 0;
         /* (A message large enough to be placed goes the long way.) */
-        if (VMMC_LIKELY(locked && fm_peer_ready(p) && p->map && n <= p->paymax && (n < fm->zc_min || !fm->zc_min) &&
-                        !p->ss.open && !p->sdead && !fm_peer_closed(p) &&
+        if (VMMC_LIKELY(locked && fm_peer_ready(p) && p->map && n <= p->paymax &&
+                        (n < fm->zc_min || !fm->zc_min) && !p->ss.open && !p->sdead &&
+                        !fm_peer_closed(p) &&
                         p->R - off >= slot && has_space(p, slot))) {
             char *h = p->map + FM_CTRL + off;
             /* The first line last: the receiver spins on it. */

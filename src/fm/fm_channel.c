@@ -3,55 +3,55 @@
  * and its exports carry its id in their names (fm_peer.c), so several
  * clients share an endpoint without reaching into each other's state.
  *
- * The endpoint's table (fm_ep_t, one per endpoint that has a channel open)
- * holds the ids in use, so a second open of an id is refused, and the open
- * channels, which one progress hook per endpoint serves (the core has room
- * for few hooks, and a hook per channel would spend them). The hook reads
- * the table under a read lock it only tries to take; opening and closing
- * change it under the write lock, so once a channel is out of the table no
- * hook call is inside it. */
+ * The endpoint's record (fm_ep_t, one per endpoint that has a channel open)
+ * holds the ids in use, so a second open of an id is refused, and the table
+ * of open channels that the endpoint's progress hook serves (one hook per
+ * endpoint: the core has room for few, and a hook per channel would spend
+ * them). A table is never changed once the hook has it: opening or closing
+ * a channel registers a new table as a new hook, then removes the old one,
+ * and the core's removal returns only once no poll or arm call is inside
+ * it, so once a channel is out, no hook call can reach it. The hook itself
+ * takes no lock and pays nothing for this while it polls. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fm/fm_int.h"
 
+typedef struct fm_tab {
+    int n;
+    fm_t *ch[];
+} fm_tab_t;
+
 typedef struct fm_ep {
     vmmc_ep_t *ep;
     struct fm_ep *next;
-    pthread_rwlock_t lock;        /* ch[] and n, against the hook */
-    int n;                        /* channels in ch[] (fully open) */
+    fm_tab_t *tab;                /* what the hook serves now (NULL: no hook) */
     int nres;                     /* ids reserved (open or opening) */
-    fm_t *ch[FM_CHANNEL_MAX];
     unsigned char used[FM_CHANNEL_MAX];
 } fm_ep_t;
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static fm_ep_t *reg_head;
 
-/* The endpoint's progress hook: every open channel's, in turn. */
+/* The endpoint's progress hook: every channel of its table, in turn. */
 static int ep_poll(void *arg)
 {
-    fm_ep_t *e = arg;
-    if (pthread_rwlock_tryrdlock(&e->lock) != 0)
-        return 0; /* a channel opens or closes: next time */
+    const fm_tab_t *tab = arg;
     int ev = 0;
-    for (int i = 0; i < e->n; i++)
-        ev += fm_hook_poll(e->ch[i]);
-    pthread_rwlock_unlock(&e->lock);
+    for (int i = 0; i < tab->n; i++)
+        ev += fm_hook_poll(tab->ch[i]);
     return ev;
 }
 
 static int ep_arm(void *arg)
 {
-    fm_ep_t *e = arg;
-    if (pthread_rwlock_tryrdlock(&e->lock) != 0)
-        return 1; /* do not sleep past a change we did not look at */
+    const fm_tab_t *tab = arg;
     int pending = 0;
-    for (int i = 0; i < e->n && !pending; i++)
-        pending = fm_hook_arm(e->ch[i]);
-    pthread_rwlock_unlock(&e->lock);
+    for (int i = 0; i < tab->n && !pending; i++)
+        pending = fm_hook_arm(tab->ch[i]);
     return pending;
 }
 
@@ -81,12 +81,6 @@ int fm_channel_reserve(fm_t *fm)
             goto out;
         }
         e->ep = fm->ep;
-        pthread_rwlock_init(&e->lock, NULL);
-        if ((st = vmmc_progress_hook_add(fm->ep, ep_poll, ep_arm, e)) != VMMC_OK) {
-            pthread_rwlock_destroy(&e->lock);
-            free(e);
-            goto out;
-        }
         e->next = reg_head;
         reg_head = e;
     }
@@ -98,18 +92,59 @@ out:
     return st;
 }
 
-/* The channel is ready: let the endpoint's hook serve it. */
-void fm_channel_list(fm_t *fm)
+/* Hand the hook the table with @add in it, or without @drop (under
+ * reg_lock): the new table's hook first, so that no pass of the core misses
+ * FM, then the old one away (which waits for calls inside it to leave). */
+static int tab_swap(fm_ep_t *e, fm_t *add, fm_t *drop)
 {
-    fm_ep_t *e = fm->fep;
-    pthread_rwlock_wrlock(&e->lock);
-    e->ch[e->n++] = fm;
-    pthread_rwlock_unlock(&e->lock);
-    fm->listed = 1;
+    fm_tab_t *old = e->tab;
+    int n = (old ? old->n : 0) + (add ? 1 : 0), k = 0;
+    fm_tab_t *tab = NULL;
+    if (n - (drop ? 1 : 0) > 0) {
+        tab = malloc(sizeof *tab + (size_t)n * sizeof tab->ch[0]);
+        if (!tab)
+            return vmmc_error(VMMC_ERR_NOMEM, "fm: no memory for the channel table");
+        for (int i = 0; old && i < old->n; i++)
+            if (old->ch[i] != drop)
+                tab->ch[k++] = old->ch[i];
+        if (add)
+            tab->ch[k++] = add;
+        tab->n = k;
+        int st = vmmc_progress_hook_add(e->ep, ep_poll, ep_arm, tab);
+        if (st == VMMC_ERR_AGAIN && old) {
+            /* No room for both: a moment without FM's hook (a sleeper is
+             * still woken by the senders' signals). */
+            vmmc_progress_hook_remove(e->ep, ep_poll, old);
+            free(old);
+            old = e->tab = NULL;
+            st = vmmc_progress_hook_add(e->ep, ep_poll, ep_arm, tab);
+        }
+        if (st != VMMC_OK) {
+            free(tab);
+            return st;
+        }
+    }
+    if (old) {
+        vmmc_progress_hook_remove(e->ep, ep_poll, old);
+        free(old);
+    }
+    e->tab = tab;
+    return VMMC_OK;
+}
+
+/* The channel is ready: let the endpoint's hook serve it. */
+int fm_channel_list(fm_t *fm)
+{
+    pthread_mutex_lock(&reg_lock);
+    int st = tab_swap(fm->fep, fm, NULL);
+    pthread_mutex_unlock(&reg_lock);
+    if (st == VMMC_OK)
+        fm->listed = 1;
+    return st;
 }
 
 /* Take @fm out of the hook's table and give its id back; the last channel
- * of an endpoint takes the hook away. */
+ * of an endpoint takes its record away. */
 void fm_channel_release(fm_t *fm)
 {
     fm_ep_t *e = fm->fep;
@@ -117,13 +152,11 @@ void fm_channel_release(fm_t *fm)
         return;
     pthread_mutex_lock(&reg_lock);
     if (fm->listed) {
-        pthread_rwlock_wrlock(&e->lock);
-        for (int i = 0; i < e->n; i++)
-            if (e->ch[i] == fm) {
-                e->ch[i] = e->ch[--e->n];
-                break;
-            }
-        pthread_rwlock_unlock(&e->lock);
+        /* Only NOMEM can fail here: then the hook keeps serving the channel
+         * and it cannot be freed; wait for memory rather than leave a
+         * dangling pointer in the hook. */
+        while (tab_swap(e, NULL, fm) != VMMC_OK)
+            sched_yield();
         fm->listed = 0;
     }
     e->used[fm->channel] = 0;
@@ -133,9 +166,6 @@ void fm_channel_release(fm_t *fm)
         while (*pp != e)
             pp = &(*pp)->next;
         *pp = e->next;
-        /* Under the core's locks: no hook call is left inside it after. */
-        vmmc_progress_hook_remove(e->ep, ep_poll, e);
-        pthread_rwlock_destroy(&e->lock);
         free(e);
     }
     pthread_mutex_unlock(&reg_lock);
@@ -226,7 +256,8 @@ static int channel_open(vmmc_ep_t *ep, int channel, const fm_params_t *params, i
             if (r != fm->rank && (st = fm_peer_connect_now(fm, &fm->peers[r])) != VMMC_OK)
                 goto fail;
     }
-    fm_channel_list(fm);
+    if ((st = fm_channel_list(fm)) != VMMC_OK)
+        goto fail;
     *out = fm;
     return VMMC_OK;
 fail:

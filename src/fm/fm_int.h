@@ -243,8 +243,6 @@ typedef struct fm_peer {
     struct fm *fm;
     int rank;
     /* --- sending to this peer --- */
-    atomic_int conn;            /* FM_PC_*: its region for us imported (fm_peer.c) */
-    atomic_int cbusy;           /* one thread at a time connects */
     vmmc_proxy_t *px;           /* NULL for ourselves (and until connected) */
     char *map;                  /* peer's region for us, mapped (or local); NULL: vmmc_send */
     uint64_t R;                 /* ring bytes at the peer */
@@ -289,6 +287,9 @@ typedef struct fm_peer {
     int broken;                 /* malformed packet: ring abandoned */
     fm_ctx_t *ctx;
     fm_stream_t rs;
+    /* --- connecting (last: the hot fields above keep their lines) --- */
+    atomic_int conn;            /* FM_PC_*: its region for us imported (fm_peer.c) */
+    atomic_int cbusy;           /* one thread at a time connects */
 } fm_peer_t;
 
 /* fm_peer_t::conn: a peer's region for us is imported when first needed
@@ -304,9 +305,6 @@ typedef struct fm_hentry {
 
 struct fm {
     vmmc_ep_t *ep;
-    int channel;                /* this channel's id */
-    struct fm_ep *fep;          /* the endpoint's channel table (fm_channel.c) */
-    int open_wait_ms;           /* a send waits this long for a peer to open the channel */
     int rank, size;
     unsigned flags;
     uint64_t ring_size;
@@ -339,8 +337,12 @@ struct fm {
     unsigned empty_polls;
     int unmapped;               /* peers written with vmmc_send (their transport, e.g. udp,
                                  * lands data only when someone drives it) */
-    int listed;                 /* in the endpoint's table: its progress hook serves us */
     uint64_t cnt[FM_C_COUNT];
+    /* --- the channel (last: the hot fields above keep their lines) --- */
+    int channel;                /* this channel's id */
+    int listed;                 /* in the endpoint's table: its progress hook serves us */
+    struct fm_ep *fep;          /* the endpoint's channel table (fm_channel.c) */
+    int open_wait_ms;           /* a send waits this long for a peer to open the channel */
 };
 
 /* Counters: plain adds, or atomic ones when several threads use FM. */
@@ -396,7 +398,7 @@ int fm_cfg_channels(void);
 
 /* fm_channel.c: the channels of an endpoint, their progress hook. */
 int fm_channel_reserve(struct fm *fm);
-void fm_channel_list(struct fm *fm);
+int fm_channel_list(struct fm *fm);
 void fm_channel_release(struct fm *fm);
 
 /* fm_peer.c: connecting to a peer on this channel. */

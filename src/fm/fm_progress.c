@@ -46,22 +46,25 @@ double fm_now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* A channel's sender may be here before we have imported its region: the
+ * credits wait until we have (each later consume or extract tries again;
+ * the sender asks for them when it runs short). Returns 1 when connected. */
+static VMMC_COLD __attribute__((noinline)) int credit_peer_ready(fm_t *fm, fm_peer_t *p)
+{
+    if (fm_peer_closed(p)) {
+        /* It closed the channel: nobody to give them to, and no import to
+         * try again and again. */
+        p->returned = p->tail;
+        p->req_pending = 0;
+        return 0;
+    }
+    return fm_peer_step(fm, p) == VMMC_OK;
+}
+
 void fm_credit_return(fm_t *fm, fm_peer_t *p)
 {
-    /* A channel's sender may be here before we have imported its region:
-     * the credits wait until we have (each later consume or extract tries
-     * again; the sender asks for them when it runs short). */
-    if (VMMC_UNLIKELY(!fm_peer_ready(p))) {
-        if (fm_peer_closed(p)) {
-            /* It closed the channel: nobody to give them to, and no import
-             * to try again and again. */
-            p->returned = p->tail;
-            p->req_pending = 0;
-            return;
-        }
-        if (fm_peer_step(fm, p) != VMMC_OK)
-            return;
-    }
+    if (VMMC_UNLIKELY(!fm_peer_ready(p)) && !credit_peer_ready(fm, p))
+        return;
     p->returned = p->tail;
     p->req_pending = 0;
     FM_CNT(fm, FM_C_CREDIT_RET, 1);

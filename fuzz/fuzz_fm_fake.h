@@ -121,6 +121,21 @@ int vmmc_import(vmmc_ep_t *ep, int rank, const char *name, int timeout_ms, vmmc_
     return VMMC_OK;
 }
 int vmmc_unimport(vmmc_proxy_t *px) { return px ? VMMC_OK : VMMC_ERR_INVALID; }
+/* (fm_init imports at once; these serve channels opened later, not fuzzed.) */
+int vmmc_import_start(vmmc_ep_t *ep, int rank, const char *name, int timeout_ms,
+                      vmmc_proxy_t **px)
+{
+    int st = vmmc_import(ep, rank, name, timeout_ms, px);
+    return st == VMMC_OK ? VMMC_INPROGRESS : st;
+}
+int vmmc_import_test(vmmc_proxy_t *px) { return px ? VMMC_OK : VMMC_ERR_INVALID; }
+int vmmc_fetch(vmmc_proxy_t *px, size_t offset, void *dst, size_t len)
+{
+    if (!px || offset > px->len || len > px->len - offset)
+        return VMMC_ERR_BOUNDS;
+    memcpy(dst, (char *)px->mem + offset, len);
+    return VMMC_OK;
+}
 size_t vmmc_proxy_length(const vmmc_proxy_t *px) { return px->len; }
 
 int vmmc_proxy_map(vmmc_proxy_t *px, void **ptr)

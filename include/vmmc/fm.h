@@ -42,9 +42,19 @@
  *
  * Threading: an fm_t and its streams are used by one thread at a time
  * (handlers run in the thread that calls fm_extract()), unless it was opened
- * with FM_THREADS (see below). The core may run
+ * with FM_THREADS (see below). Different channels are independent: each may
+ * be used by a thread of its own at the same time. The core may run
  * FM's progress hook in another thread (the service thread): that hook only
  * looks at the rings and returns credits; it never runs handlers.
+ *
+ * Channels: several independent clients (an MPI provider, a sockets layer,
+ * SHMEM) share one endpoint by opening FM *channels* on it, each with an id
+ * the client chooses (fm_channel_open()). An fm_t is one channel: its own
+ * rings (one per sender), credits, handler table, handler stacks and
+ * counters. A message sent on channel c is delivered only to channel c's
+ * handlers at the destination; one channel's credits, pacing, suspended
+ * handlers or closing never hold up another. fm_init() opens channel 0 for
+ * the whole job at once, as FM always did.
  *
  * Status: calls return 0 (VMMC_OK) or a negative vmmc_status_t; the detailed
  * text is in vmmc_last_error().
@@ -62,8 +72,11 @@
 extern "C" {
 #endif
 
-/** @brief One FM instance (per endpoint). Opaque. */
+/** @brief One FM channel on an endpoint (fm_init(): channel 0). Opaque. */
 typedef struct fm fm_t;
+
+/** Channel ids are 0 .. FM_CHANNEL_MAX - 1. */
+#define FM_CHANNEL_MAX 256
 
 /**
  * @brief A message stream: on the sending side, the message being composed
@@ -116,7 +129,8 @@ enum {
     FM_PARAM_RING_SIZE = 1u << 1,    /**< ring_size is set */
     FM_PARAM_PACKET_SIZE = 1u << 2,  /**< packet_size is set */
     FM_PARAM_CREDIT_BATCH = 1u << 3, /**< credit_batch is set */
-    FM_PARAM_MAX_HANDLERS = 1u << 4  /**< max_handlers is set */
+    FM_PARAM_MAX_HANDLERS = 1u << 4, /**< max_handlers is set */
+    FM_PARAM_OPEN_WAIT = 1u << 5     /**< open_wait_ms is set */
 };
 
 /** fm_params_t::flags */
@@ -149,22 +163,63 @@ typedef struct fm_params {
     size_t credit_batch; /**< return credits every this many bytes
                               (VMMC_FM_CREDIT_BATCH; 0 = ring_size/4) */
     int max_handlers;    /**< handler ids 0..max_handlers-1 (VMMC_FM_HANDLERS) */
+    int open_wait_ms;    /**< how long a send waits for the destination to open
+                              the channel (VMMC_FM_OPEN_WAIT); > 0 */
 } fm_params_t;
 
 /**
- * @brief Open FM on @p ep (one FM per endpoint). Collective: every rank of
- * the job must call it; it exports this rank's rings, waits in a barrier,
- * and imports one ring at every peer. @p params may be NULL.
+ * @brief Open FM's channel 0 on @p ep for the whole job. Collective: every
+ * rank of the job must call it; it exports this rank's rings, waits in a
+ * barrier, and imports one ring at every peer. @p params may be NULL.
  * Errors: VMMC_ERR_INVALID (bad parameters, e.g. a ring smaller than two
- * packets), VMMC_ERR_EXISTS (FM already open on @p ep), VMMC_ERR_NOMEM,
- * VMMC_ERR_PEER_DEAD (a rank died during the set-up).
+ * packets), VMMC_ERR_EXISTS (channel 0 already open on @p ep),
+ * VMMC_ERR_NOMEM, VMMC_ERR_PEER_DEAD (a rank died during the set-up).
  */
 VMMC_API int fm_init(vmmc_ep_t *ep, const fm_params_t *params, fm_t **fm);
 
 /**
- * @brief Close FM: withdraw the rings, release imports, stacks and memory.
- * Not collective: make sure (e.g. with vmmc_barrier()) that no peer still
- * sends to this rank, or its sends fail with VMMC_ERR_STALE/PEER_DEAD.
+ * @brief Open channel @p channel (0 .. FM_CHANNEL_MAX - 1) of FM on @p ep.
+ * Not collective: each rank that takes part opens the channel when it is
+ * ready (with the same id), and ranks may open and close channels at any
+ * time. It exports this rank's rings of the channel, one per rank of the
+ * job; a rank's ring for us is imported when we first send to it (or first
+ * receive from it), so a rank that never talks to another on this channel
+ * costs it nothing but its ring.
+ *
+ * Sending on a channel the destination has not opened (yet): a blocking
+ * send waits for it to open the channel (extracting this channel
+ * meanwhile), at most open_wait_ms (VMMC_FM_OPEN_WAIT), then fails with
+ * VMMC_ERR_TIMEOUT; a non-blocking send gets VMMC_ERR_AGAIN while the
+ * destination has not answered. Nothing is ever delivered into another
+ * channel. A rank that closed the channel (or still has it open from before
+ * this rank closed and reopened it) makes sends to it fail with
+ * VMMC_ERR_STALE; close the channel on both sides before reusing its id.
+ *
+ * At most VMMC_FM_CHANNELS channels are open on one endpoint; each takes
+ * its rings (bounded by VMMC_FM_RING_TOTAL), a staging packet per peer it
+ * sends to and a stack per sender whose message is in progress.
+ * Errors: VMMC_ERR_INVALID (bad id or parameters), VMMC_ERR_EXISTS (the
+ * channel is open on @p ep already), VMMC_ERR_AGAIN (VMMC_FM_CHANNELS
+ * channels are open), VMMC_ERR_NOMEM.
+ */
+VMMC_API int fm_channel_open(vmmc_ep_t *ep, int channel, const fm_params_t *params, fm_t **ch);
+
+/**
+ * @brief Close a channel (from fm_channel_open() or fm_init(); the same as
+ * fm_finalize()). The channel's peers are told: their sends to this rank on
+ * it fail with VMMC_ERR_STALE from then on. Other channels are unaffected.
+ * Not collective; the same rules as fm_finalize().
+ */
+VMMC_API int fm_channel_close(fm_t *ch);
+
+/** @brief The id of channel @p ch (0 for fm_init()'s). */
+VMMC_API int fm_channel_id(const fm_t *ch);
+
+/**
+ * @brief Close an FM channel: withdraw its rings, release imports, stacks
+ * and memory. Not collective: make sure (e.g. with vmmc_barrier()) that no
+ * peer still sends to this rank on it: its sends fail with VMMC_ERR_STALE
+ * once it notices, and what it sent before it noticed is lost.
  * Fails with VMMC_ERR_INVALID inside a handler, or VMMC_ERR_BUSY while a
  * handler is suspended or a message is open (nothing is closed then).
  */

@@ -1,5 +1,6 @@
-/* Fast Messages: settings, set-up and tear-down, handler table, counters.
- * See fm_int.h for the wire format, fm_send.c and fm_recv.c for the paths. */
+/* Fast Messages: settings, parameters, handler table, counters. Channels
+ * are opened and closed in fm_channel.c; see fm_int.h for the wire format,
+ * fm_send.h and fm_recv.h for the paths. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,8 @@ static int cfg_threads;
 static uint64_t cfg_zcopy;
 static uint64_t cfg_zcopy_wait;
 static uint64_t cfg_split;
+static int64_t cfg_channels;
+static uint64_t cfg_open_wait;
 
 static const vmmc_cfg_entry_t fm_entries[] = {
     {"FM_PACKET", "8K", "largest payload of one FM packet (the unit of credit and of extract pacing)",
@@ -47,6 +50,11 @@ static const vmmc_cfg_entry_t fm_entries[] = {
      VMMC_CFG_BOOL, &cfg_threads},
     {"FM_NONBLOCK", "n", "FM sends never wait for credits (VMMC_ERR_AGAIN instead)", VMMC_CFG_BOOL,
      &cfg_nonblock},
+    {"FM_CHANNELS", "16", "FM channels that may be open on one endpoint at once (each has its own "
+     "rings, up to FM_RING_TOTAL)", VMMC_CFG_INT, &cfg_channels, 1, FM_CHANNEL_MAX},
+    {"FM_OPEN_WAIT", "30s", "how long a blocking FM send waits for the destination to open the "
+     "channel before it fails with VMMC_ERR_TIMEOUT", VMMC_CFG_TIME, &cfg_open_wait, 1000000ull,
+     86400000000000ull},
 };
 VMMC_CONFIG_TABLE(fm_cfg, "fm", fm_entries);
 
@@ -87,6 +95,12 @@ uint64_t fm_counter(const fm_t *fm, const char *name)
     return 0;
 }
 
+int fm_cfg_channels(void)
+{
+    vmmc_config_load();
+    return (int)cfg_channels;
+}
+
 int fm_nodeid(const fm_t *fm) { return fm ? fm->rank : VMMC_ERR_INVALID; }
 int fm_numnodes(const fm_t *fm) { return fm ? fm->size : VMMC_ERR_INVALID; }
 
@@ -111,7 +125,7 @@ int fm_register_handler(fm_t *fm, int id, fm_handler_t h, void *arg)
 }
 
 /* Settings, overridden by @p params; validated together. */
-static int fm_setup_params(fm_t *fm, const fm_params_t *pa)
+int fm_setup_params(fm_t *fm, const fm_params_t *pa)
 {
     vmmc_config_load();
     fm->flags = (cfg_nonblock ? FM_NONBLOCK : 0) | (cfg_map ? 0 : FM_NO_MAP) |
@@ -124,10 +138,11 @@ static int fm_setup_params(fm_t *fm, const fm_params_t *pa)
     fm->zc_wait_ns = cfg_zcopy_wait;
     fm->split_min = cfg_split;
     fm->max_handlers = (int)cfg_handlers;
+    fm->open_wait_ms = (int)(cfg_open_wait / 1000000u);
     if (pa) {
         if (pa->field_mask & FM_PARAM_FLAGS) {
             if (pa->flags & ~(unsigned)(FM_NONBLOCK | FM_NO_MAP | FM_THREADS))
-                return vmmc_error(VMMC_ERR_INVALID, "fm_init: unknown flags 0x%x", pa->flags);
+                return vmmc_error(VMMC_ERR_INVALID, "fm: unknown flags 0x%x", pa->flags);
             fm->flags = pa->flags;
         }
         if (pa->field_mask & FM_PARAM_RING_SIZE)
@@ -138,13 +153,19 @@ static int fm_setup_params(fm_t *fm, const fm_params_t *pa)
             fm->credit_batch = pa->credit_batch;
         if (pa->field_mask & FM_PARAM_MAX_HANDLERS)
             fm->max_handlers = pa->max_handlers;
+        if (pa->field_mask & FM_PARAM_OPEN_WAIT) {
+            if (pa->open_wait_ms <= 0)
+                return vmmc_error(VMMC_ERR_INVALID, "fm: open_wait_ms %d must be > 0",
+                                  pa->open_wait_ms);
+            fm->open_wait_ms = pa->open_wait_ms;
+        }
     }
     if (fm->packet_size < 8 || fm->packet_size > (1u << 30))
-        return vmmc_error(VMMC_ERR_INVALID, "fm_init: packet size %zu outside 8 B..1 GiB",
+        return vmmc_error(VMMC_ERR_INVALID, "fm: packet size %zu outside 8 B..1 GiB",
                           fm->packet_size);
     /* A power of two, so that ring offsets are a mask, not a division. */
     if (fm->ring_size > (1ull << 40))
-        return vmmc_error(VMMC_ERR_INVALID, "fm_init: ring of %llu bytes is too large",
+        return vmmc_error(VMMC_ERR_INVALID, "fm: ring of %llu bytes is too large",
                           (unsigned long long)fm->ring_size);
     uint64_t r2 = FM_LINE;
     while (r2 < fm->ring_size)
@@ -166,188 +187,19 @@ static int fm_setup_params(fm_t *fm, const fm_params_t *pa)
     }
     fm->ring_size = r2;
     if (fm->ring_size < 2 * slot)
-        return vmmc_error(VMMC_ERR_INVALID, "fm_init: ring of %llu bytes holds fewer than two "
+        return vmmc_error(VMMC_ERR_INVALID, "fm: ring of %llu bytes holds fewer than two "
                           "packets of %zu bytes (VMMC_FM_RING >= 2 * (VMMC_FM_PACKET + 64))",
                           (unsigned long long)fm->ring_size, fm->packet_size);
     if (fm->credit_batch == 0)
         fm->credit_batch = fm->ring_size / 4;
     if (fm->credit_batch > fm->ring_size / 2)
-        return vmmc_error(VMMC_ERR_INVALID, "fm_init: credit batch %llu exceeds half the ring "
+        return vmmc_error(VMMC_ERR_INVALID, "fm: credit batch %llu exceeds half the ring "
                           "(%llu bytes)", (unsigned long long)fm->credit_batch,
                           (unsigned long long)fm->ring_size);
     if (fm->max_handlers < 1 || fm->max_handlers > 65536)
-        return vmmc_error(VMMC_ERR_INVALID, "fm_init: %d handler ids (1..65536)", fm->max_handlers);
+        return vmmc_error(VMMC_ERR_INVALID, "fm: %d handler ids (1..65536)", fm->max_handlers);
     if (fm->stack_size < 16384)
         fm->stack_size = 16384;
     fm->mt = (fm->flags & FM_THREADS) != 0;
-    return VMMC_OK;
-}
-
-static int fm_connect_peer(fm_t *fm, fm_peer_t *p)
-{
-    char name[64];
-    if (p->rank == fm->rank) {
-        /* Loopback: our own region for ourselves, written directly. */
-        p->map = p->ctrl;
-        p->R = p->rR;
-    } else {
-        snprintf(name, sizeof name, "fm.ring.%d", fm->rank);
-        int st = vmmc_import(fm->ep, p->rank, name, -1, &p->px);
-        if (st != VMMC_OK)
-            return st;
-        size_t len = vmmc_proxy_length(p->px);
-        if (len < FM_CTRL + 2 * 128 || ((len - FM_CTRL) & (len - FM_CTRL - 1)))
-            return vmmc_error(VMMC_ERR_PROTOCOL, "fm_init: rank %d's ring '%s' has a bad length %zu",
-                              p->rank, name, len);
-        p->R = len - FM_CTRL;
-        void *m = NULL;
-        if (!(fm->flags & FM_NO_MAP)) {
-            st = vmmc_proxy_map(p->px, &m);
-            if (st == VMMC_OK) {
-                p->map = m;
-                FM_CNT(fm, FM_C_MAPPED, 1);
-            }
-            else if (st != VMMC_ERR_UNSUPPORTED)
-                return st;
-        }
-    }
-    if (!p->map)
-        fm->unmapped++;
-    /* Largest payload whose slot still leaves room for two in the ring. */
-    uint64_t maxpay = p->R / 2 - FM_HDR;
-    maxpay &= ~(uint64_t)(FM_LINE - 1);
-    p->paymax = fm->packet_size < maxpay ? fm->packet_size : (size_t)maxpay;
-    /* Staging packet: every packet when unmapped; short messages when
-     * mapped (see fm_send.c). */
-    size_t stage = p->map ? (p->paymax < FM_STAGE_MAX ? p->paymax : FM_STAGE_MAX) : p->paymax;
-    p->staging = aligned_alloc(FM_LINE, fm_align64(FM_HDR + stage));
-    if (!p->staging)
-        return vmmc_error(VMMC_ERR_NOMEM, "fm_init: no memory for a staging packet");
-    p->seq = 1;
-    p->zc_ok = 1;
-    return VMMC_OK;
-}
-
-int fm_init(vmmc_ep_t *ep, const fm_params_t *params, fm_t **out)
-{
-    if (!ep || !out)
-        return vmmc_error(VMMC_ERR_INVALID, "fm_init: NULL %s", ep ? "output" : "endpoint");
-    int st;
-    fm_t *fm = calloc(1, sizeof *fm);
-    if (!fm)
-        return vmmc_error(VMMC_ERR_NOMEM, "fm_init: no memory");
-    fm->ep = ep;
-    fm->rank = vmmc_rank(ep);
-    fm->size = vmmc_size(ep);
-    atomic_init(&fm->rx_owner, 0);
-    atomic_init(&fm->rlock, 0);
-    if ((st = fm_setup_params(fm, params)) != VMMC_OK)
-        goto fail;
-    if (fm->rank < 0 || fm->size < 1) {
-        st = vmmc_error(VMMC_ERR_ENDPOINT, "fm_init: endpoint has no rank");
-        goto fail;
-    }
-    fm->handlers = calloc((size_t)fm->max_handlers, sizeof *fm->handlers);
-    fm->peers = calloc((size_t)fm->size, sizeof *fm->peers);
-    fm->exports = calloc((size_t)fm->size, sizeof *fm->exports);
-    if (!fm->handlers || !fm->peers || !fm->exports) {
-        st = vmmc_error(VMMC_ERR_NOMEM, "fm_init: no memory for %d peers", fm->size);
-        goto fail;
-    }
-    /* Each sender's ring and control lines are an allocation of their own,
-     * exported whole to that sender alone: the core maps only a whole
-     * allocation, and a mapping of one allocation reaches nothing of the
-     * other senders' rings. Reads are granted too (a writable page is
-     * readable anyway): the sender sees only what it wrote and what we
-     * write back to it (credits, descriptors, the offer word). */
-    size_t region = FM_CTRL + fm->ring_size;
-    for (int r = 0; r < fm->size; r++) {
-        fm_peer_t *p = &fm->peers[r];
-        void *mem;
-        if ((st = vmmc_mem_alloc(ep, region, &mem)) != VMMC_OK)
-            goto fail;
-        p->fm = fm;
-        p->rank = r;
-        p->ctrl = mem;
-        p->ring = p->ctrl + FM_CTRL;
-        p->rR = fm->ring_size;
-        p->rseq = 1;
-        p->seen_seq = 1;
-        p->credit_word = (_Atomic uint64_t *)(p->ctrl + FM_CREDIT_OFF);
-        p->ss.fm = p->rs.fm = fm;
-        p->ss.peer = p->rs.peer = p;
-        p->ss.kind = FM_SEND;
-        p->rs.kind = FM_RECV;
-        if (r == fm->rank)
-            continue;
-        char name[64];
-        snprintf(name, sizeof name, "fm.ring.%d", r);
-        vmmc_export_params_t ep_params = {
-            .field_mask = VMMC_EXPORT_PARAM_IMPORTERS | VMMC_EXPORT_PARAM_FLAGS,
-            .name = name,
-            .addr = p->ctrl,
-            .length = region,
-            .flags = VMMC_EXPORT_READ,
-            .importers = &p->rank,
-            .num_importers = 1,
-        };
-        if ((st = vmmc_export(ep, &ep_params, &fm->exports[r])) != VMMC_OK)
-            goto fail;
-    }
-    if (fm->size > 1 && (st = vmmc_barrier(ep)) != VMMC_OK)
-        goto fail;
-    for (int r = 0; r < fm->size; r++)
-        if ((st = fm_connect_peer(fm, &fm->peers[r])) != VMMC_OK)
-            goto fail;
-    if ((st = vmmc_progress_hook_add(ep, fm_hook_poll, fm_hook_arm, fm)) != VMMC_OK)
-        goto fail;
-    fm->hook_added = 1;
-    *out = fm;
-    return VMMC_OK;
-fail:
-    fm->in_handler = 0;
-    fm_finalize(fm);
-    return st;
-}
-
-int fm_finalize(fm_t *fm)
-{
-    if (!fm)
-        return vmmc_error(VMMC_ERR_INVALID, "fm_finalize: NULL fm");
-    if (fm_in_handler(fm))
-        return vmmc_error(VMMC_ERR_INVALID, "fm_finalize called from a handler");
-    if (fm->peers) {
-        for (int r = 0; r < fm->size; r++) {
-            if (fm->peers[r].ctx)
-                return vmmc_error(VMMC_ERR_BUSY, "fm_finalize: a handler for a message from rank "
-                                  "%d is suspended", r);
-            if (fm->peers[r].ss.open)
-                return vmmc_error(VMMC_ERR_BUSY, "fm_finalize: a message to rank %d is open", r);
-        }
-    }
-    if (fm->hook_added) {
-        vmmc_progress_hook_remove(fm->ep, fm_hook_poll, fm);
-        /* A concurrent arm call (made outside the core's progress lock) may
-         * still be inside the hook: it holds the receive lock meanwhile. */
-        fm_rlock(fm);
-        fm_runlock(fm);
-    }
-    if (fm->peers) {
-        for (int r = 0; r < fm->size; r++) {
-            fm_peer_t *p = &fm->peers[r];
-            if (p->px)
-                vmmc_unimport(p->px);
-            free(p->staging);
-            if (fm->exports && fm->exports[r])
-                vmmc_unexport(fm->exports[r]);
-            if (p->ctrl)
-                vmmc_mem_free(fm->ep, p->ctrl);
-        }
-    }
-    fm_ctx_free_all(fm);
-    free(fm->exports);
-    free(fm->peers);
-    free(fm->handlers);
-    free(fm);
     return VMMC_OK;
 }

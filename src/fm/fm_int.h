@@ -1,4 +1,4 @@
-/* Fast Messages: private state shared by fm.c, fm_send.c, fm_recv.c, fm_ctx.c.
+/* Fast Messages: private state shared by every file of src/fm.
  *
  * Wire format. Rank A exports one region per sender B ("fm.ring.<B>"):
  *
@@ -17,7 +17,7 @@
  * packet fills the rest. Consuming a packet zeroes word1 of every line it
  * covered, so stale payload can never look like a header.
  *
- * Zero-copy (fm_send.c, fm_recv.c): a message whose bound is at least
+ * Zero-copy (fm_zsend.c, fm_zrecv.c): a message whose bound is at least
  * VMMC_FM_ZCOPY, to a peer whose ring is mapped, carries ZC on its first
  * packet. When its handler asks fm_receive() for more than the packets at
  * hand hold, into vmmc_mem_alloc() memory, the receiver writes a descriptor
@@ -72,6 +72,9 @@
 #define FM_REQ_OFF 64u
 #define FM_DESC_OFF 128u
 #define FM_OFFER_OFF 192u
+/* In the offer line, written by the importer (the peer) only: nonzero once
+ * the peer closed its side of the channel (fm_peer.c). */
+#define FM_CLOSED_OFF 200u
 
 /* The offer word: offer number << 2 | one of these. */
 enum { FM_O_REVOKED, FM_O_OFFERED, FM_O_CLAIMED, FM_O_DONE };
@@ -240,7 +243,7 @@ typedef struct fm_peer {
     struct fm *fm;
     int rank;
     /* --- sending to this peer --- */
-    vmmc_proxy_t *px;           /* NULL for ourselves */
+    vmmc_proxy_t *px;           /* NULL for ourselves (and until connected) */
     char *map;                  /* peer's region for us, mapped (or local); NULL: vmmc_send */
     uint64_t R;                 /* ring bytes at the peer */
     size_t paymax;              /* largest payload we put in one packet */
@@ -284,7 +287,15 @@ typedef struct fm_peer {
     int broken;                 /* malformed packet: ring abandoned */
     fm_ctx_t *ctx;
     fm_stream_t rs;
+    /* --- connecting (last: the hot fields above keep their lines) --- */
+    atomic_int conn;            /* FM_PC_*: its region for us imported (fm_peer.c) */
+    atomic_int cbusy;           /* one thread at a time connects */
 } fm_peer_t;
+
+/* fm_peer_t::conn: a peer's region for us is imported when first needed
+ * (channels from fm_channel_open()) or at once (fm_init()). px, map, R,
+ * paymax and staging are valid once READY is seen (acquire). */
+enum { FM_PC_NONE, FM_PC_PENDING, FM_PC_READY };
 
 typedef struct fm_hentry {
     fm_handler_t fn;
@@ -326,8 +337,12 @@ struct fm {
     unsigned empty_polls;
     int unmapped;               /* peers written with vmmc_send (their transport, e.g. udp,
                                  * lands data only when someone drives it) */
-    int hook_added;
     uint64_t cnt[FM_C_COUNT];
+    /* --- the channel (last: the hot fields above keep their lines) --- */
+    int channel;                /* this channel's id */
+    int listed;                 /* in the endpoint's table: its progress hook serves us */
+    struct fm_ep *fep;          /* the endpoint's channel table (fm_channel.c) */
+    int open_wait_ms;           /* a send waits this long for a peer to open the channel */
 };
 
 /* Counters: plain adds, or atomic ones when several threads use FM. */
@@ -369,7 +384,7 @@ int fm_ctx_resume(struct fm *fm, fm_ctx_t *c);
 void fm_ctx_yield(struct fm *fm);
 void fm_ctx_assign(fm_ctx_t *c, fm_peer_t *p, fm_handler_t fn, void *arg);
 
-/* fm_recv.c */
+/* fm_recv.c, fm_progress.c */
 int fm_extract_locked(struct fm *fm, size_t max_bytes);
 int fm_hook_poll(void *arg);
 int fm_hook_arm(void *arg);
@@ -377,7 +392,35 @@ int fm_dead_check(struct fm *fm);
 void fm_rlock(struct fm *fm);
 void fm_runlock(struct fm *fm);
 
-/* fm_send.c */
+/* fm.c */
+int fm_setup_params(struct fm *fm, const fm_params_t *pa);
+int fm_cfg_channels(void);
+
+/* fm_channel.c: the channels of an endpoint, their progress hook. */
+int fm_channel_reserve(struct fm *fm);
+int fm_channel_list(struct fm *fm);
+void fm_channel_release(struct fm *fm);
+
+/* fm_peer.c: connecting to a peer on this channel. */
+void fm_ring_name(const struct fm *fm, int importer, char *buf, size_t cap);
+int fm_peer_self(struct fm *fm, fm_peer_t *p);
+int fm_peer_connect_now(struct fm *fm, fm_peer_t *p);
+int fm_peer_step(struct fm *fm, fm_peer_t *p);
+int fm_peer_connect(struct fm *fm, fm_peer_t *p, int nb);
+VMMC_COLD int fm_peer_stale(struct fm *fm, fm_peer_t *p);
+void fm_peer_tell_closed(struct fm *fm, fm_peer_t *p);
+static inline int fm_peer_ready(fm_peer_t *p)
+{
+    return atomic_load_explicit(&p->conn, memory_order_acquire) == FM_PC_READY;
+}
+/* Has the peer closed its side of this channel? (It wrote our region.) */
+static inline int fm_peer_closed(const fm_peer_t *p)
+{
+    return atomic_load_explicit((const _Atomic uint64_t *)(p->ctrl + FM_CLOSED_OFF),
+                                memory_order_acquire) != 0;
+}
+
+/* fm_credit.c */
 int fm_send_request_credit(struct fm *fm, fm_peer_t *p);
 int fm_send_credit(struct fm *fm, fm_peer_t *p, uint64_t consumed);
 /* Post a placement descriptor for @p's current message (len 0: none). */

@@ -1,0 +1,321 @@
+/* Fast Messages: channels. An fm_t is one channel of FM on an endpoint; its
+ * rings, credits, handler table, handler stacks and counters are its own,
+ * and its exports carry its id in their names (fm_peer.c), so several
+ * clients share an endpoint without reaching into each other's state.
+ *
+ * The endpoint's record (fm_ep_t, one per endpoint that has a channel open)
+ * holds the ids in use, so a second open of an id is refused, and the table
+ * of open channels that the endpoint's progress hook serves (one hook per
+ * endpoint: the core has room for few, and a hook per channel would spend
+ * them). A table is never changed once the hook has it: opening or closing
+ * a channel registers a new table as a new hook, then removes the old one,
+ * and the core's removal returns only once no poll or arm call is inside
+ * it, so once a channel is out, no hook call can reach it. The hook itself
+ * takes no lock and pays nothing for this while it polls. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fm/fm_int.h"
+
+typedef struct fm_tab {
+    int n;
+    fm_t *ch[];
+} fm_tab_t;
+
+typedef struct fm_ep {
+    vmmc_ep_t *ep;
+    struct fm_ep *next;
+    fm_tab_t *tab;                /* what the hook serves now (NULL: no hook) */
+    int nres;                     /* ids reserved (open or opening) */
+    unsigned char used[FM_CHANNEL_MAX];
+} fm_ep_t;
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static fm_ep_t *reg_head;
+
+/* The endpoint's progress hook: every channel of its table, in turn. */
+static int ep_poll(void *arg)
+{
+    const fm_tab_t *tab = arg;
+    int ev = 0;
+    for (int i = 0; i < tab->n; i++)
+        ev += fm_hook_poll(tab->ch[i]);
+    return ev;
+}
+
+static int ep_arm(void *arg)
+{
+    const fm_tab_t *tab = arg;
+    int pending = 0;
+    for (int i = 0; i < tab->n && !pending; i++)
+        pending = fm_hook_arm(tab->ch[i]);
+    return pending;
+}
+
+/* Reserve @fm's id on its endpoint (before anything is exported, so a
+ * duplicate open changes nothing). */
+int fm_channel_reserve(fm_t *fm)
+{
+    int st = VMMC_OK, max = fm_cfg_channels();
+    pthread_mutex_lock(&reg_lock);
+    fm_ep_t *e = reg_head;
+    while (e && e->ep != fm->ep)
+        e = e->next;
+    if (e && e->used[fm->channel]) {
+        st = vmmc_error(VMMC_ERR_EXISTS, "fm: channel %d is already open on this endpoint",
+                        fm->channel);
+        goto out;
+    }
+    if (e && e->nres >= max) {
+        st = vmmc_error(VMMC_ERR_AGAIN, "fm: %d channels are open on this endpoint already "
+                        "(VMMC_FM_CHANNELS)", e->nres);
+        goto out;
+    }
+    if (!e) {
+        e = calloc(1, sizeof *e);
+        if (!e) {
+            st = vmmc_error(VMMC_ERR_NOMEM, "fm: no memory for the endpoint's channel table");
+            goto out;
+        }
+        e->ep = fm->ep;
+        e->next = reg_head;
+        reg_head = e;
+    }
+    e->used[fm->channel] = 1;
+    e->nres++;
+    fm->fep = e;
+out:
+    pthread_mutex_unlock(&reg_lock);
+    return st;
+}
+
+/* Hand the hook the table with @add in it, or without @drop (under
+ * reg_lock): the new table's hook first, so that no pass of the core misses
+ * FM, then the old one away (which waits for calls inside it to leave). */
+static int tab_swap(fm_ep_t *e, fm_t *add, fm_t *drop)
+{
+    fm_tab_t *old = e->tab;
+    int n = (old ? old->n : 0) + (add ? 1 : 0), k = 0;
+    fm_tab_t *tab = NULL;
+    if (n - (drop ? 1 : 0) > 0) {
+        tab = malloc(sizeof *tab + (size_t)n * sizeof tab->ch[0]);
+        if (!tab)
+            return vmmc_error(VMMC_ERR_NOMEM, "fm: no memory for the channel table");
+        for (int i = 0; old && i < old->n; i++)
+            if (old->ch[i] != drop)
+                tab->ch[k++] = old->ch[i];
+        if (add)
+            tab->ch[k++] = add;
+        tab->n = k;
+        int st = vmmc_progress_hook_add(e->ep, ep_poll, ep_arm, tab);
+        if (st == VMMC_ERR_AGAIN && old) {
+            /* No room for both: a moment without FM's hook (a sleeper is
+             * still woken by the senders' signals). */
+            vmmc_progress_hook_remove(e->ep, ep_poll, old);
+            free(old);
+            old = e->tab = NULL;
+            st = vmmc_progress_hook_add(e->ep, ep_poll, ep_arm, tab);
+        }
+        if (st != VMMC_OK) {
+            free(tab);
+            return st;
+        }
+    }
+    if (old) {
+        vmmc_progress_hook_remove(e->ep, ep_poll, old);
+        free(old);
+    }
+    e->tab = tab;
+    return VMMC_OK;
+}
+
+/* The channel is ready: let the endpoint's hook serve it. */
+int fm_channel_list(fm_t *fm)
+{
+    pthread_mutex_lock(&reg_lock);
+    int st = tab_swap(fm->fep, fm, NULL);
+    pthread_mutex_unlock(&reg_lock);
+    if (st == VMMC_OK)
+        fm->listed = 1;
+    return st;
+}
+
+/* Take @fm out of the hook's table and give its id back; the last channel
+ * of an endpoint takes its record away. */
+void fm_channel_release(fm_t *fm)
+{
+    fm_ep_t *e = fm->fep;
+    if (!e)
+        return;
+    pthread_mutex_lock(&reg_lock);
+    if (fm->listed) {
+        /* Only NOMEM can fail here: then the hook keeps serving the channel
+         * and it cannot be freed; wait for memory rather than leave a
+         * dangling pointer in the hook. */
+        while (tab_swap(e, NULL, fm) != VMMC_OK)
+            sched_yield();
+        fm->listed = 0;
+    }
+    e->used[fm->channel] = 0;
+    fm->fep = NULL;
+    if (--e->nres == 0) {
+        fm_ep_t **pp = &reg_head;
+        while (*pp != e)
+            pp = &(*pp)->next;
+        *pp = e->next;
+        free(e);
+    }
+    pthread_mutex_unlock(&reg_lock);
+}
+
+/* Open channel @channel: the rings (one allocation per sender, exported to
+ * it alone), then, for fm_init() (@collective), a barrier and every peer's
+ * region imported at once. */
+static int channel_open(vmmc_ep_t *ep, int channel, const fm_params_t *params, int collective,
+                        fm_t **out, const char *who)
+{
+    if (!ep || !out)
+        return vmmc_error(VMMC_ERR_INVALID, "%s: NULL %s", who, ep ? "output" : "endpoint");
+    if (channel < 0 || channel >= FM_CHANNEL_MAX)
+        return vmmc_error(VMMC_ERR_INVALID, "%s: channel %d outside 0..%d", who, channel,
+                          FM_CHANNEL_MAX - 1);
+    int st;
+    fm_t *fm = calloc(1, sizeof *fm);
+    if (!fm)
+        return vmmc_error(VMMC_ERR_NOMEM, "%s: no memory", who);
+    fm->ep = ep;
+    fm->channel = channel;
+    fm->rank = vmmc_rank(ep);
+    fm->size = vmmc_size(ep);
+    atomic_init(&fm->rx_owner, 0);
+    atomic_init(&fm->rlock, 0);
+    if ((st = fm_setup_params(fm, params)) != VMMC_OK)
+        goto fail;
+    if (fm->rank < 0 || fm->size < 1) {
+        st = vmmc_error(VMMC_ERR_ENDPOINT, "%s: endpoint has no rank", who);
+        goto fail;
+    }
+    if ((st = fm_channel_reserve(fm)) != VMMC_OK)
+        goto fail;
+    fm->handlers = calloc((size_t)fm->max_handlers, sizeof *fm->handlers);
+    fm->peers = calloc((size_t)fm->size, sizeof *fm->peers);
+    fm->exports = calloc((size_t)fm->size, sizeof *fm->exports);
+    if (!fm->handlers || !fm->peers || !fm->exports) {
+        st = vmmc_error(VMMC_ERR_NOMEM, "%s: no memory for %d peers", who, fm->size);
+        goto fail;
+    }
+    /* Each sender's ring and control lines are an allocation of their own,
+     * exported whole to that sender alone: the core maps only a whole
+     * allocation, and a mapping of one allocation reaches nothing of the
+     * other senders' rings. Reads are granted too (a writable page is
+     * readable anyway): the sender sees only what it wrote and what we
+     * write back to it (credits, descriptors, the offer word). */
+    size_t region = FM_CTRL + fm->ring_size;
+    for (int r = 0; r < fm->size; r++) {
+        fm_peer_t *p = &fm->peers[r];
+        void *mem;
+        if ((st = vmmc_mem_alloc(ep, region, &mem)) != VMMC_OK)
+            goto fail;
+        p->fm = fm;
+        p->rank = r;
+        p->ctrl = mem;
+        p->ring = p->ctrl + FM_CTRL;
+        p->rR = fm->ring_size;
+        p->rseq = 1;
+        p->seen_seq = 1;
+        p->credit_word = (_Atomic uint64_t *)(p->ctrl + FM_CREDIT_OFF);
+        p->ss.fm = p->rs.fm = fm;
+        p->ss.peer = p->rs.peer = p;
+        p->ss.kind = FM_SEND;
+        p->rs.kind = FM_RECV;
+        if (r == fm->rank)
+            continue;
+        char name[64];
+        fm_ring_name(fm, r, name, sizeof name);
+        vmmc_export_params_t ep_params = {
+            .field_mask = VMMC_EXPORT_PARAM_IMPORTERS | VMMC_EXPORT_PARAM_FLAGS,
+            .name = name,
+            .addr = p->ctrl,
+            .length = region,
+            .flags = VMMC_EXPORT_READ,
+            .importers = &p->rank,
+            .num_importers = 1,
+        };
+        if ((st = vmmc_export(ep, &ep_params, &fm->exports[r])) != VMMC_OK)
+            goto fail;
+    }
+    if ((st = fm_peer_self(fm, &fm->peers[fm->rank])) != VMMC_OK)
+        goto fail;
+    if (collective) {
+        if (fm->size > 1 && (st = vmmc_barrier(ep)) != VMMC_OK)
+            goto fail;
+        for (int r = 0; r < fm->size; r++)
+            if (r != fm->rank && (st = fm_peer_connect_now(fm, &fm->peers[r])) != VMMC_OK)
+                goto fail;
+    }
+    if ((st = fm_channel_list(fm)) != VMMC_OK)
+        goto fail;
+    *out = fm;
+    return VMMC_OK;
+fail:
+    fm->in_handler = 0;
+    fm_finalize(fm);
+    return st;
+}
+
+int fm_init(vmmc_ep_t *ep, const fm_params_t *params, fm_t **out)
+{
+    return channel_open(ep, 0, params, 1, out, "fm_init");
+}
+
+int fm_channel_open(vmmc_ep_t *ep, int channel, const fm_params_t *params, fm_t **out)
+{
+    return channel_open(ep, channel, params, 0, out, "fm_channel_open");
+}
+
+int fm_channel_id(const fm_t *fm) { return fm ? fm->channel : VMMC_ERR_INVALID; }
+
+int fm_channel_close(fm_t *fm) { return fm_finalize(fm); }
+
+int fm_finalize(fm_t *fm)
+{
+    if (!fm)
+        return vmmc_error(VMMC_ERR_INVALID, "fm_finalize: NULL fm");
+    if (fm_in_handler(fm))
+        return vmmc_error(VMMC_ERR_INVALID, "fm_finalize called from a handler");
+    if (fm->peers) {
+        for (int r = 0; r < fm->size; r++) {
+            if (fm->peers[r].ctx)
+                return vmmc_error(VMMC_ERR_BUSY, "fm_finalize: a handler for a message from rank "
+                                  "%d is suspended", r);
+            if (fm->peers[r].ss.open)
+                return vmmc_error(VMMC_ERR_BUSY, "fm_finalize: a message to rank %d is open", r);
+        }
+        /* Peers we talk to learn it now: their sends to us fail. */
+        for (int r = 0; r < fm->size; r++)
+            if (r != fm->rank)
+                fm_peer_tell_closed(fm, &fm->peers[r]);
+    }
+    fm_channel_release(fm);
+    if (fm->peers) {
+        for (int r = 0; r < fm->size; r++) {
+            fm_peer_t *p = &fm->peers[r];
+            if (p->px)
+                vmmc_unimport(p->px);
+            free(p->staging);
+            if (fm->exports && fm->exports[r])
+                vmmc_unexport(fm->exports[r]);
+            if (p->ctrl)
+                vmmc_mem_free(fm->ep, p->ctrl);
+        }
+    }
+    fm_ctx_free_all(fm);
+    free(fm->exports);
+    free(fm->peers);
+    free(fm->handlers);
+    free(fm);
+    return VMMC_OK;
+}

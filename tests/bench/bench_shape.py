@@ -270,7 +270,9 @@ def case_vmmc(tool):
     for m, size in (("malloc_lat", 8), ("memalloc_send_overhead", 8),
                     ("malloc_send_overhead", 8), ("memalloc_async_return", 1 << 20),
                     ("overlap", 1 << 20), ("notify_poll_lat", 8), ("notify_block_lat", 8),
-                    ("notify_epoll_lat", 8), ("notify_service_lat", 8)):
+                    ("notify_epoll_lat", 8), ("notify_service_lat", 8),
+                    ("memalloc_fetch_lat", 8), ("memalloc_atomic_lat", 8),
+                    ("malloc_atomic_lat", 8)):
         find(mine, m, size)
 
 

@@ -54,7 +54,15 @@
  *                                        the handler replies; ping-pong / 2 with
  *                                        both sides waiting in that mode (service:
  *                                        rank 1's service thread replies while
- *                                        rank 1's main thread sleeps) */
+ *                                        rank 1's main thread sleeps)
+ *   memalloc_fetch_lat              us   vmmc_fetch of 8 bytes from rank 1's "ma"
+ *   memalloc_atomic_lat             us   vmmc_atomic fetch-add of 8 bytes on "ma":
+ *                                        one instruction on the mapping on shm,
+ *                                        a request the target executes over udp
+ *   malloc_atomic_lat               us   vmmc_atomic add (no fetch: "ml" is not
+ *                                        readable) on "ml", which is not mapped:
+ *                                        executed by the target's control thread
+ *                                        (shm) or link thread (udp) */
 #include "bench_vmmc.h"
 
 /* ------------------------------------------------------------------------- */
@@ -282,7 +290,7 @@ static int vmmc_suite_run(bench_ctx_t *c)
         goto out;
     }
     if (vb_test_latency(v) || vb_test_bandwidth(v) || vb_test_overhead(v) || vb_test_async(v) ||
-        vb_test_notify(v))
+        vb_test_notify(v) || vb_test_atomic(v))
         goto out;
     ret = 0;
     /* Finish on the data path: rank 1 says it is done and rank 0 waits for

@@ -85,5 +85,7 @@ int vb_test_bandwidth(vb_t *v);
 int vb_test_overhead(vb_t *v);
 int vb_test_async(vb_t *v);
 int vb_test_notify(vb_t *v);
+/* bench_vmmc_atomic.c: remote atomics and reads. */
+int vb_test_atomic(vb_t *v);
 
 #endif

@@ -176,7 +176,7 @@ static void refuse(vmmc_ep_t *ep, int fd, int count)
  * the very process on the other end of the socket. */
 static void accepted_ready(vmmc_ep_t *ep, int fd, uint32_t events, void *arg)
 {
-    shm_ep_t *s = ep->shm;
+    shm_ep_t *s = VMMC_TL_STATE(ep, shm);
     shm_hello_t hm;
     int fds[SHM_MAX_FDS], nfds;
     ssize_t r = recv_buf(fd, &hm, sizeof hm, fds, &nfds);
@@ -291,7 +291,7 @@ static int shm_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
     if (!s)
         return vmmc_error(VMMC_ERR_NOMEM, "out of memory for shm transport state");
     s->listen_fd = s->status_fd = -1;
-    ep->shm = s;
+    VMMC_TL_STATE(ep, shm) = s;
     s->nrec = (uint32_t)vmmc_core_cfg.notify_queue;
     /* Listen before the bootstrap completes, so that no peer that learns our
      * card can find us missing. The name is unique on this host. */
@@ -315,13 +315,13 @@ static int shm_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
 
 static int shm_ep_start(vmmc_ep_t *ep)
 {
-    shm_ep_t *s = ep->shm;
+    shm_ep_t *s = VMMC_TL_STATE(ep, shm);
     return shm_inbox_open(ep, s);
 }
 
 static void shm_ep_close(vmmc_ep_t *ep)
 {
-    shm_ep_t *s = ep->shm;
+    shm_ep_t *s = VMMC_TL_STATE(ep, shm);
     if (!s)
         return;
     int np = vmmc_peer_count_int(ep);
@@ -344,7 +344,7 @@ static void shm_ep_close(vmmc_ep_t *ep)
         close(s->listen_fd);
     shm_inbox_close(s);
     free(s);
-    ep->shm = NULL;
+    VMMC_TL_STATE(ep, shm) = NULL;
 }
 
 /* Mapping past the end of a memfd would fault on access: check the size a
@@ -656,6 +656,7 @@ int vmmc_shm_proxy_setup(vmmc_proxy_t *px, const vmmc_ctl_msg_t *m, const int *f
         px->put = shm_put_pvw;
     }
     px->get = shm_get;
+    px->notify = vmmc_shm_notify;
     if (m->flags & VMMC_EXPORT_REDIRECTABLE) {
         if (rfd < 0) {
             rc = vmmc_error(VMMC_ERR_PROTOCOL, "redirectable import without control block");
@@ -691,8 +692,15 @@ static int shm_signal(vmmc_ep_t *ep, vmmc_peer_t *p)
     return shm_wake_peer(ep, sp);
 }
 
-const vmmc_tl_ops_t vmmc_tl_shm = {
+VMMC_TRANSPORT(shm) = {
+    .size = sizeof(vmmc_tl_ops_t),
+    .version = VMMC_TL_VERSION,
     .name = "shm",
+    .about = "yes (memfd mappings, process_vm_writev)",
+    .caps = VMMC_TL_CAP_LOCAL | VMMC_TL_CAP_MAP | VMMC_TL_CAP_FDS,
+    .reach = vmmc_shm_reach,
+    .addr_field = vmmc_shm_addr_field,
+    .drain = vmmc_shm_drain,
     .ep_open = shm_ep_open,
     .ep_start = shm_ep_start,
     .ep_close = shm_ep_close,
@@ -706,5 +714,4 @@ const vmmc_tl_ops_t vmmc_tl_shm = {
     .putv = vmmc_shm_putv,
     .signal = shm_signal,
     .progress = NULL,
-    .can_map = 1,
 };

@@ -248,7 +248,7 @@ int vmmc_shm_notify(vmmc_proxy_t *px, size_t off, size_t len, uint64_t imm, int 
 /* Called with the endpoint's progress lock held (one consumer). */
 int vmmc_shm_drain(vmmc_ep_t *ep, vmmc_shm_rec_fn fn)
 {
-    shm_ep_t *s = ep->shm;
+    shm_ep_t *s = VMMC_TL_STATE(ep, shm);
     if (!s)
         return 0;
     int n = 0, na = atomic_load_explicit(&s->nactive, memory_order_acquire);

@@ -547,16 +547,22 @@ static int udp_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *va
     return VMMC_OK;
 }
 
-const vmmc_tl_ops_t vmmc_tl_udp = {
+VMMC_TRANSPORT(udp) = {
+    .size = sizeof(vmmc_tl_ops_t),
+    .version = VMMC_TL_VERSION,
     .name = "udp",
+    .about = "yes (reliable link over UDP datagrams)",
+    .caps = VMMC_TL_CAP_LOCAL | VMMC_TL_CAP_REMOTE,
+    .reach = vmmc_udp__reach,
+    .addr_field = vmmc_udp__addr_field,
+    .addr_whole = vmmc_udp__addr_whole,
     .ep_open = vmmc_udp__ep_open,
     .ep_start = vmmc_udp__ep_start,
-    .ep_close = vmmc_udp__ep_close,
+    .ep_stop = vmmc_udp__ep_close, /* its threads deliver into exports: gone before them */
     .listen = vmmc_udp__listen,
     .peer_connect = vmmc_udp__peer_connect,
     .peer_dead = vmmc_udp__peer_dead,
     .ctl_send = udp_ctl_send,
-    .can_map = 0,
     .proxy_setup = udp_proxy_setup,
     .proxy_release = NULL,
     .put = udp_put,

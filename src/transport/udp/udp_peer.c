@@ -439,7 +439,7 @@ int vmmc_udp__ep_open(vmmc_ep_t *ep, char *card, size_t cap)
         rc = vmmc_error(VMMC_ERR_OVERFLOW, "udp: business card full");
         goto fail;
     }
-    ep->udp = u;
+    VMMC_TL_STATE(ep, udp) = u;
     return VMMC_OK;
 fail:
     if (u->fd >= 0)
@@ -562,7 +562,7 @@ void vmmc_udp__ep_close(vmmc_ep_t *ep)
     pthread_mutex_destroy(&u->lock);
     pthread_cond_destroy(&u->cond);
     free(u);
-    ep->udp = NULL;
+    VMMC_TL_STATE(ep, udp) = NULL;
 }
 
 int vmmc_udp__listen(vmmc_ep_t *ep)

@@ -395,6 +395,10 @@ void vmmc_ep_wake(vmmc_ep_t *ep);
  * (barrier or copy-engine completion): progress need not run for it, so a
  * sleeping service thread is left alone. */
 void vmmc_ep_wake_waiters(vmmc_ep_t *ep);
+/* A sender waiting for room in a peer's notification queue: move the
+ * records peers queued for this endpoint into its pending queue (those
+ * peers may be waiting for room too), without running handlers or hooks. */
+void vmmc_progress_drain(vmmc_ep_t *ep);
 /* Queue a notification from another thread of this process (udp, self). */
 void vmmc_notify_enqueue_local(vmmc_ep_t *ep, const vmmc_nrec_t *rec);
 

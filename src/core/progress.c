@@ -153,6 +153,17 @@ int vmmc_progress(vmmc_ep_t *ep)
     return n;
 }
 
+void vmmc_progress_drain(vmmc_ep_t *ep)
+{
+    /* Inside a handler the queue is being dispatched: leave it alone. */
+    if (tl_progress_ep == ep || pthread_mutex_trylock(&ep->progress_lock) != 0)
+        return; /* (or another thread progresses, and drains) */
+    int n = vmmc_tl_drain_all(ep, pending_push);
+    pthread_mutex_unlock(&ep->progress_lock);
+    if (n > 0)
+        vmmc_ep_wake(ep); /* they run at the next progress, maybe another thread's */
+}
+
 /* Is work pending that progress would handle? (before sleeping) */
 int vmmc_hooks_armed(vmmc_ep_t *ep)
 {

@@ -153,13 +153,14 @@ int vmmc_udp__deliver(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec, const
             vmmc_debug("udp: write from rank %u to export %u refused: %s", peer,
                        rec->region - 1, vmmc_strerror(st));
         }
+        /* A complete write wakes a sleeping endpoint (a fence and a load
+         * when nobody sleeps): the sender's vmmc_signal right behind it
+         * then needs no datagram of its own (udp_signal). Queueing its
+         * notification wakes it already. */
         if ((rec->flags & VMMC_UDP_F_LAST) && (rec->flags & VMMC_UDP_F_NOTIFY) && r->msg_ok)
             vmmc_deliver_notify(ep, (int)peer, rec->region - 1, rec->gen, r->msg_off,
                                 rec->offset + len - r->msg_off, rec->imm);
-        /* A complete write wakes a sleeping endpoint (a fence and a load
-         * when nobody sleeps): the sender's vmmc_signal right behind it
-         * then needs no datagram of its own (udp_signal). */
-        if (rec->flags & VMMC_UDP_F_LAST)
+        else if (rec->flags & VMMC_UDP_F_LAST)
             vmmc_deliver_wake(ep);
         return 0;
     }

@@ -207,6 +207,7 @@ enum {
 
 /* ---- the endpoint ---- */
 struct vmmc_ep {
+    vmmc_tl_ep_t tl;           /* what transports see (transport.h): first */
     int rank, size;
     vmmc_boot_t boot;
     char host_id[96];
@@ -302,9 +303,6 @@ struct vmmc_ep {
     _Atomic int dma_stop;
     _Atomic int dma_pending;
 
-    /* each registered transport's state, at its slot (VMMC_TL_STATE);
-     * NULL: not open on this endpoint */
-    void *tl_state[VMMC_TL_MAX];
 
     _Atomic uint64_t counters[CNT_MAX];
     int closing;

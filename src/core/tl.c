@@ -62,7 +62,7 @@ int vmmc_tl_start_all(vmmc_ep_t *ep)
     for (int i = 0; vmmc_tl_all[i]; i++) {
         const vmmc_tl_ops_t *t = vmmc_tl_all[i];
         int rc;
-        if (ep->tl_state[i] && t->ep_start && (rc = t->ep_start(ep)) != VMMC_OK)
+        if (ep->tl.state[i] && t->ep_start && (rc = t->ep_start(ep)) != VMMC_OK)
             return rc;
     }
     return VMMC_OK;
@@ -71,14 +71,14 @@ int vmmc_tl_start_all(vmmc_ep_t *ep)
 void vmmc_tl_stop_all(vmmc_ep_t *ep)
 {
     for (int i = 0; vmmc_tl_all[i]; i++)
-        if (ep->tl_state[i] && vmmc_tl_all[i]->ep_stop)
+        if (ep->tl.state[i] && vmmc_tl_all[i]->ep_stop)
             vmmc_tl_all[i]->ep_stop(ep);
 }
 
 void vmmc_tl_close_all(vmmc_ep_t *ep)
 {
     for (int i = 0; vmmc_tl_all[i]; i++)
-        if (ep->tl_state[i] && vmmc_tl_all[i]->ep_close)
+        if (ep->tl.state[i] && vmmc_tl_all[i]->ep_close)
             vmmc_tl_all[i]->ep_close(ep);
 }
 
@@ -87,7 +87,7 @@ int vmmc_tl_listen_all(vmmc_ep_t *ep)
     for (int i = 0; vmmc_tl_all[i]; i++) {
         const vmmc_tl_ops_t *t = vmmc_tl_all[i];
         int rc;
-        if (ep->tl_state[i] && t->listen && (rc = t->listen(ep)) != VMMC_OK)
+        if (ep->tl.state[i] && t->listen && (rc = t->listen(ep)) != VMMC_OK)
             return rc;
     }
     return VMMC_OK;
@@ -98,7 +98,7 @@ int vmmc_tl_flush_all(vmmc_ep_t *ep)
     for (int i = 0; vmmc_tl_all[i]; i++) {
         const vmmc_tl_ops_t *t = vmmc_tl_all[i];
         int rc;
-        if (ep->tl_state[i] && t->flush && (rc = t->flush(ep)) != VMMC_OK)
+        if (ep->tl.state[i] && t->flush && (rc = t->flush(ep)) != VMMC_OK)
             return rc;
     }
     return VMMC_OK;
@@ -108,7 +108,7 @@ int vmmc_tl_drain_all(vmmc_ep_t *ep, void (*push)(vmmc_ep_t *ep, const struct vm
 {
     int n = 0;
     for (int i = 0; vmmc_tl_all[i]; i++)
-        if (ep->tl_state[i] && vmmc_tl_all[i]->drain)
+        if (ep->tl.state[i] && vmmc_tl_all[i]->drain)
             n += vmmc_tl_all[i]->drain(ep, push);
     return n;
 }
@@ -117,7 +117,7 @@ int vmmc_tl_progress_all(vmmc_ep_t *ep)
 {
     int n = 0;
     for (int i = 0; vmmc_tl_all[i]; i++)
-        if (ep->tl_state[i] && vmmc_tl_all[i]->progress)
+        if (ep->tl.state[i] && vmmc_tl_all[i]->progress)
             n += vmmc_tl_all[i]->progress(ep);
     return n;
 }
@@ -128,7 +128,7 @@ const vmmc_tl_ops_t *vmmc_tl_pick(vmmc_ep_t *ep, const char *card, int same_host
     int best_score = -1;
     for (int i = 0; vmmc_tl_all[i]; i++) {
         const vmmc_tl_ops_t *t = vmmc_tl_all[i];
-        if (!ep->tl_state[i] || !forced(t))
+        if (!ep->tl.state[i] || !forced(t))
             continue;
         if (!(t->caps & (same_host ? VMMC_TL_CAP_LOCAL : VMMC_TL_CAP_REMOTE)))
             continue;
@@ -145,7 +145,7 @@ int vmmc_tl_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *value
 {
     for (int t = 0; vmmc_tl_all[t] && i >= 0; t++) {
         const vmmc_tl_ops_t *tl = vmmc_tl_all[t];
-        if (!ep->tl_state[t] || !tl->counter_get)
+        if (!ep->tl.state[t] || !tl->counter_get)
             continue;
         if (tl->counter_get(ep, i, name, value) == VMMC_OK)
             return VMMC_OK;
@@ -196,4 +196,14 @@ int vmmc_tl_addr_whole(const char *card, size_t len)
             return rc;
     }
     return VMMC_OK;
+}
+
+const char *vmmc_tl_peer_addr(const struct vmmc_peer *p)
+{
+    return p->addr;
+}
+
+int vmmc_tl_peer_rank(const struct vmmc_peer *p)
+{
+    return p->rank;
 }

@@ -155,12 +155,28 @@ typedef struct vmmc_tl_ops {
     int (*counter_get)(struct vmmc_ep *ep, int i, const char **name, uint64_t *value);
 } vmmc_tl_ops_t;
 
+/* What a transport sees of an endpoint: the core's endpoint starts with
+ * this view. Each registered transport's state is at its slot (what its
+ * ep_open stored there; NULL where it is not open). */
+typedef struct vmmc_tl_ep {
+    void *state[VMMC_TL_MAX];
+} vmmc_tl_ep_t;
+
+/* The core's side of the interface that transports may call (the rest of
+ * what shm and udp still use is in core headers). */
+/* The value of @key in a NUL-terminated address, copied (NUL-terminated,
+ * truncated to @cap) to @out; NULL if the address has no such key. */
+const char *vmmc_card_get(const char *card, const char *key, char *out, size_t cap);
+/* A peer's validated, NUL-terminated address, and its handle. */
+const char *vmmc_tl_peer_addr(const struct vmmc_peer *p);
+int vmmc_tl_peer_rank(const struct vmmc_peer *p);
+
 /* Define a transport's table; the build registers it (see above). */
 #define VMMC_TRANSPORT(n) \
     extern const int vmmc_tl_slot_##n; \
     const vmmc_tl_ops_t vmmc_tl_##n
 /* Its state on endpoint @ep (what its ep_open stored there), or NULL. */
-#define VMMC_TL_STATE(ep, n) ((ep)->tl_state[vmmc_tl_slot_##n])
+#define VMMC_TL_STATE(ep, n) (((vmmc_tl_ep_t *)(ep))->state[vmmc_tl_slot_##n])
 
 /* Every registered transport, NULL-terminated (generated). */
 extern const vmmc_tl_ops_t *const vmmc_tl_all[];

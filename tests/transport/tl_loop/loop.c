@@ -3,14 +3,18 @@
  * core is not touched). It claims every peer whose address has a loop key,
  * above any other transport, and then refuses to connect it: enough to see
  * registration, selection, addresses, counters and the endpoint's life
- * cycle, without a data path of its own. */
+ * cycle, without a data path of its own. It is built against the include
+ * root a transport gets (util/, transport/ and the public headers: no core/),
+ * so it calls the core only through transport/transport.h. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core.h"
 #include "tl_loop.h"
+#include "transport/transport.h"
+#include "util/log.h"
+#include "vmmc/vmmc.h"
 
 extern const int vmmc_tl_slot_loop;
 
@@ -62,15 +66,15 @@ static void loop_ep_close(vmmc_ep_t *ep)
     atomic_fetch_add(&vmmc_loop_closed, 1);
 }
 
-static int loop_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *p, int timeout_ms)
+static int loop_peer_connect(vmmc_ep_t *ep, struct vmmc_peer *p, int timeout_ms)
 {
     atomic_fetch_add(&vmmc_loop_connects, 1);
-    snprintf(vmmc_loop_last_card, sizeof vmmc_loop_last_card, "%s", p->addr);
+    snprintf(vmmc_loop_last_card, sizeof vmmc_loop_last_card, "%s", vmmc_tl_peer_addr(p));
     return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "loop: rank %d is not reached (a test transport)",
-                      p->rank);
+                      vmmc_tl_peer_rank(p));
 }
 
-static int loop_ctl_send(vmmc_ep_t *ep, vmmc_peer_t *p, const struct vmmc_ctl_msg *m,
+static int loop_ctl_send(vmmc_ep_t *ep, struct vmmc_peer *p, const struct vmmc_ctl_msg *m,
                          const int *fds, int nfds)
 {
     return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "loop: no control channel");
@@ -93,7 +97,7 @@ static int loop_get(vmmc_proxy_t *px, size_t off, void *dst, size_t len)
     return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "loop: no data path");
 }
 
-static int loop_signal(vmmc_ep_t *ep, vmmc_peer_t *p)
+static int loop_signal(vmmc_ep_t *ep, struct vmmc_peer *p)
 {
     return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "loop: no wake-ups");
 }

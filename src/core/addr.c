@@ -11,8 +11,9 @@
  * An address comes from outside (a command line, a peer's HELLO, a udp
  * handshake): vmmc_addr_check() looks at every byte before any of it is
  * used: only known keys, each at most once, each value in its own syntax,
- * and enough of them to reach the endpoint. */
-#include <arpa/inet.h>
+ * and enough of them to reach the endpoint. host and pid are the core's;
+ * every other key belongs to a registered transport, which checks its value
+ * (addr_field) and whether its keys come together (addr_whole). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,39 +50,6 @@ static int all_of(const char *v, size_t n, const char *set)
 #define HEX "0123456789abcdef"
 #define DEC "0123456789"
 
-/* "1.2.3.4:port" or "[v6]:port". */
-static int udp_value_ok(const char *v, size_t n)
-{
-    char a[64];
-    const char *colon = NULL;
-    for (size_t i = n; i-- > 0;)
-        if (v[i] == ':') {
-            colon = v + i;
-            break;
-        }
-    if (!colon || colon == v)
-        return 0;
-    size_t al = (size_t)(colon - v), pl = n - al - 1;
-    if (pl < 1 || pl > 5 || !all_of(colon + 1, pl, DEC))
-        return 0;
-    long port = strtol(colon + 1, NULL, 10);
-    if (port < 1 || port > 65535)
-        return 0;
-    unsigned char buf[16];
-    if (v[0] == '[') {
-        if (al < 3 || v[al - 1] != ']' || al - 2 >= sizeof a)
-            return 0;
-        memcpy(a, v + 1, al - 2);
-        a[al - 2] = 0;
-        return inet_pton(AF_INET6, a, buf) == 1;
-    }
-    if (al >= sizeof a)
-        return 0;
-    memcpy(a, v, al);
-    a[al] = 0;
-    return inet_pton(AF_INET, a, buf) == 1;
-}
-
 static int value_ok(const char *k, size_t kl, const char *v, size_t vl, const char **why)
 {
 #define KEY(s) (kl == sizeof(s) - 1 && !memcmp(k, s, kl))
@@ -96,39 +64,12 @@ static int value_ok(const char *k, size_t kl, const char *v, size_t vl, const ch
         long pid = strtol(v, NULL, 10); /* v is followed by ';': strtol stops there */
         return pid >= 1 && pid <= 4194304;
     }
-    if (KEY("shm")) {
-        /* vmmc.<pid>.<hex> */
-        *why = "shm must be vmmc.<pid>.<hex>";
-        if (vl < 8 || vl > 60 || memcmp(v, "vmmc.", 5))
-            return 0;
-        const char *d = memchr(v + 5, '.', vl - 5);
-        return d && d > v + 5 && all_of(v + 5, (size_t)(d - v - 5), DEC) &&
-               (size_t)(v + vl - d - 1) >= 1 && all_of(d + 1, (size_t)(v + vl - d - 1), HEX);
-    }
-    if (KEY("udp")) {
-        *why = "udp must be ADDR:PORT (IPv4, or [IPv6])";
-        return vl <= 60 && udp_value_ok(v, vl);
-    }
-    if (KEY("utok")) {
-        *why = "utok must be 32 lower-case hex digits";
-        return vl == 32 && all_of(v, vl, HEX);
-    }
-    if (KEY("uid")) {
-        *why = "uid must be 8 lower-case hex digits";
-        return vl == 8 && all_of(v, vl, HEX);
-    }
-    if (KEY("ulo")) {
-        *why = "ulo must be 1";
-        return vl == 1 && v[0] == '1';
-    }
-    *why = "unknown key";
-    return 0;
+    return vmmc_tl_addr_field(k, kl, v, vl, why) == 1; /* a transport's key, or unknown */
 #undef KEY
 }
 
 int vmmc_addr_check(const void *addr, size_t len)
 {
-    static const char *const keys[] = {"host", "pid", "shm", "udp", "utok", "uid", "ulo"};
     const char *a = addr;
     if (!addr || len == 0 || len >= VMMC_ADDR_MAX)
         return vmmc_error(VMMC_ERR_INVALID, "address of %zu bytes (1..%d)", len, VMMC_ADDR_MAX - 1);
@@ -138,34 +79,40 @@ int vmmc_addr_check(const void *addr, size_t len)
         if ((unsigned char)a[i] <= ' ' || (unsigned char)a[i] >= 127)
             return vmmc_error(VMMC_ERR_INVALID, "address byte %zu is 0x%02x (not printable)", i,
                               (unsigned char)a[i]);
-    unsigned seen = 0;
+    int host = 0, pid = 0, transport = 0;
     for (size_t pos = 0; pos < len;) {
         const char *e = memchr(a + pos, ';', len - pos); /* never NULL: a[len-1] == ';' */
         const char *eq = memchr(a + pos, '=', (size_t)(e - a - (ptrdiff_t)pos));
         if (!eq || eq == a + pos)
             return vmmc_error(VMMC_ERR_INVALID, "address field at byte %zu is not key=value", pos);
         size_t kl = (size_t)(eq - a - (ptrdiff_t)pos), vl = (size_t)(e - eq - 1);
-        int k = -1;
-        for (int i = 0; i < (int)(sizeof keys / sizeof keys[0]); i++)
-            if (strlen(keys[i]) == kl && !memcmp(keys[i], a + pos, kl))
-                k = i;
         const char *why = "unknown key";
-        if (k < 0 || !value_ok(a + pos, kl, eq + 1, vl, &why))
+        if (!value_ok(a + pos, kl, eq + 1, vl, &why))
             return vmmc_error(VMMC_ERR_INVALID, "address field '%.*s' at byte %zu: %s",
                               (int)(kl < 16 ? kl : 16), a + pos, pos, why);
-        if (seen & (1u << k))
-            return vmmc_error(VMMC_ERR_INVALID, "address has '%s' twice", keys[k]);
-        seen |= 1u << k;
+        /* each key at most once: look for it in the fields before */
+        for (size_t q = 0; q < pos;) {
+            const char *qe = memchr(a + q, ';', pos - q);
+            if ((size_t)(qe - a) - q > kl && a[q + kl] == '=' && !memcmp(a + q, a + pos, kl))
+                return vmmc_error(VMMC_ERR_INVALID, "address has '%.*s' twice", (int)kl, a + pos);
+            q = (size_t)(qe - a) + 1;
+        }
+        if (kl == 4 && !memcmp(a + pos, "host", 4))
+            host = 1;
+        else if (kl == 3 && !memcmp(a + pos, "pid", 3))
+            pid = 1;
+        else
+            transport = 1;
         pos = (size_t)(e - a) + 1;
     }
-    enum { HOST = 1, PID = 2, SHM = 4, UDP = 8, UTOK = 16, UID = 32 };
-    if ((seen & (HOST | PID)) != (HOST | PID))
-        return vmmc_error(VMMC_ERR_INVALID, "address lacks %s", (seen & HOST) ? "pid" : "host");
-    if ((seen & UDP) && (seen & (UTOK | UID)) != (UTOK | UID))
-        return vmmc_error(VMMC_ERR_INVALID, "address has udp but lacks utok or uid");
-    if (!(seen & (SHM | UDP)))
-        return vmmc_error(VMMC_ERR_INVALID, "address names no transport (shm or udp)");
-    return VMMC_OK;
+    if (!host || !pid)
+        return vmmc_error(VMMC_ERR_INVALID, "address lacks %s", host ? "pid" : "host");
+    if (!transport)
+        return vmmc_error(VMMC_ERR_INVALID, "address names no transport");
+    char card[VMMC_ADDR_MAX]; /* NUL-terminated for the transports */
+    memcpy(card, a, len);
+    card[len] = 0;
+    return vmmc_tl_addr_whole(card, len);
 }
 
 uint64_t vmmc_addr_hash(const void *addr, size_t len)

@@ -33,6 +33,12 @@ int vmmc_boot_parse_table(vmmc_boot_t *b, const uint8_t *body, uint32_t len);
 int vmmc_boot_parse_int_env(const char *name, int lo, int hi, int *out);
 void vmmc_boot_random_job(char *job, size_t n);
 
+/* boot_conn.c: connect within @deadline (vmmc_bw deadlines), retrying. */
+int vmmc_boot_connect_launcher(const char *name, int64_t deadline, int *out);
+/* Split "host:port" or "[v6addr]:port". */
+int vmmc_boot_split_hostport(const char *spec, char *host, size_t hn, char *port, size_t pn);
+int vmmc_boot_connect_tcp(const char *host, const char *port, int64_t deadline, int *out);
+
 /* boot_pmix.c: only does something when built with PMIx. */
 int vmmc_boot_pmix_available(void);
 int vmmc_boot_pmix_init(vmmc_boot_t *b, boot_priv_t *p, const char *card, int timeout_ms);

@@ -149,6 +149,8 @@ struct vmmc_proxy {
     vmmc_peer_t *peer;
     vmmc_put_fn put;
     int (*get)(struct vmmc_proxy *px, size_t off, void *dst, size_t len);
+    /* with base: queue a notification after the core's stores */
+    int (*notify)(struct vmmc_proxy *px, size_t off, size_t len, uint64_t imm, int nonblock);
     uint32_t export_id;
     uint32_t gen;
     /* cold */
@@ -205,6 +207,7 @@ enum {
 
 /* ---- the endpoint ---- */
 struct vmmc_ep {
+    vmmc_tl_ep_t tl;           /* what transports see (transport.h): first */
     int rank, size;
     vmmc_boot_t boot;
     char host_id[96];
@@ -300,9 +303,6 @@ struct vmmc_ep {
     _Atomic int dma_stop;
     _Atomic int dma_pending;
 
-    /* transports */
-    void *shm;                 /* shm transport state */
-    void *udp;                 /* udp transport state */
 
     _Atomic uint64_t counters[CNT_MAX];
     int closing;
@@ -320,6 +320,29 @@ const char *vmmc_card_get(const char *card, const char *key, char *out, size_t c
 /* addr.c: is @addr (@len bytes, no NUL needed) a well-formed address?
  * VMMC_OK, or VMMC_ERR_INVALID with the reason. Checks every byte. */
 int vmmc_addr_check(const void *addr, size_t len);
+
+/* The transport registry (tl.c). */
+#define VMMC_TL_CAN_MAP(tl) (((tl)->caps & VMMC_TL_CAP_MAP) != 0)
+/* Is VMMC_TRANSPORT "auto" or a registered transport's name? */
+int vmmc_tl_check_choice(void);
+/* Open every registered transport, appending to the card at @card. */
+int vmmc_tl_open_all(vmmc_ep_t *ep, char *card, size_t cap);
+int vmmc_tl_start_all(vmmc_ep_t *ep);
+void vmmc_tl_stop_all(vmmc_ep_t *ep);
+void vmmc_tl_close_all(vmmc_ep_t *ep);
+int vmmc_tl_listen_all(vmmc_ep_t *ep);
+int vmmc_tl_flush_all(vmmc_ep_t *ep);
+int vmmc_tl_drain_all(vmmc_ep_t *ep, void (*push)(vmmc_ep_t *ep, const struct vmmc_nrec *rec));
+int vmmc_tl_progress_all(vmmc_ep_t *ep);
+/* The transport that reaches the peer at @card best, or NULL. */
+const vmmc_tl_ops_t *vmmc_tl_pick(vmmc_ep_t *ep, const char *card, int same_host);
+/* Transport counters after the core's: index @i among all open ones. */
+int vmmc_tl_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *value);
+/* The @i-th registered transport's "transport.<name>" fact for vmmc_info_get. */
+int vmmc_tl_info(int i, const char **key, const char **value);
+/* Check a field of an address no core key owns: as addr_field. */
+int vmmc_tl_addr_field(const char *k, size_t kl, const char *v, size_t vl, const char **why);
+int vmmc_tl_addr_whole(const char *card, size_t len);
 uint64_t vmmc_addr_hash(const void *addr, size_t len);
 
 /* peer.c */
@@ -370,6 +393,10 @@ void vmmc_ep_wake(vmmc_ep_t *ep);
  * (barrier or copy-engine completion): progress need not run for it, so a
  * sleeping service thread is left alone. */
 void vmmc_ep_wake_waiters(vmmc_ep_t *ep);
+/* A sender waiting for room in a peer's notification queue: move the
+ * records peers queued for this endpoint into its pending queue (those
+ * peers may be waiting for room too), without running handlers or hooks. */
+void vmmc_progress_drain(vmmc_ep_t *ep);
 /* Queue a notification from another thread of this process (udp, self). */
 void vmmc_notify_enqueue_local(vmmc_ep_t *ep, const vmmc_nrec_t *rec);
 

@@ -28,7 +28,8 @@ static const vmmc_cfg_entry_t core_entries[] = {
      VMMC_CFG_INT, &vmmc_core_cfg.notify_queue, 2, 1 << 20},
     {"MAX_EXPORTS", "4096", "exports per endpoint", VMMC_CFG_INT, &vmmc_core_cfg.max_exports,
      1, 1 << 24},
-    {"TRANSPORT", "auto", "auto (shm on this host, udp elsewhere), shm, or udp (force udp everywhere)",
+    {"TRANSPORT", "auto", "auto (per peer, the registered transport that reaches it best: shm on this host, udp "
+     "elsewhere), or a transport's name (`vmmc info` lists them): only that one",
      VMMC_CFG_STRING, &vmmc_core_cfg.transport},
     {"SERVICE_THREAD", "no", "start the notification service thread at vmmc_init()",
      VMMC_CFG_BOOL, &vmmc_core_cfg.service_thread},
@@ -114,12 +115,10 @@ static int ep_create(const vmmc_ep_params_t *params, vmmc_ep_t **out, int *servi
         vmmc_core_cfg.notify_queue < 2 || vmmc_core_cfg.notify_queue > (1 << 20))
         return vmmc_error(VMMC_ERR_INVALID,
                           "VMMC_MAX_EXPORTS must be 1..16M and VMMC_NOTIFY_QUEUE 2..1M");
-    if (strcmp(vmmc_core_cfg.transport, "auto") && strcmp(vmmc_core_cfg.transport, "shm") &&
-        strcmp(vmmc_core_cfg.transport, "udp"))
-        return vmmc_error(VMMC_ERR_INVALID, "VMMC_TRANSPORT=%s: use auto, shm or udp",
-                          vmmc_core_cfg.transport);
-    ep->max_exports = (uint32_t)vmmc_core_cfg.max_exports;
     int rc;
+    if ((rc = vmmc_tl_check_choice()) != VMMC_OK)
+        return rc;
+    ep->max_exports = (uint32_t)vmmc_core_cfg.max_exports;
     ep->exports = calloc(ep->max_exports, sizeof *ep->exports);
     ep->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (!ep->exports)
@@ -132,10 +131,7 @@ static int ep_create(const vmmc_ep_params_t *params, vmmc_ep_t **out, int *servi
     char *card = ep->addr;
     size_t cap = sizeof ep->addr;
     snprintf(card, cap, "host=%s;pid=%d;", ep->host_id, (int)ep->pid);
-    if ((rc = vmmc_tl_shm.ep_open(ep, card + strlen(card), cap - strlen(card))) != VMMC_OK)
-        return rc;
-    if (vmmc_tl_udp.ep_open &&
-        (rc = vmmc_tl_udp.ep_open(ep, card + strlen(card), cap - strlen(card))) != VMMC_OK)
+    if ((rc = vmmc_tl_open_all(ep, card, cap)) != VMMC_OK)
         return rc;
     ep->addr_len = strlen(card);
     if ((rc = vmmc_addr_check(ep->addr, ep->addr_len)) != VMMC_OK) /* our own: a bug if not */
@@ -147,9 +143,7 @@ static int ep_create(const vmmc_ep_params_t *params, vmmc_ep_t **out, int *servi
 static int ep_run(vmmc_ep_t *ep, int service)
 {
     int rc;
-    if ((rc = vmmc_tl_shm.ep_start(ep)) != VMMC_OK)
-        return rc;
-    if (ep->udp && vmmc_tl_udp.ep_start && (rc = vmmc_tl_udp.ep_start(ep)) != VMMC_OK)
+    if ((rc = vmmc_tl_start_all(ep)) != VMMC_OK)
         return rc;
     if ((rc = vmmc_ctl_run(ep)) != VMMC_OK)
         return rc;
@@ -244,12 +238,11 @@ int vmmc_finalize(vmmc_ep_t *ep)
     vmmc_export_all_revoke(ep); /* nothing of importers lands after we return */
     vmmc_ctl_stop(ep);
     vmmc_counters_close(ep);
-    if (ep->udp && vmmc_tl_udp.ep_close)
-        vmmc_tl_udp.ep_close(ep);
+    vmmc_tl_stop_all(ep);
     vmmc_mkey_cache_destroy(ep);
     vmmc_import_all_destroy(ep);
     vmmc_export_all_destroy(ep);
-    vmmc_tl_shm.ep_close(ep);
+    vmmc_tl_close_all(ep);
     vmmc_boot_fini(&ep->boot);
     vmmc_peer_table_free(ep);
     for (vmmc_mem_t *m = ep->mem, *n; m; m = n) {
@@ -335,11 +328,9 @@ int vmmc_barrier(vmmc_ep_t *ep)
     if (dead >= 0)
         return barrier_dead(ep, dead, "refused");
     /* What was sent before the barrier has landed when the barrier ends. */
-    if (ep->udp && vmmc_tl_udp.flush) {
-        int frc = vmmc_tl_udp.flush(ep);
-        if (frc != VMMC_OK)
-            return frc;
-    }
+    int frc = vmmc_tl_flush_all(ep);
+    if (frc != VMMC_OK)
+        return frc;
     int rc = vmmc_boot_barrier_send(&ep->boot, epoch);
     if (rc != VMMC_OK)
         return rc;
@@ -374,11 +365,8 @@ int vmmc_info_get(int i, const char **key, const char **value)
     snprintf(limits[1], sizeof limits[1], "%lld", (long long)vmmc_core_cfg.max_exports);
     snprintf(limits[2], sizeof limits[2], "%ld", sysconf(_SC_PAGESIZE));
     snprintf(limits[3], sizeof limits[3], "%lld", (long long)vmmc_core_cfg.notify_queue);
-    const char *udp = "yes (reliable link over UDP datagrams)";
     struct { const char *k, *v; } facts[] = {
         {"version", VMMC_VERSION_STRING},
-        {"transport.shm", "yes (memfd mappings, process_vm_writev)"},
-        {"transport.udp", udp},
         {"bootstrap.launcher", "yes (vmmc run)"},
         {"bootstrap.tcp", "yes (VMMC_BOOTSTRAP=host:port)"},
         {"bootstrap.pmix", VMMC_HAVE_PMIX ? "yes" : "no (built without libpmix-dev)"},
@@ -388,8 +376,11 @@ int vmmc_info_get(int i, const char **key, const char **value)
         {"limit.notifications_queued_per_sender", limits[3]},
         {"limit.max_ranks", "1024"},
     };
-    if (i < 0 || i >= (int)(sizeof facts / sizeof facts[0]))
+    enum { NF = sizeof facts / sizeof facts[0] };
+    if (i < 0)
         return VMMC_ERR_NOT_FOUND;
+    if (i >= NF) /* then one "transport.<name>" per registered transport */
+        return vmmc_tl_info(i - NF, key, value);
     if (key)
         *key = facts[i].k;
     if (value)
@@ -408,9 +399,7 @@ int vmmc_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *value)
     if (!ep || i < 0)
         return VMMC_ERR_NOT_FOUND;
     if (i >= CNT_MAX) /* then the transports' (udp: datagrams, drops by reason, ...) */
-        return ep->udp && vmmc_tl_udp.counter_get
-                   ? vmmc_tl_udp.counter_get(ep, i - CNT_MAX, name, value)
-                   : VMMC_ERR_NOT_FOUND;
+        return vmmc_tl_counter_get(ep, i - CNT_MAX, name, value);
     if (name)
         *name = names[i];
     if (value)

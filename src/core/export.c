@@ -59,7 +59,7 @@ static void reply(vmmc_ep_t *ep, int rank, uint64_t id, vmmc_export_t *ex, int s
             m.token[0] = ex->token[0];
             m.token[1] = ex->token[1];
         }
-        if (p->tl->can_map) {
+        if (VMMC_TL_CAN_MAP(p->tl)) {
             m.kind = ex->memfd >= 0 ? PX_KIND_MAPPED : PX_KIND_PVW;
             if (ex->memfd >= 0)
                 fds[nfds++] = ex->memfd;
@@ -455,7 +455,7 @@ int vmmc_unexport(vmmc_export_t *ex)
             continue;
         /* At finalize, peers over udp learn of it from the link closing, and
          * nothing of theirs lands here after the transport is closed. */
-        if (ep->closing && !p->tl->can_map)
+        if (ep->closing && !VMMC_TL_CAN_MAP(p->tl))
             continue;
         vmmc_ctl_msg_t m;
         vmmc_ctl_init(ep, &m, CTL_REVOKE);
@@ -464,7 +464,7 @@ int vmmc_unexport(vmmc_export_t *ex)
         snprintf(m.name, sizeof m.name, "%s", ex->name);
         /* Peers reached through udp write only through us (under ep->lock,
          * which no longer finds the export): nothing to wait for. */
-        if (p->tl->ctl_send(ep, p, &m, NULL, 0) == VMMC_OK && p->tl->can_map)
+        if (p->tl->ctl_send(ep, p, &m, NULL, 0) == VMMC_OK && VMMC_TL_CAN_MAP(p->tl))
             ex->imported_by[nwait++] = ex->imported_by[i];
     }
     ex->n_imported_by = nwait;

@@ -241,7 +241,7 @@ void vmmc_import_revoked(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m)
     vmmc_peer_t *p = vmmc_peer_get(ep, rank, &st);
     /* Only exporters on this host wait for it (udp writes are applied by
      * the exporter itself, under its lock). */
-    if (p && p->tl && p->tl->can_map && atomic_load(&p->state) != PEER_DEAD) {
+    if (p && p->tl && VMMC_TL_CAN_MAP(p->tl) && atomic_load(&p->state) != PEER_DEAD) {
         vmmc_ctl_msg_t a;
         vmmc_ctl_init(ep, &a, CTL_REVOKE_ACK);
         a.export_id = m->export_id;

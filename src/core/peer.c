@@ -4,7 +4,7 @@
  * peer may add a chunk but never moves a published entry, so the send path
  * reads peers without a lock. A peer is born knowing only the address;
  * the first operation that needs it connects through the transport chosen
- * from the address (same host: shm, else udp). */
+ * best for its address (tl.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,13 +58,7 @@ static int insert_locked(vmmc_ep_t *ep, const char *addr, size_t len, pid_t pid)
     p->pid = pid;
     p->same_host = h == ep->rank ||
                    (vmmc_card_get(a, "host", v, sizeof v) && !strcmp(v, ep->host_id));
-    int force_udp = !strcmp(vmmc_core_cfg.transport, "udp");
-    if (p->same_host && !force_udp && vmmc_card_get(a, "shm", v, sizeof v))
-        p->tl = &vmmc_tl_shm;
-    else if (ep->udp && vmmc_card_get(a, "udp", v, sizeof v))
-        p->tl = &vmmc_tl_udp;
-    else
-        p->tl = NULL; /* unreachable: reported at connect */
+    p->tl = vmmc_tl_pick(ep, a, p->same_host); /* NULL: unreachable, reported at connect */
     __atomic_store_n(&chunk[h % VMMC_PEER_CHUNK], p, __ATOMIC_RELEASE);
     atomic_store_explicit(&ep->npeers, h + 1, memory_order_release);
     return h;
@@ -177,11 +171,9 @@ int vmmc_listen(vmmc_ep_t *ep, vmmc_accept_fn_t fn, void *arg)
     ep->accept_arg = arg;
     __atomic_store_n(&ep->accept_fn, fn, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&ep->peers_lock);
-    if (ep->udp && vmmc_tl_udp.listen) {
-        int rc = vmmc_tl_udp.listen(ep);
-        if (rc != VMMC_OK)
-            return rc;
-    }
+    int rc = vmmc_tl_listen_all(ep);
+    if (rc != VMMC_OK)
+        return rc;
     atomic_store(&ep->listening, 1);
     return VMMC_OK;
 }

@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "core/export.h"
-#include "transport/shm/shm.h"
 
 static __thread const vmmc_ep_t *tl_progress_ep;
 static __thread int tl_handler_depth;
@@ -139,20 +138,30 @@ int vmmc_progress(vmmc_ep_t *ep)
     if (tl_progress_ep == ep || pthread_mutex_trylock(&ep->progress_lock) != 0)
         return 0; /* from inside a handler, or another thread is progressing */
     tl_progress_ep = ep;
-    vmmc_shm_drain(ep, pending_push);
+    vmmc_tl_drain_all(ep, pending_push);
     drain_remote(ep);
     int n = dispatch(ep);
     int nh = atomic_load_explicit(&ep->nhooks, memory_order_acquire);
     for (int i = 0; i < nh; i++)
         if (ep->hooks[i].poll)
             n += ep->hooks[i].poll(ep->hooks[i].arg);
-    if (ep->udp && vmmc_tl_udp.progress)
-        n += vmmc_tl_udp.progress(ep);
+    n += vmmc_tl_progress_all(ep);
     if (n > 0)
         vmmc_wait_note_work(ep, n); /* wakes threads that sleep while we handle events */
     tl_progress_ep = NULL;
     pthread_mutex_unlock(&ep->progress_lock);
     return n;
+}
+
+void vmmc_progress_drain(vmmc_ep_t *ep)
+{
+    /* Inside a handler the queue is being dispatched: leave it alone. */
+    if (tl_progress_ep == ep || pthread_mutex_trylock(&ep->progress_lock) != 0)
+        return; /* (or another thread progresses, and drains) */
+    int n = vmmc_tl_drain_all(ep, pending_push);
+    pthread_mutex_unlock(&ep->progress_lock);
+    if (n > 0)
+        vmmc_ep_wake(ep); /* they run at the next progress, maybe another thread's */
 }
 
 /* Is work pending that progress would handle? (before sleeping) */

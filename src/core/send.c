@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "core/core.h"
-#include "transport/shm/shm.h"
 
 #define SEND_FLAGS (VMMC_SEND_NOTIFY | VMMC_SEND_NONBLOCK | VMMC_SEND_HEAD_LAST)
 
@@ -40,7 +39,7 @@ static __attribute__((noinline)) int put_head_last_mapped(vmmc_proxy_t *px, size
     vmmc_store_head_last(px->base + off, src, len);
     if (!(flags & VMMC_SEND_NOTIFY))
         return VMMC_OK;
-    return vmmc_shm_notify(px, off, len, imm, flags & VMMC_SEND_NONBLOCK);
+    return px->notify(px, off, len, imm, flags & VMMC_SEND_NONBLOCK);
 }
 
 static VMMC_COLD int send_check_failed(const vmmc_proxy_t *px, size_t off, const void *src,
@@ -98,7 +97,7 @@ static inline int send_now(vmmc_proxy_t *px, size_t off, const void *src, size_t
         atomic_signal_fence(memory_order_release);
         if (VMMC_LIKELY(!(flags & VMMC_SEND_NOTIFY)))
             return VMMC_OK;
-        return vmmc_shm_notify(px, off, len, imm, flags & VMMC_SEND_NONBLOCK);
+        return px->notify(px, off, len, imm, flags & VMMC_SEND_NONBLOCK);
     }
     /* Length 0 is defined here, the same on every transport: a no-op that
      * completes (the mapped path above copies nothing); with

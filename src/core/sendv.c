@@ -12,7 +12,6 @@
 #include <sys/uio.h>
 
 #include "core/core.h"
-#include "transport/shm/shm.h"
 
 #define SENDV_FLAGS (VMMC_SEND_NOTIFY | VMMC_SEND_NONBLOCK)
 #define SENDV_STACK 4096 /* staged on the stack up to this many bytes */
@@ -76,7 +75,7 @@ int vmmc_sendv(vmmc_proxy_t *px, size_t off, const vmmc_iov_t *iov, int iovcnt, 
         atomic_signal_fence(memory_order_release);
         if (!(flags & VMMC_SEND_NOTIFY))
             return VMMC_OK;
-        return vmmc_shm_notify(px, off, total, imm, flags & VMMC_SEND_NONBLOCK);
+        return px->notify(px, off, total, imm, flags & VMMC_SEND_NONBLOCK);
     }
     if (total == 0 && !(flags & VMMC_SEND_NOTIFY))
         return VMMC_OK;

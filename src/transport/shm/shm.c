@@ -11,8 +11,9 @@
  * Requests travel on the importer's connection; replies and revocations come
  * back on it too (the exporter replies on the socket it accepted).
  *
- * Data: regions in library memory are memfd-backed and mapped by importers,
- * so a put is a memcpy. Other regions are written with process_vm_writev.
+ * Data (shm_data.c): regions in library memory are memfd-backed and mapped
+ * by importers, so a put is a memcpy. Other regions are written with
+ * process_vm_writev.
  *
  * Notifications: each sender has its own ring segment at the receiver
  * (shm_inbox.c). */
@@ -25,9 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -176,7 +175,7 @@ static void refuse(vmmc_ep_t *ep, int fd, int count)
  * the very process on the other end of the socket. */
 static void accepted_ready(vmmc_ep_t *ep, int fd, uint32_t events, void *arg)
 {
-    shm_ep_t *s = ep->shm;
+    shm_ep_t *s = VMMC_TL_STATE(ep, shm);
     shm_hello_t hm;
     int fds[SHM_MAX_FDS], nfds;
     ssize_t r = recv_buf(fd, &hm, sizeof hm, fds, &nfds);
@@ -291,7 +290,7 @@ static int shm_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
     if (!s)
         return vmmc_error(VMMC_ERR_NOMEM, "out of memory for shm transport state");
     s->listen_fd = s->status_fd = -1;
-    ep->shm = s;
+    VMMC_TL_STATE(ep, shm) = s;
     s->nrec = (uint32_t)vmmc_core_cfg.notify_queue;
     /* Listen before the bootstrap completes, so that no peer that learns our
      * card can find us missing. The name is unique on this host. */
@@ -315,13 +314,13 @@ static int shm_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
 
 static int shm_ep_start(vmmc_ep_t *ep)
 {
-    shm_ep_t *s = ep->shm;
+    shm_ep_t *s = VMMC_TL_STATE(ep, shm);
     return shm_inbox_open(ep, s);
 }
 
 static void shm_ep_close(vmmc_ep_t *ep)
 {
-    shm_ep_t *s = ep->shm;
+    shm_ep_t *s = VMMC_TL_STATE(ep, shm);
     if (!s)
         return;
     int np = vmmc_peer_count_int(ep);
@@ -344,15 +343,7 @@ static void shm_ep_close(vmmc_ep_t *ep)
         close(s->listen_fd);
     shm_inbox_close(s);
     free(s);
-    ep->shm = NULL;
-}
-
-/* Mapping past the end of a memfd would fault on access: check the size a
- * peer's descriptor really has against what the peer claims. */
-static int fd_covers(int fd, uint64_t off, uint64_t len)
-{
-    struct stat st;
-    return fstat(fd, &st) == 0 && off + len >= off && (uint64_t)st.st_size >= off + len;
+    VMMC_TL_STATE(ep, shm) = NULL;
 }
 
 /* Wait (bounded) for one message on a blocking handshake. */
@@ -471,219 +462,7 @@ static int shm_ctl_send(vmmc_ep_t *ep, vmmc_peer_t *p, const vmmc_ctl_msg_t *m, 
     return send_msg(fd, m, fds, nfds);
 }
 
-static int pvw_write(vmmc_proxy_t *px, size_t off, const void *src, size_t len);
-
-/* Copy path: bracketed by vmmc_proxy_enter/leave so that a revocation waits
- * for it (the notification, after the data, is outside: the exporter drops
- * it by generation, and it may wait for the exporter's progress). */
-static int shm_put_pvw(vmmc_proxy_t *px, size_t off, const void *src, size_t len, int notify,
-                       uint64_t imm)
-{
-    int rc;
-    if (notify & VMMC_SEND_HEAD_LAST) { /* the rest, then the 16-byte head, in order */
-        rc = pvw_write(px, off + 16, (const char *)src + 16, len - 16);
-        if (rc == VMMC_OK)
-            rc = pvw_write(px, off, src, 16);
-    } else {
-        rc = pvw_write(px, off, src, len);
-    }
-    if (rc != VMMC_OK)
-        return rc;
-    return (notify & VMMC_SEND_NOTIFY)
-               ? vmmc_shm_notify(px, off, len, imm, notify & VMMC_SEND_NONBLOCK)
-               : VMMC_OK;
-}
-
-static int pvw_write(vmmc_proxy_t *px, size_t off, const void *src, size_t len)
-{
-    int rc = vmmc_proxy_enter(px);
-    if (rc != VMMC_OK)
-        return rc;
-    size_t done = 0;
-    while (done < len) {
-        struct iovec l = {(char *)src + done, len - done};
-        struct iovec r = {(void *)(px->raddr + off + done), len - done};
-        ssize_t w = process_vm_writev(px->pid, &l, 1, &r, 1, 0);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            vmmc_proxy_leave(px);
-            if (errno == ESRCH) {
-                vmmc_peer_mark_dead(px->ep, px->rank, -1, "process_vm_writev found no such process");
-                return vmmc_error(VMMC_ERR_PEER_DEAD, "rank %d (pid %d) is gone", px->rank,
-                                  (int)px->pid);
-            }
-            return vmmc_error_sys("process_vm_writev of %zu bytes to rank %d", len, px->rank);
-        }
-        if (w == 0) {
-            vmmc_proxy_leave(px);
-            return vmmc_error(VMMC_ERR_SYSTEM, "process_vm_writev to rank %d made no progress",
-                              px->rank);
-        }
-        done += (size_t)w;
-    }
-    vmmc_proxy_leave(px);
-    return VMMC_OK;
-}
-
-static int shm_put_mapped(vmmc_proxy_t *px, size_t off, const void *src, size_t len, int notify,
-                          uint64_t imm)
-{
-    char *d = (char *)px->map_base + (px->raddr & 4095) + off;
-    if (notify & VMMC_SEND_HEAD_LAST)
-        vmmc_store_head_last(d, src, len);
-    else
-        memcpy(d, src, len);
-    return (notify & VMMC_SEND_NOTIFY)
-               ? vmmc_shm_notify(px, off, len, imm, notify & VMMC_SEND_NONBLOCK)
-               : VMMC_OK;
-}
-
-/* Writes into a redirectable export go through its shared control block. */
-typedef struct redir_ctx {
-    vmmc_proxy_t *px;
-} redir_ctx_t;
-
-static int redir_copy(void *ctx, int to_user, uint64_t addr, const void *src, size_t len)
-{
-    vmmc_proxy_t *px = ((redir_ctx_t *)ctx)->px;
-    if (!to_user && px->map_base) {
-        memcpy((char *)px->map_base + (px->raddr & 4095) + addr, src, len);
-        return VMMC_OK;
-    }
-    uint64_t target = to_user ? addr : px->raddr + addr;
-    size_t done = 0;
-    while (done < len) {
-        struct iovec l = {(char *)src + done, len - done};
-        struct iovec r = {(void *)(uintptr_t)(target + done), len - done};
-        ssize_t w = process_vm_writev(px->pid, &l, 1, &r, 1, 0);
-        if (w <= 0) {
-            if (w < 0 && errno == EINTR)
-                continue;
-            return vmmc_error_sys("process_vm_writev into rank %d's %s buffer", px->rank,
-                                  to_user ? "redirected" : "default");
-        }
-        done += (size_t)w;
-    }
-    return VMMC_OK;
-}
-
-static int shm_signal(vmmc_ep_t *ep, vmmc_peer_t *p);
-
-static int shm_put_redirect(vmmc_proxy_t *px, size_t off, const void *src, size_t len, int notify,
-                            uint64_t imm)
-{
-    redir_ctx_t ctx = {px};
-    int rc = vmmc_proxy_enter(px);
-    if (rc != VMMC_OK)
-        return rc;
-    rc = vmmc_redir_write(px->rctl, off, src, len, redir_copy, &ctx);
-    vmmc_proxy_leave(px);
-    if (rc < 0)
-        return rc;
-    if (rc > 0) /* bytes went straight to a posted buffer: the receiver may wait for them */
-        shm_signal(px->ep, px->peer);
-    return (notify & VMMC_SEND_NOTIFY)
-               ? vmmc_shm_notify(px, off, len, imm, notify & VMMC_SEND_NONBLOCK)
-               : VMMC_OK;
-}
-
-static int shm_get(vmmc_proxy_t *px, size_t off, void *dst, size_t len)
-{
-    if (px->map_base) {
-        memcpy(dst, (char *)px->map_base + (px->raddr & 4095) + off, len);
-        return VMMC_OK;
-    }
-    int rc = vmmc_proxy_enter(px);
-    if (rc != VMMC_OK)
-        return rc;
-    size_t done = 0;
-    while (done < len) {
-        struct iovec l = {(char *)dst + done, len - done};
-        struct iovec r = {(void *)(px->raddr + off + done), len - done};
-        ssize_t w = process_vm_readv(px->pid, &l, 1, &r, 1, 0);
-        if (w <= 0) {
-            if (w < 0 && errno == EINTR)
-                continue;
-            vmmc_proxy_leave(px);
-            if (w < 0 && errno == ESRCH)
-                return vmmc_error(VMMC_ERR_PEER_DEAD, "rank %d is gone", px->rank);
-            return vmmc_error_sys("process_vm_readv of %zu bytes from rank %d", len, px->rank);
-        }
-        done += (size_t)w;
-    }
-    vmmc_proxy_leave(px);
-    return VMMC_OK;
-}
-
-int vmmc_shm_proxy_setup(vmmc_proxy_t *px, const vmmc_ctl_msg_t *m, const int *fds, int nfds)
-{
-    int memfd = -1, rfd = -1, i = 0;
-    if (m->kind == PX_KIND_MAPPED && i < nfds)
-        memfd = fds[i++];
-    if ((m->flags & VMMC_EXPORT_REDIRECTABLE) && i < nfds)
-        rfd = fds[i++];
-    int rc = VMMC_OK;
-    px->raddr = m->addr;
-    px->pid = px->peer->pid; /* checked at connect, never taken from a reply */
-    if (m->kind == PX_KIND_MAPPED) {
-        if (memfd < 0) {
-            rc = vmmc_error(VMMC_ERR_PROTOCOL, "import reply without memory descriptor");
-            goto out;
-        }
-        size_t pg_off = m->map_off & ~(uint64_t)4095;
-        size_t lead = m->map_off - pg_off;
-        px->map_len = (lead + m->length + 4095) & ~(size_t)4095;
-        if (!fd_covers(memfd, m->map_off, m->length)) {
-            rc = vmmc_error(VMMC_ERR_PROTOCOL, "rank %d's descriptor for '%s' is smaller than %zu bytes",
-                            px->rank, m->name, (size_t)m->length);
-            goto out;
-        }
-        void *b = mmap(NULL, px->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, (off_t)pg_off);
-        if (b == MAP_FAILED) {
-            rc = vmmc_error_sys("mmap imported region '%s' (%zu bytes)", m->name, (size_t)m->length);
-            goto out;
-        }
-        /* map_base + (raddr & 4095) is the region start: keep raddr's page
-         * offset equal to the memfd offset's. */
-        px->map_base = b;
-        (void)madvise(b, px->map_len, MADV_DONTFORK); /* the exporter's memory: not in children */
-        px->raddr = (m->addr & ~(uint64_t)4095) | lead;
-        px->kind = PX_KIND_MAPPED;
-        px->put = shm_put_mapped;
-    } else {
-        px->kind = PX_KIND_PVW;
-        px->put = shm_put_pvw;
-    }
-    px->get = shm_get;
-    if (m->flags & VMMC_EXPORT_REDIRECTABLE) {
-        if (rfd < 0) {
-            rc = vmmc_error(VMMC_ERR_PROTOCOL, "redirectable import without control block");
-            goto out;
-        }
-        if (!fd_covers(rfd, 0, vmmc_redir_ctl_size())) {
-            rc = vmmc_error(VMMC_ERR_PROTOCOL, "redirect control block of '%s' is too small", m->name);
-            goto out;
-        }
-        void *c = mmap(NULL, vmmc_redir_ctl_size(), PROT_READ | PROT_WRITE, MAP_SHARED, rfd, 0);
-        if (c == MAP_FAILED) {
-            rc = vmmc_error_sys("mmap redirect control block of '%s'", m->name);
-            goto out;
-        }
-        px->rctl = c;
-        px->put = shm_put_redirect;
-    } else if (px->kind == PX_KIND_MAPPED) {
-        px->base = (char *)px->map_base + (px->raddr & 4095);
-    }
-out:
-    /* Mappings keep no descriptor; the reply's extra ones (a hostile or
-     * confused exporter may send any) are closed too. */
-    for (int k = 0; k < nfds; k++)
-        close(fds[k]);
-    return rc;
-}
-
-static int shm_signal(vmmc_ep_t *ep, vmmc_peer_t *p)
+int shm_signal(vmmc_ep_t *ep, vmmc_peer_t *p)
 {
     shm_peer_t *sp = p->tl_priv;
     if (!sp || !sp->status)
@@ -691,8 +470,15 @@ static int shm_signal(vmmc_ep_t *ep, vmmc_peer_t *p)
     return shm_wake_peer(ep, sp);
 }
 
-const vmmc_tl_ops_t vmmc_tl_shm = {
+VMMC_TRANSPORT(shm) = {
+    .size = sizeof(vmmc_tl_ops_t),
+    .version = VMMC_TL_VERSION,
     .name = "shm",
+    .about = "yes (memfd mappings, process_vm_writev)",
+    .caps = VMMC_TL_CAP_LOCAL | VMMC_TL_CAP_MAP | VMMC_TL_CAP_FDS,
+    .reach = vmmc_shm_reach,
+    .addr_field = vmmc_shm_addr_field,
+    .drain = vmmc_shm_drain,
     .ep_open = shm_ep_open,
     .ep_start = shm_ep_start,
     .ep_close = shm_ep_close,
@@ -701,10 +487,9 @@ const vmmc_tl_ops_t vmmc_tl_shm = {
     .ctl_send = shm_ctl_send,
     .proxy_setup = vmmc_shm_proxy_setup,
     .proxy_release = NULL,
-    .put = shm_put_pvw,
-    .get = shm_get,
+    .put = vmmc_shm_put_pvw,
+    .get = vmmc_shm_get,
     .putv = vmmc_shm_putv,
     .signal = shm_signal,
     .progress = NULL,
-    .can_map = 1,
 };

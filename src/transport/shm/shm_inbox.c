@@ -217,7 +217,9 @@ int vmmc_shm_notify(vmmc_proxy_t *px, size_t off, size_t len, uint64_t imm, int 
             if (st != VMMC_OK)
                 return st;
             /* The receiver drains its queue in its progress: make sure it is
-             * awake, and keep our own endpoint progressing meanwhile. */
+             * awake, and empty our own queues meanwhile (the receiver may be
+             * waiting for room in them), without running a handler inside
+             * this send. */
             shm_wake_peer(ep, sp);
             if (!t0)
                 t0 = vmmc_now_ns();
@@ -225,7 +227,7 @@ int vmmc_shm_notify(vmmc_proxy_t *px, size_t off, size_t len, uint64_t imm, int 
                 usleep(50);
             else
                 __builtin_ia32_pause();
-            vmmc_progress(ep);
+            vmmc_progress_drain(ep);
             while (atomic_flag_test_and_set_explicit(&sp->prod_lock, memory_order_acquire))
                 __builtin_ia32_pause();
             sp->tail_cache = atomic_load_explicit(&sp->ring->tail, memory_order_acquire);
@@ -248,7 +250,7 @@ int vmmc_shm_notify(vmmc_proxy_t *px, size_t off, size_t len, uint64_t imm, int 
 /* Called with the endpoint's progress lock held (one consumer). */
 int vmmc_shm_drain(vmmc_ep_t *ep, vmmc_shm_rec_fn fn)
 {
-    shm_ep_t *s = ep->shm;
+    shm_ep_t *s = VMMC_TL_STATE(ep, shm);
     if (!s)
         return 0;
     int n = 0, na = atomic_load_explicit(&s->nactive, memory_order_acquire);

@@ -8,6 +8,9 @@
 
 #include "transport/shm/shm.h"
 
+extern const int vmmc_tl_slot_shm; /* our slot in the registry (generated) */
+extern const vmmc_tl_ops_t vmmc_tl_shm;
+
 #define SHM_MAX_FDS 3 /* descriptors one control message may carry */
 
 /* The receiver's status page: one per endpoint, sealed so that senders can
@@ -95,5 +98,11 @@ int shm_inbox_ring_for(vmmc_ep_t *ep, shm_ep_t *s, shm_peer_t *sp, int h, int *f
 int shm_inbox_attach(shm_peer_t *sp, int rank, int status_fd, int ring_fd);
 void shm_inbox_detach(shm_peer_t *sp);
 int shm_wake_peer(vmmc_ep_t *ep, shm_peer_t *sp);
+int shm_signal(vmmc_ep_t *ep, vmmc_peer_t *p);
+int vmmc_shm_put_pvw(vmmc_proxy_t *px, size_t off, const void *src, size_t len, int notify,
+                     uint64_t imm);
+int vmmc_shm_get(vmmc_proxy_t *px, size_t off, void *dst, size_t len);
+int vmmc_shm_addr_field(const char *k, size_t kl, const char *v, size_t vl, const char **why);
+int vmmc_shm_reach(vmmc_ep_t *ep, const char *card, int same_host);
 
 #endif

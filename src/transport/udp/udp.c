@@ -153,13 +153,14 @@ int vmmc_udp__deliver(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec, const
             vmmc_debug("udp: write from rank %u to export %u refused: %s", peer,
                        rec->region - 1, vmmc_strerror(st));
         }
+        /* A complete write wakes a sleeping endpoint (a fence and a load
+         * when nobody sleeps): the sender's vmmc_signal right behind it
+         * then needs no datagram of its own (udp_signal). Queueing its
+         * notification wakes it already. */
         if ((rec->flags & VMMC_UDP_F_LAST) && (rec->flags & VMMC_UDP_F_NOTIFY) && r->msg_ok)
             vmmc_deliver_notify(ep, (int)peer, rec->region - 1, rec->gen, r->msg_off,
                                 rec->offset + len - r->msg_off, rec->imm);
-        /* A complete write wakes a sleeping endpoint (a fence and a load
-         * when nobody sleeps): the sender's vmmc_signal right behind it
-         * then needs no datagram of its own (udp_signal). */
-        if (rec->flags & VMMC_UDP_F_LAST)
+        else if (rec->flags & VMMC_UDP_F_LAST)
             vmmc_deliver_wake(ep);
         return 0;
     }
@@ -547,16 +548,22 @@ static int udp_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *va
     return VMMC_OK;
 }
 
-const vmmc_tl_ops_t vmmc_tl_udp = {
+VMMC_TRANSPORT(udp) = {
+    .size = sizeof(vmmc_tl_ops_t),
+    .version = VMMC_TL_VERSION,
     .name = "udp",
+    .about = "yes (reliable link over UDP datagrams)",
+    .caps = VMMC_TL_CAP_LOCAL | VMMC_TL_CAP_REMOTE,
+    .reach = vmmc_udp__reach,
+    .addr_field = vmmc_udp__addr_field,
+    .addr_whole = vmmc_udp__addr_whole,
     .ep_open = vmmc_udp__ep_open,
     .ep_start = vmmc_udp__ep_start,
-    .ep_close = vmmc_udp__ep_close,
+    .ep_stop = vmmc_udp__ep_close, /* its threads deliver into exports: gone before them */
     .listen = vmmc_udp__listen,
     .peer_connect = vmmc_udp__peer_connect,
     .peer_dead = vmmc_udp__peer_dead,
     .ctl_send = udp_ctl_send,
-    .can_map = 0,
     .proxy_setup = udp_proxy_setup,
     .proxy_release = NULL,
     .put = udp_put,

@@ -122,9 +122,12 @@ typedef struct udp_ep {
     int hooked;                      /* udp_arm is a progress hook of ep */
 } udp_ep_t;
 
+extern const int vmmc_tl_slot_udp; /* our slot in the registry (generated) */
+extern const vmmc_tl_ops_t vmmc_tl_udp;
+
 static inline udp_ep_t *U(vmmc_ep_t *ep)
 {
-    return ep->udp;
+    return VMMC_TL_STATE(ep, udp);
 }
 
 /* The transport's state of handle @h (registered in the link), or NULL. */
@@ -144,6 +147,16 @@ void vmmc_udp__gets_fail(udp_ep_t *u, int rank, int status);
 
 /* udp_peer.c: endpoint and peers */
 int vmmc_udp__ep_open(vmmc_ep_t *ep, char *card, size_t cap);
+int vmmc_udp__addr_field(const char *k, size_t kl, const char *v, size_t vl, const char **why);
+int vmmc_udp__addr_whole(const char *card, size_t len);
+int vmmc_udp__reach(vmmc_ep_t *ep, const char *card, int same_host);
+int vmmc_udp__pick_addr(const char *want, struct sockaddr_storage *ss, socklen_t *len);
+/* The udp part of a (checked) address: where, the link secret, the wire id;
+ * -1 if it has none. */
+int vmmc_udp__parse_card(const char *card, struct sockaddr_storage *ss, socklen_t *len,
+                         uint8_t tok[VMMC_UDP_TOKEN_SIZE], uint32_t *uid);
+int vmmc_udp__same_sockaddr(const struct sockaddr_storage *a, socklen_t al,
+                            const struct sockaddr *b, socklen_t bl);
 int vmmc_udp__ep_start(vmmc_ep_t *ep);
 void vmmc_udp__ep_close(vmmc_ep_t *ep);
 int vmmc_udp__listen(vmmc_ep_t *ep);

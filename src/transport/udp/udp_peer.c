@@ -19,8 +19,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,118 +44,12 @@ static const vmmc_cfg_entry_t udp_tl_entries[] = {
 };
 VMMC_CONFIG_TABLE(udp_tl_cfg, "udp transport", udp_tl_entries);
 
-/* ---- addresses ---------------------------------------------------------- */
-
-static int pick_addr(struct sockaddr_storage *ss, socklen_t *len)
-{
-    memset(ss, 0, sizeof *ss);
-    struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
-    const char *want = cfg_addr ? cfg_addr : "";
-    if (want[0]) {
-        if (inet_pton(AF_INET, want, &a4->sin_addr) == 1) {
-            a4->sin_family = AF_INET;
-            *len = sizeof *a4;
-        } else if (inet_pton(AF_INET6, want, &a6->sin6_addr) == 1) {
-            a6->sin6_family = AF_INET6;
-            *len = sizeof *a6;
-        } else {
-            return vmmc_error(VMMC_ERR_INVALID, "VMMC_UDP_ADDR=%s is not an IPv4/IPv6 address",
-                              want);
-        }
-        return VMMC_OK;
-    }
-    a4->sin_family = AF_INET;
-    a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    *len = sizeof *a4;
-    struct ifaddrs *ifs;
-    if (getifaddrs(&ifs) == 0) {
-        for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
-            if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
-                !(i->ifa_flags & IFF_LOOPBACK)) {
-                a4->sin_addr = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
-                break;
-            }
-        }
-        freeifaddrs(ifs);
-    }
-    return VMMC_OK;
-}
-
-/* The udp part of a (checked) address: where, the link secret, the wire id. */
-static int parse_card(const char *card, struct sockaddr_storage *ss, socklen_t *len,
-                      uint8_t tok[VMMC_UDP_TOKEN_SIZE], uint32_t *uid)
-{
-    char addr[96], hex[40], id[16];
-    if (!card || !vmmc_card_get(card, "udp", addr, sizeof addr) ||
-        !vmmc_card_get(card, "utok", hex, sizeof hex) || strlen(hex) != 2 * VMMC_UDP_TOKEN_SIZE ||
-        !vmmc_card_get(card, "uid", id, sizeof id) || strlen(id) != 8)
-        return -1;
-    char *end;
-    unsigned long idv = strtoul(id, &end, 16);
-    if (*end || idv > 0xffffffffu)
-        return -1;
-    *uid = (uint32_t)idv;
-    for (unsigned i = 0; i < VMMC_UDP_TOKEN_SIZE; i++) {
-        unsigned v;
-        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
-            return -1;
-        tok[i] = (uint8_t)v;
-    }
-    char *colon = strrchr(addr, ':');
-    if (!colon)
-        return -1;
-    *colon = 0;
-    int port = atoi(colon + 1);
-    if (port <= 0 || port > 65535)
-        return -1;
-    memset(ss, 0, sizeof *ss);
-    struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
-    if (addr[0] == '[') {
-        size_t n = strlen(addr);
-        if (n < 3 || addr[n - 1] != ']')
-            return -1;
-        addr[n - 1] = 0;
-        if (inet_pton(AF_INET6, addr + 1, &a6->sin6_addr) != 1)
-            return -1;
-        a6->sin6_family = AF_INET6;
-        a6->sin6_port = htons((uint16_t)port);
-        *len = sizeof *a6;
-    } else {
-        if (inet_pton(AF_INET, addr, &a4->sin_addr) != 1)
-            return -1;
-        a4->sin_family = AF_INET;
-        a4->sin_port = htons((uint16_t)port);
-        *len = sizeof *a4;
-    }
-    return 0;
-}
-
-/* Will the core reach @rank over udp? (The same rule as vmmc_peer_get.) */
+/* Will the core reach @rank over udp? (Its transport, chosen from the
+ * registry when the job's table was filled.) */
 static int uses_udp(vmmc_ep_t *ep, int rank)
 {
-    if (!strcmp(vmmc_core_cfg.transport, "udp"))
-        return 1; /* every peer, this rank too (the link loops back to itself) */
-    if (rank == ep->rank)
-        return 0;
-    return !vmmc_peer_at(ep, rank)->same_host;
-}
-
-static int same_sockaddr(const struct sockaddr_storage *a, socklen_t al, const struct sockaddr *b,
-                         socklen_t bl)
-{
-    if (a->ss_family != b->sa_family)
-        return 0;
-    if (a->ss_family == AF_INET) {
-        const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
-        return bl >= sizeof *y && x->sin_port == y->sin_port &&
-               x->sin_addr.s_addr == y->sin_addr.s_addr;
-    }
-    const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
-    (void)al;
-    return bl >= sizeof *y && x->sin6_port == y->sin6_port &&
-           !memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr);
+    vmmc_peer_t *p = vmmc_peer_at(ep, rank);
+    return p && p->tl == &vmmc_tl_udp;
 }
 
 /* ---- the link's peers ---------------------------------------------------- */
@@ -189,7 +81,7 @@ static int register_peer(udp_ep_t *u, int h, const char *card)
     socklen_t len;
     uint8_t tok[VMMC_UDP_TOKEN_SIZE];
     uint32_t uid;
-    if (parse_card(card, &ss, &len, tok, &uid) != 0)
+    if (vmmc_udp__parse_card(card, &ss, &len, tok, &uid) != 0)
         return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "%s %d's address has no usable udp part",
                           VMMC_PEER_WORD(u->ep, h), h);
     if (u->lo)
@@ -261,9 +153,9 @@ static int on_unknown(void *arg, const vmmc_udp_hdr_t *h, const uint8_t *dgram,
         why = "malformed address";
     if (!why) {
         addr[len] = 0;
-        if (parse_card(addr, &ss, &sl, tok, &uid) != 0 || uid != h->src)
+        if (vmmc_udp__parse_card(addr, &ss, &sl, tok, &uid) != 0 || uid != h->src)
             why = "its address does not name its wire id";
-        else if (!same_sockaddr(&ss, sl, from, fromlen))
+        else if (!vmmc_udp__same_sockaddr(&ss, sl, from, fromlen))
             why = "it came from another address than the one it names";
         else if (vmmc_udp_link_auth_from(u->link, dgram, h, tok) != VMMC_OK)
             why = "its tag does not check with the secret of the address it names";
@@ -378,7 +270,7 @@ int vmmc_udp__ep_open(vmmc_ep_t *ep, char *card, size_t cap)
     int rc;
     struct sockaddr_storage ss;
     socklen_t len;
-    if ((rc = pick_addr(&ss, &len)) != VMMC_OK)
+    if ((rc = vmmc_udp__pick_addr(cfg_addr, &ss, &len)) != VMMC_OK)
         goto fail;
     if (cfg_port < 0 || cfg_port > 65535) {
         rc = vmmc_error(VMMC_ERR_INVALID, "VMMC_UDP_PORT=%lld is not a port", (long long)cfg_port);
@@ -439,7 +331,7 @@ int vmmc_udp__ep_open(vmmc_ep_t *ep, char *card, size_t cap)
         rc = vmmc_error(VMMC_ERR_OVERFLOW, "udp: business card full");
         goto fail;
     }
-    ep->udp = u;
+    VMMC_TL_STATE(ep, udp) = u;
     return VMMC_OK;
 fail:
     if (u->fd >= 0)
@@ -562,7 +454,7 @@ void vmmc_udp__ep_close(vmmc_ep_t *ep)
     pthread_mutex_destroy(&u->lock);
     pthread_cond_destroy(&u->cond);
     free(u);
-    ep->udp = NULL;
+    VMMC_TL_STATE(ep, udp) = NULL;
 }
 
 int vmmc_udp__listen(vmmc_ep_t *ep)

@@ -1,0 +1,3 @@
+#include "transport/transport.h"
+#include "util/log.h"
+#include "vmmc/vmmc.h"

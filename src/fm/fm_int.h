@@ -294,8 +294,10 @@ typedef struct fm_peer {
 
 /* fm_peer_t::conn: a peer's region for us is imported when first needed
  * (channels from fm_channel_open()) or at once (fm_init()). px, map, R,
- * paymax and staging are valid once READY is seen (acquire). */
-enum { FM_PC_NONE, FM_PC_PENDING, FM_PC_READY };
+ * paymax and staging are valid once READY is seen (acquire). FORKED: the
+ * channel is a copy inherited through fork() (fm_fork.c): never ready, and
+ * connecting fails with VMMC_ERR_ENDPOINT. */
+enum { FM_PC_NONE, FM_PC_PENDING, FM_PC_READY, FM_PC_FORKED };
 
 typedef struct fm_hentry {
     fm_handler_t fn;
@@ -343,6 +345,7 @@ struct fm {
     int listed;                 /* in the endpoint's table: its progress hook serves us */
     struct fm_ep *fep;          /* the endpoint's channel table (fm_channel.c) */
     int open_wait_ms;           /* a send waits this long for a peer to open the channel */
+    int forked;                 /* inherited through fork(): every call fails (fm_fork.c) */
 };
 
 /* Counters: plain adds, or atomic ones when several threads use FM. */
@@ -419,6 +422,10 @@ static inline int fm_peer_closed(const fm_peer_t *p)
     return atomic_load_explicit((const _Atomic uint64_t *)(p->ctrl + FM_CLOSED_OFF),
                                 memory_order_acquire) != 0;
 }
+
+/* fm_fork.c: a channel inherited through fork(). */
+void fm_fork_mark(struct fm *fm);
+VMMC_COLD int fm_forked_error(const struct fm *fm, const char *who);
 
 /* fm_credit.c */
 int fm_send_request_credit(struct fm *fm, fm_peer_t *p);

@@ -131,6 +131,8 @@ int fm_peer_step(fm_t *fm, fm_peer_t *p)
 {
     if (fm_peer_ready(p))
         return VMMC_OK;
+    if (VMMC_UNLIKELY(atomic_load_explicit(&p->conn, memory_order_relaxed) == FM_PC_FORKED))
+        return fm_forked_error(fm, "fm");
     int z = 0;
     if (!atomic_compare_exchange_strong_explicit(&p->cbusy, &z, 1, memory_order_acquire,
                                                  memory_order_relaxed))

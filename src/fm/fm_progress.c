@@ -144,6 +144,8 @@ int fm_extract_wait(fm_t *fm, size_t max_bytes, int timeout_ms)
 {
     if (VMMC_UNLIKELY(!fm))
         return vmmc_error(VMMC_ERR_INVALID, "fm_extract_wait: NULL fm");
+    if (VMMC_UNLIKELY(fm->forked))
+        return fm_forked_error(fm, "fm_extract_wait");
     if (fm_busy(fm))
         return vmmc_error(VMMC_ERR_INVALID, "fm_extract_wait called from a handler");
     double end = timeout_ms >= 0 ? fm_now_s() + timeout_ms * 1e-3 : 0;

@@ -37,6 +37,8 @@ ssize_t fm_receive(void *buf, fm_stream_t *s, size_t n)
         s->rpos += n;
         return (ssize_t)n;
     }
+    if (VMMC_UNLIKELY(s && s->fm->forked))
+        return fm_forked_error(s->fm, "fm_receive");
     if (VMMC_UNLIKELY(!s || s->kind != FM_RECV || s->fm->cur_rs != s))
         return vmmc_error(VMMC_ERR_INVALID, "fm_receive: not the stream of the running handler");
     if (VMMC_UNLIKELY(n && !buf))
@@ -344,6 +346,8 @@ int fm_extract(fm_t *fm, size_t max_bytes)
 {
     if (VMMC_UNLIKELY(!fm))
         return vmmc_error(VMMC_ERR_INVALID, "fm_extract: NULL fm");
+    if (VMMC_UNLIKELY(fm->forked))
+        return fm_forked_error(fm, "fm_extract");
     if (VMMC_UNLIKELY(fm_busy(fm)))
         return vmmc_error(VMMC_ERR_INVALID, "fm_extract called from a handler");
     fm_rlock(fm);

@@ -222,6 +222,15 @@ static int channel_open(vmmc_ep_t *ep, int channel, const fm_params_t *params, i
     fm->size = vmmc_size(ep);
     atomic_init(&fm->rx_owner, 0);
     atomic_init(&fm->rlock, 0);
+    atomic_init(&fm->nslots, fm->size > 0 ? fm->size : 0);
+    fm->known = fm->size;
+    pthread_mutex_init(&fm->xlock, NULL);
+    {
+        char a[VMMC_ADDR_MAX];
+        size_t alen = sizeof a;
+        if (vmmc_ep_addr(ep, a, &alen) == VMMC_OK)
+            fm->self_hash = fm_addr_hash(a, alen);
+    }
     if ((st = fm_setup_params(fm, params)) != VMMC_OK)
         goto fail;
     if (fm->rank < 0 || fm->size < 1) {
@@ -324,6 +333,7 @@ int fm_finalize(fm_t *fm)
         fm_channel_release(fm);
         for (int r = 0; fm->peers && r < fm->size; r++)
             free(fm->peers[r].staging);
+        fm_xpeer_free_all(fm, 1);
         fm_ctx_free_all(fm);
         free(fm->exports);
         free(fm->peers);
@@ -334,17 +344,21 @@ int fm_finalize(fm_t *fm)
     if (fm_in_handler(fm))
         return vmmc_error(VMMC_ERR_INVALID, "fm_finalize called from a handler");
     if (fm->peers) {
-        for (int r = 0; r < fm->size; r++) {
-            if (fm->peers[r].ctx)
+        int n = fm_nslots(fm);
+        for (int r = 0; r < n; r++) {
+            fm_peer_t *p = fm_peer_at(fm, r);
+            if (p && p->ctx)
                 return vmmc_error(VMMC_ERR_BUSY, "fm_finalize: a handler for a message from rank "
                                   "%d is suspended", r);
-            if (fm->peers[r].ss.open)
+            if (p && p->ss.open)
                 return vmmc_error(VMMC_ERR_BUSY, "fm_finalize: a message to rank %d is open", r);
         }
         /* Peers we talk to learn it now: their sends to us fail. */
-        for (int r = 0; r < fm->size; r++)
-            if (r != fm->rank)
-                fm_peer_tell_closed(fm, &fm->peers[r]);
+        for (int r = 0; r < n; r++) {
+            fm_peer_t *p = fm_peer_at(fm, r);
+            if (p && r != fm->rank)
+                fm_peer_tell_closed(fm, p);
+        }
     }
     fm_channel_release(fm);
     if (fm->peers) {
@@ -359,7 +373,9 @@ int fm_finalize(fm_t *fm)
                 vmmc_mem_free(fm->ep, p->ctrl);
         }
     }
+    fm_xpeer_free_all(fm, 0);
     fm_ctx_free_all(fm);
+    pthread_mutex_destroy(&fm->xlock);
     free(fm->exports);
     free(fm->peers);
     free(fm->handlers);

@@ -25,8 +25,10 @@ void fm_fork_mark(fm_t *fm)
     fm->forked = 1;
     fm->mt = 0;
     fm->cur_rs = NULL; /* fm_receive()'s fast path: no running handler */
-    for (int r = 0; fm->peers && r < fm->size; r++) {
-        fm_peer_t *p = &fm->peers[r];
+    for (int r = 0, n = fm_nslots(fm); fm->peers && r < n; r++) {
+        fm_peer_t *p = fm_peer_at(fm, r);
+        if (!p)
+            continue;
         atomic_store_explicit(&p->conn, FM_PC_FORKED, memory_order_relaxed);
         atomic_store_explicit(&p->sdead, 0, memory_order_relaxed);
         p->map = NULL;

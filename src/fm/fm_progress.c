@@ -114,9 +114,10 @@ static void drain_arrived(fm_t *fm, fm_peer_t *p)
 int fm_dead_check(fm_t *fm)
 {
     fm->last_dead_check = fm_now_s();
-    for (int r = 0; r < fm->size; r++) {
-        fm_peer_t *p = &fm->peers[r];
-        if (r == fm->rank || p->rdead)
+    int n = fm_nslots(fm);
+    for (int r = 0; r < n; r++) {
+        fm_peer_t *p = fm_peer_at(fm, r);
+        if (!p || r == fm->rank || p->rdead)
             continue;
         if (!p->sdead) {
             if (vmmc_peer_alive(fm->ep, r) != 0)
@@ -134,8 +135,8 @@ int fm_dead_check(fm_t *fm)
             fm_run_ctx(fm, p);
         }
     }
-    for (int r = 0; r < fm->size; r++)
-        if (fm->peers[r].rdead)
+    for (int r = 0; r < n; r++)
+        if (fm_peer_at(fm, r) && fm_peer_at(fm, r)->rdead)
             return vmmc_error(VMMC_ERR_PEER_DEAD, "fm: rank %d died", r);
     return VMMC_OK;
 }
@@ -185,10 +186,10 @@ int fm_extract_wait(fm_t *fm, size_t max_bytes, int timeout_ms)
 /* Senders waiting for credits whose credit word has changed since. */
 static int credit_waits(fm_t *fm)
 {
-    int n = 0;
-    for (int r = 0; r < fm->size; r++) {
-        fm_peer_t *p = &fm->peers[r];
-        if (atomic_load_explicit(&p->swaiting, memory_order_relaxed) &&
+    int n = 0, slots = fm_nslots(fm);
+    for (int r = 0; r < slots; r++) {
+        fm_peer_t *p = fm_peer_at(fm, r);
+        if (p && atomic_load_explicit(&p->swaiting, memory_order_relaxed) &&
             atomic_load_explicit(p->credit_word, memory_order_acquire) !=
                 atomic_load_explicit(&p->swait_credit, memory_order_relaxed))
             n++;
@@ -206,10 +207,10 @@ int fm_hook_poll(void *arg)
     fm_t *fm = arg;
     if (!rtrylock(fm))
         return 0;
-    int ev = 0;
-    for (int r = 0; r < fm->size; r++) {
-        fm_peer_t *p = &fm->peers[r];
-        if (p->broken || p->rdead)
+    int ev = 0, n = fm_nslots(fm);
+    for (int r = 0; r < n; r++) {
+        fm_peer_t *p = fm_peer_at(fm, r);
+        if (!p || p->broken || p->rdead)
             continue;
         uint64_t w0;
         uint32_t len;
@@ -240,10 +241,10 @@ int fm_hook_arm(void *arg)
     fm_t *fm = arg;
     if (!rtrylock(fm))
         return 1;
-    int pending = 0;
-    for (int r = 0; r < fm->size && !pending; r++) {
-        fm_peer_t *p = &fm->peers[r];
-        if (p->broken || p->rdead)
+    int pending = 0, n = fm_nslots(fm);
+    for (int r = 0; r < n && !pending; r++) {
+        fm_peer_t *p = fm_peer_at(fm, r);
+        if (!p || p->broken || p->rdead)
             continue;
         /* The endpoint is about to sleep: give back credits held in a batch,
          * so that an idle receiver never holds its senders up. */

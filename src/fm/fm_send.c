@@ -188,13 +188,22 @@ int fm_begin_message(fm_t *fm, int dest, size_t max_length, int handler, fm_stre
 {
     if (VMMC_UNLIKELY(!fm || !sp))
         return vmmc_error(VMMC_ERR_INVALID, "fm_begin_message: NULL %s", fm ? "stream pointer" : "fm");
-    if (VMMC_UNLIKELY(dest < 0 || dest >= fm->size))
-        return vmmc_error(VMMC_ERR_INVALID, "fm_begin_message: rank %d outside 0..%d", dest,
-                          fm->size - 1);
+    if (VMMC_UNLIKELY(dest < 0))
+        return vmmc_error(VMMC_ERR_INVALID, "fm_begin_message: rank %d is negative", dest);
     if (VMMC_UNLIKELY(handler < 0 || handler > 0xffff))
         return vmmc_error(VMMC_ERR_INVALID, "fm_begin_message: handler id %d outside 0..65535",
                           handler);
-    fm_peer_t *p = &fm->peers[dest];
+    fm_peer_t *p;
+    if (VMMC_LIKELY(dest < fm->size)) {
+        p = &fm->peers[dest];
+    } else {
+        /* A peer beyond the job (fm_xpeer.c). */
+        if (VMMC_UNLIKELY(fm->forked))
+            return fm_forked_error(fm, "fm_begin_message");
+        int st = fm_xpeer_get(fm, dest, &p, "fm_begin_message");
+        if (st != VMMC_OK)
+            return st;
+    }
     int in_handler = fm_in_handler(fm);
     int nb = in_handler || (fm->flags & FM_NONBLOCK);
     if (!fm->mt)

@@ -129,14 +129,17 @@ int fm_dead_check(fm_t *fm)
         if (!p->broken && peek_at(p, p->tail, p->rseq, &w0, &len))
             continue; /* it left packets: take them first */
         p->rdead = 1;
-        fm->ndead++;
+        /* A peer beyond the job that leaves is retired, not a dead rank of
+         * a job: a server's waits go on for its other clients. */
+        if (r < fm->size)
+            fm->ndead++;
         if (p->ctx) {
             p->rs.err = VMMC_ERR_PEER_DEAD;
             fm_run_ctx(fm, p);
         }
     }
-    for (int r = 0; r < n; r++)
-        if (fm_peer_at(fm, r) && fm_peer_at(fm, r)->rdead)
+    for (int r = 0; r < fm->size; r++)
+        if (fm->peers[r].rdead)
             return vmmc_error(VMMC_ERR_PEER_DEAD, "fm: rank %d died", r);
     return VMMC_OK;
 }

@@ -157,6 +157,12 @@ int fm_extract_wait(fm_t *fm, size_t max_bytes, int timeout_ms)
         int r = fm_extract(fm, max_bytes);
         if (r != 0)
             return r;
+        if (vmmc_peer_count(fm->ep) > fm->known) {
+            /* Before sleeping: peers that connected get rings (fm_xpeer.c). */
+            fm_rlock(fm);
+            fm_xpeer_discover(fm);
+            fm_runlock(fm);
+        }
         if (fm->ndead)
             return vmmc_error(VMMC_ERR_PEER_DEAD, "fm: a rank of the job died and nothing is "
                               "left to extract");

@@ -365,9 +365,10 @@ int fm_extract(fm_t *fm, size_t max_bytes)
     fm_rlock(fm);
     fm->in_extract = 1;
     int r = fm_extract_locked(fm, max_bytes);
-    if (VMMC_UNLIKELY(r == 0) && vmmc_peer_count(fm->ep) > fm->known)
+    if (VMMC_UNLIKELY(r == 0) && (++fm->empty_polls & 63) == 1 &&
+        vmmc_peer_count(fm->ep) > fm->known)
         fm_xpeer_discover(fm); /* peers that connected to this endpoint get rings */
-    if (VMMC_UNLIKELY(r == 0) && ++fm->empty_polls >= 4096) {
+    if (VMMC_UNLIKELY(r == 0) && fm->empty_polls >= 4096) {
         fm->empty_polls = 0;
         if (fm_now_s() - fm->last_dead_check > 0.01)
             r = fm_dead_check(fm);

@@ -17,7 +17,8 @@
  * When rings appear. A sender creates its state for a peer, and its ring
  * for that peer, on its first send. The receiving side learns of a peer
  * that connected to it (accepted, vmmc_listen()) from the endpoint's peer
- * count, which extract looks at when it finds nothing to do: it then
+ * count, which extract looks at on every 64th call that finds nothing to do,
+ * and fm_extract_wait() before it sleeps: it then
  * creates a ring for each new handle, and the peer's import, which the core
  * keeps waiting at this endpoint until the name appears, completes. So every
  * peer the endpoint has (not only those that use this channel) gets a ring

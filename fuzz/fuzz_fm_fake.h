@@ -60,6 +60,18 @@ static void fake_turn(void);
 int vmmc_rank(const vmmc_ep_t *ep) { return ep ? 0 : VMMC_ERR_INVALID; }
 int vmmc_size(const vmmc_ep_t *ep) { return ep ? 2 : VMMC_ERR_INVALID; }
 int vmmc_barrier(vmmc_ep_t *ep) { return ep ? VMMC_OK : VMMC_ERR_INVALID; }
+/* The two ranks of the stand-in job are all its peers. */
+int vmmc_peer_count(const vmmc_ep_t *ep) { return ep ? 2 : VMMC_ERR_INVALID; }
+int vmmc_ep_addr(vmmc_ep_t *ep, void *addr, size_t *len)
+{
+    (void)ep, (void)addr, (void)len;
+    return VMMC_ERR_UNSUPPORTED;
+}
+int vmmc_peer_addr(vmmc_ep_t *ep, int peer, void *addr, size_t *len)
+{
+    (void)ep, (void)peer, (void)addr, (void)len;
+    return VMMC_ERR_UNSUPPORTED;
+}
 
 int vmmc_peer_alive(vmmc_ep_t *ep, int rank)
 {

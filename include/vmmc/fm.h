@@ -186,6 +186,13 @@ VMMC_API int fm_init(vmmc_ep_t *ep, const fm_params_t *params, fm_t **fm);
  * receive from it), so a rank that never talks to another on this channel
  * costs it nothing but its ring.
  *
+ * A channel also reaches the endpoint's peers beyond the job (handles from
+ * vmmc_connect() and vmmc_listen(); an endpoint from vmmc_ep_open() has
+ * only those): a ring for such a peer is made on the first send to it, or,
+ * for a peer that connected to us, by an fm_extract() that finds nothing
+ * to do, so a side that only receives must extract for its peers' first
+ * sends to go through.
+ *
  * Sending on a channel the destination has not opened (yet): a blocking
  * send waits for it to open the channel (extracting this channel
  * meanwhile), at most open_wait_ms (VMMC_FM_OPEN_WAIT), then fails with
@@ -222,6 +229,11 @@ VMMC_API int fm_channel_id(const fm_t *ch);
  * once it notices, and what it sent before it noticed is lost.
  * Fails with VMMC_ERR_INVALID inside a handler, or VMMC_ERR_BUSY while a
  * handler is suspended or a message is open (nothing is closed then).
+ *
+ * fork(): in a child, every call on a channel it inherited fails with
+ * VMMC_ERR_ENDPOINT (its rings are the parent's and are not mapped in the
+ * child); fm_finalize() / fm_channel_close() drop the child's copy and
+ * return VMMC_OK, telling no one.
  */
 VMMC_API int fm_finalize(fm_t *fm);
 
@@ -246,7 +258,8 @@ VMMC_API int fm_register_handler(fm_t *fm, int id, fm_handler_t h, void *arg);
 
 /**
  * @brief Open a message of at most @p max_length bytes to @p dest (any
- * rank, including this one) for handler @p handler; *@p s receives the
+ * rank, including this one, or any peer handle of the endpoint, 0 ..
+ * vmmc_peer_count() - 1) for handler @p handler; *@p s receives the
  * stream. One message per destination may be open at a time.
  *
  * Blocking mode (the default, outside handlers): may wait for credits; while

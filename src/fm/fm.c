@@ -78,6 +78,8 @@ int fm_counter_get(const fm_t *fm, int i, const char **name, uint64_t *value)
 {
     if (!fm || !name || !value)
         return vmmc_error(VMMC_ERR_INVALID, "fm_counter_get: NULL argument");
+    if (fm->forked)
+        return fm_forked_error(fm, "fm_counter_get");
     if (i < 0 || i >= FM_C_COUNT)
         return VMMC_ERR_NOT_FOUND;
     *name = cnt_names[i];
@@ -101,13 +103,26 @@ int fm_cfg_channels(void)
     return (int)cfg_channels;
 }
 
-int fm_nodeid(const fm_t *fm) { return fm ? fm->rank : VMMC_ERR_INVALID; }
-int fm_numnodes(const fm_t *fm) { return fm ? fm->size : VMMC_ERR_INVALID; }
+int fm_nodeid(const fm_t *fm)
+{
+    if (!fm)
+        return vmmc_error(VMMC_ERR_INVALID, "fm_nodeid: NULL fm");
+    return fm->forked ? fm_forked_error(fm, "fm_nodeid") : fm->rank;
+}
+
+int fm_numnodes(const fm_t *fm)
+{
+    if (!fm)
+        return vmmc_error(VMMC_ERR_INVALID, "fm_numnodes: NULL fm");
+    return fm->forked ? fm_forked_error(fm, "fm_numnodes") : fm->size;
+}
 
 int fm_register_handler(fm_t *fm, int id, fm_handler_t h, void *arg)
 {
     if (!fm || !h)
         return vmmc_error(VMMC_ERR_INVALID, "fm_register_handler: NULL %s", fm ? "handler" : "fm");
+    if (fm->forked)
+        return fm_forked_error(fm, "fm_register_handler");
     if (id == FM_ANY_ID) {
         for (id = 0; id < fm->max_handlers && fm->handlers[id].fn; id++)
             ;

@@ -30,11 +30,32 @@ typedef struct fm_ep {
     struct fm_ep *next;
     fm_tab_t *tab;                /* what the hook serves now (NULL: no hook) */
     int nres;                     /* ids reserved (open or opening) */
-    unsigned char used[FM_CHANNEL_MAX];
+    int forked;                   /* a copy inherited through fork(): the parent's */
+    fm_t *chan[FM_CHANNEL_MAX];   /* by id: the channels reserved (open or opening) */
 } fm_ep_t;
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static fm_ep_t *reg_head;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+/* fork(): the child's copy of every channel belongs to the parent. The
+ * registry's lock is held across fork(), so the child finds it consistent;
+ * the child handler marks every channel (fm_fork.c) and every record, which
+ * lookups then skip (a new endpoint of the child may get an old one's
+ * address once the child drops its copy). */
+static void fork_prepare(void) { pthread_mutex_lock(&reg_lock); }
+static void fork_parent(void) { pthread_mutex_unlock(&reg_lock); }
+static void fork_child(void)
+{
+    for (fm_ep_t *e = reg_head; e; e = e->next) {
+        e->forked = 1;
+        for (int c = 0; c < FM_CHANNEL_MAX; c++)
+            if (e->chan[c])
+                fm_fork_mark(e->chan[c]);
+    }
+    pthread_mutex_unlock(&reg_lock);
+}
+static void fork_register(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
 
 /* The endpoint's progress hook: every channel of its table, in turn. */
 static int ep_poll(void *arg)
@@ -60,11 +81,12 @@ static int ep_arm(void *arg)
 int fm_channel_reserve(fm_t *fm)
 {
     int st = VMMC_OK, max = fm_cfg_channels();
+    pthread_once(&fork_once, fork_register);
     pthread_mutex_lock(&reg_lock);
     fm_ep_t *e = reg_head;
-    while (e && e->ep != fm->ep)
+    while (e && (e->ep != fm->ep || e->forked))
         e = e->next;
-    if (e && e->used[fm->channel]) {
+    if (e && e->chan[fm->channel]) {
         st = vmmc_error(VMMC_ERR_EXISTS, "fm: channel %d is already open on this endpoint",
                         fm->channel);
         goto out;
@@ -84,7 +106,7 @@ int fm_channel_reserve(fm_t *fm)
         e->next = reg_head;
         reg_head = e;
     }
-    e->used[fm->channel] = 1;
+    e->chan[fm->channel] = fm;
     e->nres++;
     fm->fep = e;
 out:
@@ -151,6 +173,14 @@ void fm_channel_release(fm_t *fm)
     if (!e)
         return;
     pthread_mutex_lock(&reg_lock);
+    if (e->forked) {
+        /* The parent's hook: the core never calls it in this process. */
+        fm->listed = 0;
+        if (e->nres == 1) {
+            free(e->tab);
+            e->tab = NULL;
+        }
+    }
     if (fm->listed) {
         /* Only NOMEM can fail here: then the hook keeps serving the channel
          * and it cannot be freed; wait for memory rather than leave a
@@ -159,7 +189,7 @@ void fm_channel_release(fm_t *fm)
             sched_yield();
         fm->listed = 0;
     }
-    e->used[fm->channel] = 0;
+    e->chan[fm->channel] = NULL;
     fm->fep = NULL;
     if (--e->nres == 0) {
         fm_ep_t **pp = &reg_head;
@@ -192,6 +222,15 @@ static int channel_open(vmmc_ep_t *ep, int channel, const fm_params_t *params, i
     fm->size = vmmc_size(ep);
     atomic_init(&fm->rx_owner, 0);
     atomic_init(&fm->rlock, 0);
+    atomic_init(&fm->nslots, fm->size > 0 ? fm->size : 0);
+    fm->known = fm->size;
+    pthread_mutex_init(&fm->xlock, NULL);
+    {
+        char a[VMMC_ADDR_MAX];
+        size_t alen = sizeof a;
+        if (vmmc_ep_addr(ep, a, &alen) == VMMC_OK)
+            fm->self_hash = fm_addr_hash(a, alen);
+    }
     if ((st = fm_setup_params(fm, params)) != VMMC_OK)
         goto fail;
     if (fm->rank < 0 || fm->size < 1) {
@@ -276,7 +315,12 @@ int fm_channel_open(vmmc_ep_t *ep, int channel, const fm_params_t *params, fm_t 
     return channel_open(ep, channel, params, 0, out, "fm_channel_open");
 }
 
-int fm_channel_id(const fm_t *fm) { return fm ? fm->channel : VMMC_ERR_INVALID; }
+int fm_channel_id(const fm_t *fm)
+{
+    if (!fm)
+        return vmmc_error(VMMC_ERR_INVALID, "fm_channel_id: NULL fm");
+    return fm->forked ? fm_forked_error(fm, "fm_channel_id") : fm->channel;
+}
 
 int fm_channel_close(fm_t *fm) { return fm_finalize(fm); }
 
@@ -284,20 +328,37 @@ int fm_finalize(fm_t *fm)
 {
     if (!fm)
         return vmmc_error(VMMC_ERR_INVALID, "fm_finalize: NULL fm");
+    if (VMMC_UNLIKELY(fm->forked)) {
+        /* The child's copy: drop it, tell nobody (fm_fork.c). */
+        fm_channel_release(fm);
+        for (int r = 0; fm->peers && r < fm->size; r++)
+            free(fm->peers[r].staging);
+        fm_xpeer_free_all(fm, 1);
+        fm_ctx_free_all(fm);
+        free(fm->exports);
+        free(fm->peers);
+        free(fm->handlers);
+        free(fm);
+        return VMMC_OK;
+    }
     if (fm_in_handler(fm))
         return vmmc_error(VMMC_ERR_INVALID, "fm_finalize called from a handler");
     if (fm->peers) {
-        for (int r = 0; r < fm->size; r++) {
-            if (fm->peers[r].ctx)
+        int n = fm_nslots(fm);
+        for (int r = 0; r < n; r++) {
+            fm_peer_t *p = fm_peer_at(fm, r);
+            if (p && p->ctx)
                 return vmmc_error(VMMC_ERR_BUSY, "fm_finalize: a handler for a message from rank "
                                   "%d is suspended", r);
-            if (fm->peers[r].ss.open)
+            if (p && p->ss.open)
                 return vmmc_error(VMMC_ERR_BUSY, "fm_finalize: a message to rank %d is open", r);
         }
         /* Peers we talk to learn it now: their sends to us fail. */
-        for (int r = 0; r < fm->size; r++)
-            if (r != fm->rank)
-                fm_peer_tell_closed(fm, &fm->peers[r]);
+        for (int r = 0; r < n; r++) {
+            fm_peer_t *p = fm_peer_at(fm, r);
+            if (p && r != fm->rank)
+                fm_peer_tell_closed(fm, p);
+        }
     }
     fm_channel_release(fm);
     if (fm->peers) {
@@ -312,7 +373,9 @@ int fm_finalize(fm_t *fm)
                 vmmc_mem_free(fm->ep, p->ctrl);
         }
     }
+    fm_xpeer_free_all(fm, 0);
     fm_ctx_free_all(fm);
+    pthread_mutex_destroy(&fm->xlock);
     free(fm->exports);
     free(fm->peers);
     free(fm->handlers);

@@ -208,10 +208,16 @@ void fm_ctx_yield(struct fm *fm)
 void fm_ctx_free_all(struct fm *fm)
 {
     fm_ctx_t *c = fm->ctx_all;
+    char here;
     while (c) {
         fm_ctx_t *n = c->next_all;
-        munmap(c->stack, c->len);
-        free(c);
+        /* A child of fork() from a handler drops its copy of the channel on
+         * that handler's stack: leave that one mapped (a handler cannot
+         * close its channel otherwise). */
+        if ((uintptr_t)&here - (uintptr_t)c->stack >= c->len) {
+            munmap(c->stack, c->len);
+            free(c);
+        }
         c = n;
     }
     fm->ctx_all = NULL;

@@ -290,12 +290,20 @@ typedef struct fm_peer {
     /* --- connecting (last: the hot fields above keep their lines) --- */
     atomic_int conn;            /* FM_PC_*: its region for us imported (fm_peer.c) */
     atomic_int cbusy;           /* one thread at a time connects */
+    vmmc_export_t *xexp;        /* a peer beyond the job (fm_xpeer.c): our ring for it */
 } fm_peer_t;
 
 /* fm_peer_t::conn: a peer's region for us is imported when first needed
  * (channels from fm_channel_open()) or at once (fm_init()). px, map, R,
- * paymax and staging are valid once READY is seen (acquire). */
-enum { FM_PC_NONE, FM_PC_PENDING, FM_PC_READY };
+ * paymax and staging are valid once READY is seen (acquire). FORKED: the
+ * channel is a copy inherited through fork() (fm_fork.c): never ready, and
+ * connecting fails with VMMC_ERR_ENDPOINT. */
+enum { FM_PC_NONE, FM_PC_PENDING, FM_PC_READY, FM_PC_FORKED };
+
+/* Peers beyond the job: handle h >= size is entry (h - size) % FM_XCHUNK of
+ * chunk (h - size) / FM_XCHUNK; chunks are added, never moved. */
+#define FM_XCHUNK 256
+#define FM_XCHUNKS 256
 
 typedef struct fm_hentry {
     fm_handler_t fn;
@@ -343,6 +351,13 @@ struct fm {
     int listed;                 /* in the endpoint's table: its progress hook serves us */
     struct fm_ep *fep;          /* the endpoint's channel table (fm_channel.c) */
     int open_wait_ms;           /* a send waits this long for a peer to open the channel */
+    int forked;                 /* inherited through fork(): every call fails (fm_fork.c) */
+    /* --- peers beyond the job's ranks (fm_xpeer.c) --- */
+    _Atomic int nslots;         /* peer slots: size + the highest such handle seen + 1 */
+    int known;                  /* the endpoint's handles looked at for rings */
+    uint64_t self_hash;         /* hash of this endpoint's address (ring names) */
+    pthread_mutex_t xlock;      /* creating one */
+    _Atomic(fm_peer_t *) *xdir[FM_XCHUNKS];
 };
 
 /* Counters: plain adds, or atomic ones when several threads use FM. */
@@ -419,6 +434,30 @@ static inline int fm_peer_closed(const fm_peer_t *p)
     return atomic_load_explicit((const _Atomic uint64_t *)(p->ctrl + FM_CLOSED_OFF),
                                 memory_order_acquire) != 0;
 }
+
+/* fm_xpeer.c: peers beyond the job's ranks (open-world endpoints). */
+static inline fm_peer_t *fm_peer_at(const struct fm *fm, int h)
+{
+    if (VMMC_LIKELY(h < fm->size))
+        return &fm->peers[h];
+    unsigned x = (unsigned)(h - fm->size);
+    _Atomic(fm_peer_t *) *c = __atomic_load_n(&fm->xdir[x / FM_XCHUNK], __ATOMIC_ACQUIRE);
+    return c ? atomic_load_explicit(&c[x % FM_XCHUNK], memory_order_acquire) : NULL;
+}
+static inline int fm_nslots(const struct fm *fm)
+{
+    return atomic_load_explicit(&fm->nslots, memory_order_acquire);
+}
+int fm_xpeer_get(struct fm *fm, int h, fm_peer_t **out, const char *who);
+void fm_xpeer_discover(struct fm *fm);
+void fm_xpeer_free_all(struct fm *fm, int local);
+uint64_t fm_addr_hash(const void *a, size_t n);
+void fm_export_name(const struct fm *fm, int h, char *buf, size_t cap);
+void fm_import_name(const struct fm *fm, const fm_peer_t *p, char *buf, size_t cap);
+
+/* fm_fork.c: a channel inherited through fork(). */
+void fm_fork_mark(struct fm *fm);
+VMMC_COLD int fm_forked_error(const struct fm *fm, const char *who);
 
 /* fm_credit.c */
 int fm_send_request_credit(struct fm *fm, fm_peer_t *p);

@@ -68,7 +68,7 @@ int fm_peer_self(fm_t *fm, fm_peer_t *p)
 static int peer_setup(fm_t *fm, fm_peer_t *p, int fresh)
 {
     char name[64];
-    fm_ring_name(fm, fm->rank, name, sizeof name);
+    fm_import_name(fm, p, name, sizeof name);
     size_t len = vmmc_proxy_length(p->px);
     if (len < FM_CTRL + 2 * 128 || ((len - FM_CTRL) & (len - FM_CTRL - 1)))
         return vmmc_error(VMMC_ERR_PROTOCOL, "fm: rank %d's ring '%s' has a bad length %zu",
@@ -104,7 +104,7 @@ static int peer_setup(fm_t *fm, fm_peer_t *p, int fresh)
 int fm_peer_connect_now(fm_t *fm, fm_peer_t *p)
 {
     char name[64];
-    fm_ring_name(fm, fm->rank, name, sizeof name);
+    fm_import_name(fm, p, name, sizeof name);
     int st = vmmc_import(fm->ep, p->rank, name, -1, &p->px);
     if (st != VMMC_OK) {
         p->px = NULL;
@@ -131,6 +131,8 @@ int fm_peer_step(fm_t *fm, fm_peer_t *p)
 {
     if (fm_peer_ready(p))
         return VMMC_OK;
+    if (VMMC_UNLIKELY(atomic_load_explicit(&p->conn, memory_order_relaxed) == FM_PC_FORKED))
+        return fm_forked_error(fm, "fm");
     int z = 0;
     if (!atomic_compare_exchange_strong_explicit(&p->cbusy, &z, 1, memory_order_acquire,
                                                  memory_order_relaxed))
@@ -146,7 +148,7 @@ int fm_peer_step(fm_t *fm, fm_peer_t *p)
     }
     if (atomic_load_explicit(&p->conn, memory_order_relaxed) == FM_PC_NONE) {
         char name[64];
-        fm_ring_name(fm, fm->rank, name, sizeof name);
+        fm_import_name(fm, p, name, sizeof name);
         st = vmmc_import_start(fm->ep, p->rank, name, -1, &p->px);
         if (st < 0) {
             p->px = NULL;

@@ -114,9 +114,10 @@ static void drain_arrived(fm_t *fm, fm_peer_t *p)
 int fm_dead_check(fm_t *fm)
 {
     fm->last_dead_check = fm_now_s();
-    for (int r = 0; r < fm->size; r++) {
-        fm_peer_t *p = &fm->peers[r];
-        if (r == fm->rank || p->rdead)
+    int n = fm_nslots(fm);
+    for (int r = 0; r < n; r++) {
+        fm_peer_t *p = fm_peer_at(fm, r);
+        if (!p || r == fm->rank || p->rdead)
             continue;
         if (!p->sdead) {
             if (vmmc_peer_alive(fm->ep, r) != 0)
@@ -128,7 +129,10 @@ int fm_dead_check(fm_t *fm)
         if (!p->broken && peek_at(p, p->tail, p->rseq, &w0, &len))
             continue; /* it left packets: take them first */
         p->rdead = 1;
-        fm->ndead++;
+        /* A peer beyond the job that leaves is retired, not a dead rank of
+         * a job: a server's waits go on for its other clients. */
+        if (r < fm->size)
+            fm->ndead++;
         if (p->ctx) {
             p->rs.err = VMMC_ERR_PEER_DEAD;
             fm_run_ctx(fm, p);
@@ -144,6 +148,8 @@ int fm_extract_wait(fm_t *fm, size_t max_bytes, int timeout_ms)
 {
     if (VMMC_UNLIKELY(!fm))
         return vmmc_error(VMMC_ERR_INVALID, "fm_extract_wait: NULL fm");
+    if (VMMC_UNLIKELY(fm->forked))
+        return fm_forked_error(fm, "fm_extract_wait");
     if (fm_busy(fm))
         return vmmc_error(VMMC_ERR_INVALID, "fm_extract_wait called from a handler");
     double end = timeout_ms >= 0 ? fm_now_s() + timeout_ms * 1e-3 : 0;
@@ -151,6 +157,12 @@ int fm_extract_wait(fm_t *fm, size_t max_bytes, int timeout_ms)
         int r = fm_extract(fm, max_bytes);
         if (r != 0)
             return r;
+        if (vmmc_peer_count(fm->ep) > fm->known) {
+            /* Before sleeping: peers that connected get rings (fm_xpeer.c). */
+            fm_rlock(fm);
+            fm_xpeer_discover(fm);
+            fm_runlock(fm);
+        }
         if (fm->ndead)
             return vmmc_error(VMMC_ERR_PEER_DEAD, "fm: a rank of the job died and nothing is "
                               "left to extract");
@@ -183,10 +195,10 @@ int fm_extract_wait(fm_t *fm, size_t max_bytes, int timeout_ms)
 /* Senders waiting for credits whose credit word has changed since. */
 static int credit_waits(fm_t *fm)
 {
-    int n = 0;
-    for (int r = 0; r < fm->size; r++) {
-        fm_peer_t *p = &fm->peers[r];
-        if (atomic_load_explicit(&p->swaiting, memory_order_relaxed) &&
+    int n = 0, slots = fm_nslots(fm);
+    for (int r = 0; r < slots; r++) {
+        fm_peer_t *p = fm_peer_at(fm, r);
+        if (p && atomic_load_explicit(&p->swaiting, memory_order_relaxed) &&
             atomic_load_explicit(p->credit_word, memory_order_acquire) !=
                 atomic_load_explicit(&p->swait_credit, memory_order_relaxed))
             n++;
@@ -204,10 +216,10 @@ int fm_hook_poll(void *arg)
     fm_t *fm = arg;
     if (!rtrylock(fm))
         return 0;
-    int ev = 0;
-    for (int r = 0; r < fm->size; r++) {
-        fm_peer_t *p = &fm->peers[r];
-        if (p->broken || p->rdead)
+    int ev = 0, n = fm_nslots(fm);
+    for (int r = 0; r < n; r++) {
+        fm_peer_t *p = fm_peer_at(fm, r);
+        if (!p || p->broken || p->rdead)
             continue;
         uint64_t w0;
         uint32_t len;
@@ -238,10 +250,10 @@ int fm_hook_arm(void *arg)
     fm_t *fm = arg;
     if (!rtrylock(fm))
         return 1;
-    int pending = 0;
-    for (int r = 0; r < fm->size && !pending; r++) {
-        fm_peer_t *p = &fm->peers[r];
-        if (p->broken || p->rdead)
+    int pending = 0, n = fm_nslots(fm);
+    for (int r = 0; r < n && !pending; r++) {
+        fm_peer_t *p = fm_peer_at(fm, r);
+        if (!p || p->broken || p->rdead)
             continue;
         /* The endpoint is about to sleep: give back credits held in a batch,
          * so that an idle receiver never holds its senders up. */

@@ -37,6 +37,8 @@ ssize_t fm_receive(void *buf, fm_stream_t *s, size_t n)
         s->rpos += n;
         return (ssize_t)n;
     }
+    if (VMMC_UNLIKELY(s && s->fm->forked))
+        return fm_forked_error(s->fm, "fm_receive");
     if (VMMC_UNLIKELY(!s || s->kind != FM_RECV || s->fm->cur_rs != s))
         return vmmc_error(VMMC_ERR_INVALID, "fm_receive: not the stream of the running handler");
     if (VMMC_UNLIKELY(n && !buf))
@@ -278,7 +280,7 @@ int fm_extract_locked(fm_t *fm, size_t max_bytes)
     int64_t budget = max_bytes > (size_t)INT64_MAX ? INT64_MAX : (int64_t)max_bytes;
     if (budget == 0)
         budget = 1;
-    int n = fm->size, npk = 0, progress;
+    int n = fm_nslots(fm), npk = 0, progress;
     unsigned start = fm->rr;
     do {
         progress = 0;
@@ -286,10 +288,10 @@ int fm_extract_locked(fm_t *fm, size_t max_bytes)
             unsigned idx = start + (unsigned)i;
             if (idx >= (unsigned)n)
                 idx -= (unsigned)n;
-            fm_peer_t *p = &fm->peers[idx];
+            fm_peer_t *p = fm_peer_at(fm, (int)idx);
             uint64_t w0;
             uint32_t len;
-            if (VMMC_UNLIKELY(p->broken || p->rdead))
+            if (VMMC_UNLIKELY(!p || p->broken || p->rdead))
                 continue;
             if (!peek_at(p, p->tail, p->rseq, &w0, &len))
                 continue;
@@ -329,9 +331,21 @@ int fm_extract_locked(fm_t *fm, size_t max_bytes)
     } while (progress);
     fm->rr = start + 1 >= (unsigned)n ? 0 : start + 1;
 credits:
+    if (VMMC_UNLIKELY(n > fm->size))
+        goto credits_all;
     /* Senders that asked for credits get them now. */
     for (int i = 0; i < n; i++) {
         fm_peer_t *p = &fm->peers[i];
+        req_check(p);
+        if (VMMC_UNLIKELY(p->req_pending) && p->tail > p->returned)
+            fm_credit_return(fm, p);
+    }
+    return npk;
+credits_all:
+    for (int i = 0; i < n; i++) {
+        fm_peer_t *p = fm_peer_at(fm, i);
+        if (!p)
+            continue;
         req_check(p);
         if (VMMC_UNLIKELY(p->req_pending) && p->tail > p->returned)
             fm_credit_return(fm, p);
@@ -344,12 +358,17 @@ int fm_extract(fm_t *fm, size_t max_bytes)
 {
     if (VMMC_UNLIKELY(!fm))
         return vmmc_error(VMMC_ERR_INVALID, "fm_extract: NULL fm");
+    if (VMMC_UNLIKELY(fm->forked))
+        return fm_forked_error(fm, "fm_extract");
     if (VMMC_UNLIKELY(fm_busy(fm)))
         return vmmc_error(VMMC_ERR_INVALID, "fm_extract called from a handler");
     fm_rlock(fm);
     fm->in_extract = 1;
     int r = fm_extract_locked(fm, max_bytes);
-    if (VMMC_UNLIKELY(r == 0) && ++fm->empty_polls >= 4096) {
+    if (VMMC_UNLIKELY(r == 0) && (++fm->empty_polls & 63) == 1 &&
+        vmmc_peer_count(fm->ep) > fm->known)
+        fm_xpeer_discover(fm); /* peers that connected to this endpoint get rings */
+    if (VMMC_UNLIKELY(r == 0) && fm->empty_polls >= 4096) {
         fm->empty_polls = 0;
         if (fm_now_s() - fm->last_dead_check > 0.01)
             r = fm_dead_check(fm);

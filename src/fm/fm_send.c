@@ -188,13 +188,22 @@ int fm_begin_message(fm_t *fm, int dest, size_t max_length, int handler, fm_stre
 {
     if (VMMC_UNLIKELY(!fm || !sp))
         return vmmc_error(VMMC_ERR_INVALID, "fm_begin_message: NULL %s", fm ? "stream pointer" : "fm");
-    if (VMMC_UNLIKELY(dest < 0 || dest >= fm->size))
-        return vmmc_error(VMMC_ERR_INVALID, "fm_begin_message: rank %d outside 0..%d", dest,
-                          fm->size - 1);
+    if (VMMC_UNLIKELY(dest < 0))
+        return vmmc_error(VMMC_ERR_INVALID, "fm_begin_message: rank %d is negative", dest);
     if (VMMC_UNLIKELY(handler < 0 || handler > 0xffff))
         return vmmc_error(VMMC_ERR_INVALID, "fm_begin_message: handler id %d outside 0..65535",
                           handler);
-    fm_peer_t *p = &fm->peers[dest];
+    fm_peer_t *p;
+    if (VMMC_LIKELY(dest < fm->size)) {
+        p = &fm->peers[dest];
+    } else {
+        /* A peer beyond the job (fm_xpeer.c). */
+        if (VMMC_UNLIKELY(fm->forked))
+            return fm_forked_error(fm, "fm_begin_message");
+        int st = fm_xpeer_get(fm, dest, &p, "fm_begin_message");
+        if (st != VMMC_OK)
+            return st;
+    }
     int in_handler = fm_in_handler(fm);
     int nb = in_handler || (fm->flags & FM_NONBLOCK);
     if (!fm->mt)
@@ -215,6 +224,8 @@ static int begin_locked(fm_t *fm, fm_peer_t *p, size_t max_length, int handler, 
     if (VMMC_UNLIKELY(p->sdead))
         return vmmc_error(VMMC_ERR_PEER_DEAD, "fm_begin_message: rank %d died", dest);
     if (VMMC_UNLIKELY(!fm_peer_ready(p))) {
+        if (atomic_load_explicit(&p->conn, memory_order_relaxed) == FM_PC_FORKED)
+            return fm_forked_error(fm, "fm_begin_message");
         /* First message to it on this channel: import its ring. */
         int st = fm_peer_connect(fm, p, nb);
         if (st != VMMC_OK)
@@ -289,7 +300,7 @@ static inline int send_piece(fm_stream_t *s, const void *buf, size_t n)
     if (VMMC_UNLIKELY(!s || s->kind != FM_SEND || !s->open))
         return vmmc_error(VMMC_ERR_INVALID, "fm_send_piece: not an open send stream");
     if (VMMC_UNLIKELY(s->err))
-        return s->err;
+        return s->fm->forked ? fm_forked_error(s->fm, "fm_send_piece") : s->err;
     if (VMMC_UNLIKELY(n > s->bound - s->sent))
         return vmmc_error(VMMC_ERR_OVERFLOW, "fm_send_piece: %zu more bytes would exceed the "
                           "message's bound of %zu (%zu sent)", n, s->bound, s->sent);
@@ -422,6 +433,8 @@ int fm_end_message(fm_stream_t *s)
         return vmmc_error(VMMC_ERR_INVALID, "fm_end_message: not an open send stream");
     fm_t *fm = s->fm;
     int st = s->err;
+    if (VMMC_UNLIKELY(st) && fm->forked)
+        return fm_forked_error(fm, "fm_end_message");
     if (VMMC_UNLIKELY(s->zc)) {
         fm_zc_detach(fm, s);
         if (st == VMMC_OK && (s->zpend || s->opulled)) {

@@ -239,10 +239,8 @@ int main(int argc, char **argv)
                 /* Its answers may fill its ring: a blocked send ends when it
                  * is found dead. */
                 while (crashed < 0 && p->sent < p->got) {
-                    /* (shm may name its death by the reset connection: VMMC_ERR_SYSTEM) */
                     int st = send_crash(ch, h, p->sent++);
-                    if (st == VMMC_ERR_PEER_DEAD || st == VMMC_ERR_PEER_UNREACHABLE ||
-                        st == VMMC_ERR_SYSTEM)
+                    if (st == VMMC_ERR_PEER_DEAD || st == VMMC_ERR_PEER_UNREACHABLE)
                         crashed = h;
                     else
                         VT_OK(st);

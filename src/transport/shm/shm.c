@@ -358,6 +358,9 @@ static int wait_msg(int fd, vmmc_ctl_msg_t *m, int *fds, int *nfds, int timeout_
             return vmmc_error(VMMC_ERR_PEER_DEAD, "peer closed its control connection");
         if (r > 0)
             return vmmc_error(VMMC_ERR_PROTOCOL, "short control message (%zd bytes)", r);
+        if (errno == ECONNRESET || errno == ENOTCONN)
+            return vmmc_error(VMMC_ERR_PEER_DEAD, "peer closed its control connection: %s",
+                              strerror(errno));
         if (errno != EAGAIN && errno != EWOULDBLOCK)
             return vmmc_error_sys("recvmsg on control socket");
         uint64_t now = vmmc_now_ns();

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "util/str.h"
 
 const char *vmmc_card_get(const char *card, const char *key, char *out, size_t cap)
 {
@@ -39,27 +40,19 @@ const char *vmmc_card_get(const char *card, const char *key, char *out, size_t c
     return NULL;
 }
 
-static int all_of(const char *v, size_t n, const char *set)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!strchr(set, v[i]))
-            return 0;
-    return 1;
-}
-
-#define HEX "0123456789abcdef"
-#define DEC "0123456789"
+#define HEX VMMC_HEX_DIGITS
+#define DEC VMMC_DEC_DIGITS
 
 static int value_ok(const char *k, size_t kl, const char *v, size_t vl, const char **why)
 {
 #define KEY(s) (kl == sizeof(s) - 1 && !memcmp(k, s, kl))
     if (KEY("host")) {
         *why = "host must be 1..95 characters of [0-9a-f-]";
-        return vl >= 1 && vl <= 95 && all_of(v, vl, HEX "-");
+        return vl >= 1 && vl <= 95 && vmmc_all_of(v, vl, HEX "-");
     }
     if (KEY("pid")) {
         *why = "pid must be a process id (1..4194304)";
-        if (vl < 1 || vl > 7 || !all_of(v, vl, DEC) || v[0] == '0')
+        if (vl < 1 || vl > 7 || !vmmc_all_of(v, vl, DEC) || v[0] == '0')
             return 0;
         long pid = strtol(v, NULL, 10); /* v is followed by ';': strtol stops there */
         return pid >= 1 && pid <= 4194304;

@@ -258,18 +258,7 @@ static int channel_open(vmmc_ep_t *ep, int channel, const fm_params_t *params, i
         void *mem;
         if ((st = vmmc_mem_alloc(ep, region, &mem)) != VMMC_OK)
             goto fail;
-        p->fm = fm;
-        p->rank = r;
-        p->ctrl = mem;
-        p->ring = p->ctrl + FM_CTRL;
-        p->rR = fm->ring_size;
-        p->rseq = 1;
-        p->seen_seq = 1;
-        p->credit_word = (_Atomic uint64_t *)(p->ctrl + FM_CREDIT_OFF);
-        p->ss.fm = p->rs.fm = fm;
-        p->ss.peer = p->rs.peer = p;
-        p->ss.kind = FM_SEND;
-        p->rs.kind = FM_RECV;
+        fm_peer_init(fm, p, r, mem);
         if (r == fm->rank)
             continue;
         char name[64];

@@ -451,6 +451,8 @@ static inline int fm_nslots(const struct fm *fm)
 int fm_xpeer_get(struct fm *fm, int h, fm_peer_t **out, const char *who);
 void fm_xpeer_discover(struct fm *fm);
 void fm_xpeer_free_all(struct fm *fm, int local);
+/* Receive-side set-up of a peer: its ring and control lines in @mem. */
+void fm_peer_init(struct fm *fm, fm_peer_t *p, int h, void *mem);
 uint64_t fm_addr_hash(const void *a, size_t n);
 void fm_export_name(const struct fm *fm, int h, char *buf, size_t cap);
 void fm_import_name(const struct fm *fm, const fm_peer_t *p, char *buf, size_t cap);

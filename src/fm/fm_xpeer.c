@@ -69,7 +69,7 @@ void fm_import_name(const fm_t *fm, const fm_peer_t *p, char *buf, size_t cap)
 }
 
 /* Receive-side set-up of @p (its ring and control lines in @mem). */
-static void peer_init(fm_t *fm, fm_peer_t *p, int h, void *mem)
+void fm_peer_init(fm_t *fm, fm_peer_t *p, int h, void *mem)
 {
     p->fm = fm;
     p->rank = h;
@@ -146,7 +146,7 @@ int fm_xpeer_get(fm_t *fm, int h, fm_peer_t **out, const char *who)
         p = NULL;
         goto out;
     }
-    peer_init(fm, p, h, mem);
+    fm_peer_init(fm, p, h, mem);
     char name[64];
     fm_export_name(fm, h, name, sizeof name);
     vmmc_export_params_t ep_params = {

@@ -12,16 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int all_of(const char *v, size_t n, const char *set)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!strchr(set, v[i]))
-            return 0;
-    return 1;
-}
+#include "util/str.h"
 
-#define HEX "0123456789abcdef"
-#define DEC "0123456789"
+#define HEX VMMC_HEX_DIGITS
+#define DEC VMMC_DEC_DIGITS
 
 /* "1.2.3.4:port" or "[v6]:port". */
 static int udp_value_ok(const char *v, size_t n)
@@ -36,7 +30,7 @@ static int udp_value_ok(const char *v, size_t n)
     if (!colon || colon == v)
         return 0;
     size_t al = (size_t)(colon - v), pl = n - al - 1;
-    if (pl < 1 || pl > 5 || !all_of(colon + 1, pl, DEC))
+    if (pl < 1 || pl > 5 || !vmmc_all_of(colon + 1, pl, DEC))
         return 0;
     long port = strtol(colon + 1, NULL, 10);
     if (port < 1 || port > 65535)
@@ -65,11 +59,11 @@ int vmmc_udp__addr_field(const char *k, size_t kl, const char *v, size_t vl, con
     }
     if (KEY("utok")) {
         *why = "utok must be 32 lower-case hex digits";
-        return vl == 32 && all_of(v, vl, HEX);
+        return vl == 32 && vmmc_all_of(v, vl, HEX);
     }
     if (KEY("uid")) {
         *why = "uid must be 8 lower-case hex digits";
-        return vl == 8 && all_of(v, vl, HEX);
+        return vl == 8 && vmmc_all_of(v, vl, HEX);
     }
     if (KEY("ulo")) {
         *why = "ulo must be 1";

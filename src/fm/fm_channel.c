@@ -263,16 +263,7 @@ static int channel_open(vmmc_ep_t *ep, int channel, const fm_params_t *params, i
             continue;
         char name[64];
         fm_ring_name(fm, r, name, sizeof name);
-        vmmc_export_params_t ep_params = {
-            .field_mask = VMMC_EXPORT_PARAM_IMPORTERS | VMMC_EXPORT_PARAM_FLAGS,
-            .name = name,
-            .addr = p->ctrl,
-            .length = region,
-            .flags = VMMC_EXPORT_READ,
-            .importers = &p->rank,
-            .num_importers = 1,
-        };
-        if ((st = vmmc_export(ep, &ep_params, &fm->exports[r])) != VMMC_OK)
+        if ((st = fm_ring_export(fm, p, name, region, &fm->exports[r])) != VMMC_OK)
             goto fail;
     }
     if ((st = fm_peer_self(fm, &fm->peers[fm->rank])) != VMMC_OK)

@@ -453,6 +453,9 @@ void fm_xpeer_discover(struct fm *fm);
 void fm_xpeer_free_all(struct fm *fm, int local);
 /* Receive-side set-up of a peer: its ring and control lines in @mem. */
 void fm_peer_init(struct fm *fm, fm_peer_t *p, int h, void *mem);
+/* Export a peer's ring to that peer alone (fm_xpeer.c). */
+int fm_ring_export(struct fm *fm, fm_peer_t *p, const char *name, size_t region,
+                   vmmc_export_t **ex);
 uint64_t fm_addr_hash(const void *a, size_t n);
 void fm_export_name(const struct fm *fm, int h, char *buf, size_t cap);
 void fm_import_name(const struct fm *fm, const fm_peer_t *p, char *buf, size_t cap);

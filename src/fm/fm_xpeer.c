@@ -68,6 +68,22 @@ void fm_import_name(const fm_t *fm, const fm_peer_t *p, char *buf, size_t cap)
         xname(fm, fm->self_hash, buf, cap);
 }
 
+/* Export @p's ring (@region bytes at p->ctrl) under @name to that peer alone,
+ * readable: an allocation of its own, so the peer maps it. */
+int fm_ring_export(fm_t *fm, fm_peer_t *p, const char *name, size_t region, vmmc_export_t **ex)
+{
+    vmmc_export_params_t ep_params = {
+        .field_mask = VMMC_EXPORT_PARAM_IMPORTERS | VMMC_EXPORT_PARAM_FLAGS,
+        .name = name,
+        .addr = p->ctrl,
+        .length = region,
+        .flags = VMMC_EXPORT_READ,
+        .importers = &p->rank,
+        .num_importers = 1,
+    };
+    return vmmc_export(fm->ep, &ep_params, ex);
+}
+
 /* Receive-side set-up of @p (its ring and control lines in @mem). */
 void fm_peer_init(fm_t *fm, fm_peer_t *p, int h, void *mem)
 {
@@ -149,16 +165,7 @@ int fm_xpeer_get(fm_t *fm, int h, fm_peer_t **out, const char *who)
     fm_peer_init(fm, p, h, mem);
     char name[64];
     fm_export_name(fm, h, name, sizeof name);
-    vmmc_export_params_t ep_params = {
-        .field_mask = VMMC_EXPORT_PARAM_IMPORTERS | VMMC_EXPORT_PARAM_FLAGS,
-        .name = name,
-        .addr = p->ctrl,
-        .length = region,
-        .flags = VMMC_EXPORT_READ,
-        .importers = &p->rank,
-        .num_importers = 1,
-    };
-    if ((st = vmmc_export(fm->ep, &ep_params, &p->xexp)) != VMMC_OK) {
+    if ((st = fm_ring_export(fm, p, name, region, &p->xexp)) != VMMC_OK) {
         p->xexp = NULL;
         xpeer_free(fm, p, 0);
         p = NULL;

@@ -293,6 +293,30 @@ static int udp_ctl_send(vmmc_ep_t *ep, vmmc_peer_t *peer, const vmmc_ctl_msg_t *
 
 /* ---- data path ---------------------------------------------------------- */
 
+/* The record of a write into @px's region at @off (notifying with @flags). */
+static inline void write_rec(const vmmc_proxy_t *px, size_t off, int flags, uint64_t imm,
+                             vmmc_udp_rec_t *rec)
+{
+    rec->kind = K_WRITE;
+    rec->flags = (flags & VMMC_SEND_NOTIFY) ? VMMC_UDP_F_NOTIFY : 0;
+    rec->region = px->export_id + 1;
+    rec->gen = px->gen;
+    memcpy(rec->token, px->token, sizeof rec->token);
+    rec->offset = off;
+    rec->imm = imm;
+}
+
+/* After a write went to the link (status @st): note where it stands (a
+ * signal right behind it rides on it) and count a notification as shm does. */
+static inline void wrote(vmmc_proxy_t *px, vmmc_udp_link_t *l, int st, int flags)
+{
+    if (st != VMMC_OK)
+        return;
+    atomic_store_explicit(&udp_peer_of(U(px->ep), (uint32_t)px->rank)->wrote_at,
+                          vmmc_udp_link_sent(l, (uint32_t)px->rank), memory_order_relaxed);
+    if (flags & VMMC_SEND_NOTIFY)
+        VMMC_COUNT(px->ep, CNT_NOTIFY_SENT, 1);
+}
 
 static int udp_put(vmmc_proxy_t *px, size_t off, const void *src, size_t len, int flags,
                    uint64_t imm)
@@ -308,22 +332,11 @@ static int udp_put(vmmc_proxy_t *px, size_t off, const void *src, size_t len, in
         return udp_put(px, off, src, 16, flags & ~VMMC_SEND_HEAD_LAST, imm);
     }
     vmmc_udp_rec_t rec;
-    rec.kind = K_WRITE;
-    rec.flags = ((flags & VMMC_SEND_NOTIFY) ? VMMC_UDP_F_NOTIFY : 0) |
-                ((flags & VMMC_SEND_HEAD_LAST) ? VMMC_UDP_F_HEADLAST : 0);
-    rec.region = px->export_id + 1;
-    rec.gen = px->gen;
-    memcpy(rec.token, px->token, sizeof rec.token);
-    rec.offset = off;
-    rec.imm = imm;
+    write_rec(px, off, flags, imm, &rec);
+    rec.flags |= (flags & VMMC_SEND_HEAD_LAST) ? VMMC_UDP_F_HEADLAST : 0;
     int st = vmmc_udp_link_send_ex(l, (uint32_t)px->rank, &rec, src, len,
                                    flags & VMMC_SEND_NONBLOCK);
-    if (st == VMMC_OK) {
-        atomic_store_explicit(&udp_peer_of(U(px->ep), (uint32_t)px->rank)->wrote_at,
-                              vmmc_udp_link_sent(l, (uint32_t)px->rank), memory_order_relaxed);
-        if (flags & VMMC_SEND_NOTIFY) /* counted as shm counts it */
-            VMMC_COUNT(px->ep, CNT_NOTIFY_SENT, 1);
-    }
+    wrote(px, l, st, flags);
     /* Remote completion (VMMC_UDP_SYNC, and always to this very process):
      * return once the receiver applied it, so "send, then barrier" or a
      * write to oneself is visible as with shm. A non-blocking send stops
@@ -342,21 +355,10 @@ static int udp_putv(vmmc_proxy_t *px, size_t off, const struct iovec *iov, int i
 {
     vmmc_udp_link_t *l = U(px->ep)->link;
     vmmc_udp_rec_t rec;
-    rec.kind = K_WRITE;
-    rec.flags = (flags & VMMC_SEND_NOTIFY) ? VMMC_UDP_F_NOTIFY : 0;
-    rec.region = px->export_id + 1;
-    rec.gen = px->gen;
-    memcpy(rec.token, px->token, sizeof rec.token);
-    rec.offset = off;
-    rec.imm = imm;
+    write_rec(px, off, flags, imm, &rec);
     int st = vmmc_udp_link_sendv(l, (uint32_t)px->rank, &rec, iov, iovcnt,
                                  flags & VMMC_SEND_NONBLOCK);
-    if (st == VMMC_OK) {
-        atomic_store_explicit(&udp_peer_of(U(px->ep), (uint32_t)px->rank)->wrote_at,
-                              vmmc_udp_link_sent(l, (uint32_t)px->rank), memory_order_relaxed);
-        if (flags & VMMC_SEND_NOTIFY)
-            VMMC_COUNT(px->ep, CNT_NOTIFY_SENT, 1);
-    }
+    wrote(px, l, st, flags);
     if (st == VMMC_OK && (vmmc_udp_cfg_sync || px->rank == px->ep->rank))
         st = vmmc_udp_link_sync(l, (uint32_t)px->rank, -1, flags & VMMC_SEND_NONBLOCK);
     return st;

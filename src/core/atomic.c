@@ -141,7 +141,7 @@ static int atomic_by_ctl(vmmc_proxy_t *px, size_t off, int op, int size, uint64_
     waiters = &w;
     pthread_mutex_unlock(&waiters_lock);
 
-    int rc = p->tl->ctl_send(ep, p, &m, NULL, 0);
+    int rc = p->tl->ctl_send(ep, &p->view, &m, NULL, 0);
 
     pthread_mutex_lock(&waiters_lock);
     while (rc == VMMC_OK && !w.done) {
@@ -208,7 +208,7 @@ void vmmc_atomic_serve(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m)
     r.addr = old;
     if (r.status != VMMC_OK)
         snprintf(r.text, sizeof r.text, "%s", vmmc_last_error());
-    if (p->tl->ctl_send(ep, p, &r, NULL, 0) != VMMC_OK)
+    if (p->tl->ctl_send(ep, &p->view, &r, NULL, 0) != VMMC_OK)
         vmmc_debug("could not answer rank %d's atomic: %s", rank, vmmc_last_error());
 }
 
@@ -302,7 +302,7 @@ int vmmc_atomic_exec(vmmc_proxy_t *px, size_t off, int op, int size, uint64_t op
     }
     const vmmc_tl_ops_t *tl = px->peer->tl;
     if (tl && tl->atomic)
-        return tl->atomic(px, off, op, size, operand, compare, old != NULL, old);
+        return tl->atomic(&px->view, off, op, size, operand, compare, old != NULL, old);
     return atomic_by_ctl(px, off, op, size, operand, compare, old);
 }
 

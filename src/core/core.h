@@ -22,10 +22,11 @@
 
 #include "core/boot.h"
 #include "transport/transport.h"
+#include "util/clock.h"
 #include "util/log.h"
+#include "util/store.h"
 #include "vmmc/vmmc.h"
 
-#define VMMC_NAME_MAX 64
 #define VMMC_MKEY_PREFIX "vmmc.mem." /* exports behind memory keys (mkey.c) */
 #define VMMC_CACHELINE 64
 
@@ -46,7 +47,6 @@ typedef struct vmmc_core_cfg {
 extern vmmc_core_cfg_t vmmc_core_cfg;
 
 /* ---- peers ---- */
-enum { PEER_NEW = 0, PEER_CONNECTING, PEER_UP, PEER_DEAD };
 
 /* A peer handle's state (peer.c). Created by vmmc_init() (one per rank),
  * vmmc_connect() or an accepted connection; never moved or freed before the
@@ -54,38 +54,22 @@ enum { PEER_NEW = 0, PEER_CONNECTING, PEER_UP, PEER_DEAD };
  * costs while idle is this struct, its address and one slot of the table
  * (docs/core.md, "Endpoints and addresses"). */
 typedef struct vmmc_peer {
-    int rank;                     /* its handle on this endpoint (== rank in a job) */
-    struct vmmc_ep *ep;
-    _Atomic int state;
+    union {
+        vmmc_tl_peer_t view;      /* what transports see (transport.h): first */
+        struct {
+            VMMC_TL_PEER_FIELDS
+        };
+    };
     _Atomic int async_inflight;   /* copy-engine sends not yet complete */
-    const vmmc_tl_ops_t *tl;
-    pid_t pid;                    /* from its address (the kernel confirms it at connect) */
-    int same_host;
     int dead_status;              /* wait status from the launcher, or -1 */
-    uint32_t addr_len;
     uint64_t addr_hash;
-    char *addr;                   /* its address: NUL-terminated card, validated (addr.c) */
     char dead_why[96];
-    void *tl_priv;                /* transport's per-peer state */
     pthread_mutex_t lock;         /* connect and control sends */
 } vmmc_peer_t;
 
 /* The peer table: chunks of pointers, allocated as handles grow; an entry,
  * once published, never moves. */
-#define VMMC_PEER_CHUNK 256
-#define VMMC_PEER_CHUNKS 256
-#define VMMC_PEERS_MAX (VMMC_PEER_CHUNK * VMMC_PEER_CHUNKS)
 
-/* ---- notifications queued locally ---- */
-typedef struct vmmc_nrec {
-    uint32_t export_id;
-    uint32_t gen;
-    int32_t sender;
-    uint32_t pad;
-    uint64_t offset;
-    uint64_t length;
-    uint64_t imm;
-} vmmc_nrec_t;
 
 /* ---- library memory (the translation table of vmmc_mem_alloc regions) ---- */
 typedef struct vmmc_mem {
@@ -133,42 +117,17 @@ struct vmmc_export {
 };
 
 /* ---- proxies ---- */
-enum { PX_PENDING = 0, PX_ACTIVE, PX_STALE, PX_FAILED, PX_DEAD,
-       PX_FORKED /* inherited through fork(): unusable in the child (fork.c) */ };
-enum { PX_KIND_MAPPED = 1, PX_KIND_PVW = 2, PX_KIND_REMOTE = 3 };
-
-typedef int (*vmmc_put_fn)(struct vmmc_proxy *px, size_t off, const void *src, size_t len,
-                           int notify, uint64_t imm);
-
 struct vmmc_proxy {
-    /* hot: the send path reads only this cache line */
-    char *base;                /* mapped region (PX_KIND_MAPPED, no redirection) or NULL */
-    size_t len;
-    _Atomic int state;
-    int kind;
-    vmmc_peer_t *peer;
-    vmmc_put_fn put;
-    int (*get)(struct vmmc_proxy *px, size_t off, void *dst, size_t len);
-    /* with base: queue a notification after the core's stores */
-    int (*notify)(struct vmmc_proxy *px, size_t off, size_t len, uint64_t imm, int nonblock);
-    uint32_t export_id;
-    uint32_t gen;
-    /* cold */
-    vmmc_ep_t *ep;
-    int rank;
-    unsigned flags;
-    uintptr_t raddr;           /* exporter's address (pvw) */
-    pid_t pid;
-    void *map_base;            /* mmap result (page aligned) */
-    size_t map_len;
-    struct vmmc_redir_ctl *rctl;
-    uint64_t token[2];         /* capability (udp), or the per-rank key secret (mkey) */
-    _Atomic int inflight;      /* copy-path operations under way (revocation waits) */
+    union {
+        vmmc_tl_proxy_t view;  /* what transports see (transport.h): first */
+        struct {
+            VMMC_TL_PROXY_FIELDS
+        };
+    };
     uint64_t req_id;
     int status;                /* final status if FAILED */
     char errmsg[160];
     uint64_t deadline_ns;      /* import deadline */
-    char name[VMMC_NAME_MAX];
     struct vmmc_proxy *next;   /* ep->proxies list */
 };
 
@@ -197,21 +156,15 @@ typedef struct vmmc_hook {
 } vmmc_hook_t;
 #define VMMC_MAX_HOOKS 8
 
-/* ---- counters ---- */
-enum {
-    CNT_NOTIFY_SENT, CNT_NOTIFY_RUN, CNT_NOTIFY_DROPPED,
-    CNT_ASYNC_ENGINE, CNT_WAKEUPS_SENT, CNT_SLEEPS, CNT_IMPORTS, CNT_EXPORTS,
-    CNT_REDIRECT_DIRECT, CNT_REDIRECT_COPIED, CNT_CTL_BAD, CNT_NOTIFY_REFUSED,
-    CNT_CONNECT_REFUSED, CNT_PEERS_ACCEPTED, CNT_ATOMICS_SERVED, CNT_ATOMICS_REFUSED, CNT_MAX
-};
-
 /* ---- the endpoint ---- */
 struct vmmc_ep {
-    vmmc_tl_ep_t tl;           /* what transports see (transport.h): first */
-    int rank, size;
+    union {
+        vmmc_tl_ep_t view;     /* what transports see (transport.h): first */
+        struct {
+            VMMC_TL_EP_FIELDS
+        };
+    };
     vmmc_boot_t boot;
-    char host_id[96];
-    pid_t pid;
 
     pthread_mutex_t lock;      /* exports, proxies, pending requests */
     pthread_cond_t cond;       /* control replies, barrier, deaths */
@@ -221,12 +174,9 @@ struct vmmc_ep {
     vmmc_peer_t **_Atomic peer_chunks[VMMC_PEER_CHUNKS];
     _Atomic int npeers;
     pthread_mutex_t peers_lock;
-    char addr[VMMC_ADDR_MAX];  /* this endpoint's address (its card), NUL-terminated */
-    size_t addr_len;
     _Atomic int listening;     /* vmmc_listen() was called */
     vmmc_accept_fn_t accept_fn;
     void *accept_arg;
-    int in_job;                /* made by vmmc_init() */
 
     vmmc_export_t **exports;   /* by id; max_exports entries */
     uint32_t max_exports;
@@ -260,9 +210,6 @@ struct vmmc_ep {
     /* waiting (wait.c). One eventfd per endpoint, written by peers and local
      * events when *sleeping > 0, read only by its owner; other sleepers
      * wait on the wake_seq futex and are woken by whoever handled events. */
-    int evfd;
-    int evfd_mode;             /* vmmc_event_fd() was called: always armed */
-    _Atomic uint32_t *sleeping;/* > 0 while the owner sleeps: in the shm inbox so peers see it */
     _Atomic uint32_t sleeping_local;
     _Atomic int evfd_owner;    /* WAIT_OWN_*: who may read evfd now */
     _Atomic int owner_asleep;  /* a waiter that owns evfd is in poll() on it */
@@ -279,10 +226,6 @@ struct vmmc_ep {
     _Atomic int notify_blocked;
     vmmc_nrec_t *pending;      /* FIFO of notifications not yet run */
     size_t pend_head, pend_tail, pend_cap;
-    pthread_mutex_t remote_lock;/* notifications delivered by other threads */
-    vmmc_nrec_t *remote;
-    size_t remote_n, remote_cap;
-    _Atomic size_t remote_count;
     vmmc_hook_t hooks[VMMC_MAX_HOOKS];
     _Atomic int nhooks;
     pthread_mutex_t hooks_lock; /* arm calls vs. hook add/remove (poll calls hold progress_lock) */
@@ -303,17 +246,13 @@ struct vmmc_ep {
     _Atomic int dma_stop;
     _Atomic int dma_pending;
 
-
-    _Atomic uint64_t counters[CNT_MAX];
     int closing;
     _Atomic int forked;        /* this process is a child of fork(): the endpoint is the parent's */
     struct vmmc_counters *published; /* the counters file (counters.c), or NULL */
 };
 
-#define VMMC_COUNT(ep, c, n) atomic_fetch_add_explicit(&(ep)->counters[c], (n), memory_order_relaxed)
 
 /* ---- internal API between core files ---- */
-uint64_t vmmc_now_ns(void);
 /* Value of @key in a business card "k1=v1;k2=v2;" (NULL if absent). */
 const char *vmmc_card_get(const char *card, const char *key, char *out, size_t cap);
 
@@ -321,7 +260,8 @@ const char *vmmc_card_get(const char *card, const char *key, char *out, size_t c
  * VMMC_OK, or VMMC_ERR_INVALID with the reason. Checks every byte. */
 int vmmc_addr_check(const void *addr, size_t len);
 
-/* The transport registry (tl.c). */
+/* The transport registry (tl.c), and the core's upcalls (tl_up.c). */
+extern const vmmc_tl_up_t vmmc_tl_up;
 #define VMMC_TL_CAN_MAP(tl) (((tl)->caps & VMMC_TL_CAP_MAP) != 0)
 /* Is VMMC_TRANSPORT "auto" or a registered transport's name? */
 int vmmc_tl_check_choice(void);
@@ -334,6 +274,8 @@ int vmmc_tl_listen_all(vmmc_ep_t *ep);
 int vmmc_tl_flush_all(vmmc_ep_t *ep);
 int vmmc_tl_drain_all(vmmc_ep_t *ep, void (*push)(vmmc_ep_t *ep, const struct vmmc_nrec *rec));
 int vmmc_tl_progress_all(vmmc_ep_t *ep);
+/* The endpoint is about to sleep: 1 when a transport has work pending. */
+int vmmc_tl_arm_all(vmmc_ep_t *ep);
 /* The transport that reaches the peer at @card best, or NULL. */
 const vmmc_tl_ops_t *vmmc_tl_pick(vmmc_ep_t *ep, const char *card, int same_host);
 /* Transport counters after the core's: index @i among all open ones. */
@@ -352,8 +294,6 @@ static inline int vmmc_peer_count_int(const vmmc_ep_t *ep)
 {
     return atomic_load_explicit(&((vmmc_ep_t *)ep)->npeers, memory_order_acquire);
 }
-/* How messages name handle @h: "rank" for a rank of the job, else "peer". */
-#define VMMC_PEER_WORD(ep, h) ((ep)->in_job && (h) < (ep)->size ? "rank" : "peer")
 /* The peer of handle @h, known to be < vmmc_peer_count_int(). */
 static inline vmmc_peer_t *vmmc_peer_at(const vmmc_ep_t *ep, int h)
 {
@@ -397,12 +337,9 @@ void vmmc_ep_wake_waiters(vmmc_ep_t *ep);
  * records peers queued for this endpoint into its pending queue (those
  * peers may be waiting for room too), without running handlers or hooks. */
 void vmmc_progress_drain(vmmc_ep_t *ep);
-/* Queue a notification from another thread of this process (udp, self). */
-void vmmc_notify_enqueue_local(vmmc_ep_t *ep, const vmmc_nrec_t *rec);
 
 int vmmc_ctl_start(vmmc_ep_t *ep);
 void vmmc_ctl_stop(vmmc_ep_t *ep);
-typedef void (*vmmc_watch_fn)(vmmc_ep_t *ep, int fd, uint32_t events, void *arg);
 int vmmc_ctl_watch(vmmc_ep_t *ep, int fd, vmmc_watch_fn fn, void *arg);
 void vmmc_ctl_unwatch(vmmc_ep_t *ep, int fd);
 void vmmc_ctl_fork_prepare(vmmc_ep_t *ep);
@@ -468,22 +405,9 @@ void vmmc_stats_dump(vmmc_ep_t *ep);
 /* redirect.c */
 int vmmc_redir_create(vmmc_export_t *ex);
 void vmmc_redir_destroy(vmmc_export_t *ex);
-typedef int (*vmmc_redir_copy_fn)(void *ctx, int to_user, uint64_t addr, const void *src, size_t len);
 int vmmc_redir_write(struct vmmc_redir_ctl *rc, size_t off, const void *src, size_t len,
                      vmmc_redir_copy_fn copy, void *ctx);
 size_t vmmc_redir_ctl_size(void);
-
-/* VMMC_SEND_HEAD_LAST's store order at @d (8-byte aligned, len >= 16): every
- * byte but the first 16, then word 0, then word 1 with release. The mapped
- * send path, the shm transport and the udp receiver all store this way. */
-static inline void vmmc_store_head_last(char *d, const void *src, size_t len)
-{
-    uint64_t w[2];
-    memcpy(d + 16, (const char *)src + 16, len - 16);
-    memcpy(w, src, sizeof w);
-    atomic_store_explicit((_Atomic uint64_t *)(void *)d, w[0], memory_order_release);
-    atomic_store_explicit((_Atomic uint64_t *)(void *)(d + 8), w[1], memory_order_release);
-}
 
 /* Proxy state check failed: produce the precise error. */
 int vmmc_proxy_state_error(const vmmc_proxy_t *px) VMMC_COLD;

@@ -307,10 +307,10 @@ static int exec(cq_slot_t *s)
             memcpy(px->base + r->off, r->src, r->len);
             rc = VMMC_OK;
         } else {
-            rc = px->put(px, r->off, r->src, r->len, (int)r->flags, r->imm);
+            rc = px->put(&px->view, r->off, r->src, r->len, (int)r->flags, r->imm);
         }
     } else if (s->op == VMMC_OP_FETCH) {
-        rc = r->len ? px->get(px, r->off, (void *)r->src, r->len) : VMMC_OK;
+        rc = r->len ? px->get(&px->view, r->off, (void *)r->src, r->len) : VMMC_OK;
     } else {
         uint64_t old = 0;
         rc = vmmc_atomic_exec(px, r->off, s->aop, s->asize, r->imm, s->compare,

@@ -1,6 +1,7 @@
-/* Receive-side helpers for transports that deliver data themselves (udp):
- * a progress thread that received a write or a notification for one of this
- * endpoint's exports hands it to the core here. The core resolves the export
+/* Receive side of the upcall table (tl_up.c) for transports that deliver
+ * data themselves (udp): a progress thread that received a write, a read
+ * request or an atomic for one of this endpoint's exports hands it to the
+ * core here. The core resolves the export
  * (id + generation), checks the capability token and the bounds, honours
  * transfer redirection, and queues notifications after the data. Each
  * returns a vmmc status; nothing is written on error. */
@@ -26,10 +27,4 @@ int vmmc_deliver_read(struct vmmc_ep *ep, uint32_t export_id, uint32_t gen, cons
 int vmmc_deliver_atomic(struct vmmc_ep *ep, int sender, uint32_t export_id, uint32_t gen,
                         const uint64_t token[2], uint64_t off, int op, int size, int fetch,
                         uint64_t operand, uint64_t compare, uint64_t *old);
-/* Queue a notification (after the data it covers was delivered). */
-void vmmc_deliver_notify(struct vmmc_ep *ep, int sender, uint32_t export_id, uint32_t gen,
-                         uint64_t off, uint64_t len, uint64_t imm);
-/* Wake the endpoint's sleepers (e.g. after a vmmc_signal from a peer). */
-void vmmc_deliver_wake(struct vmmc_ep *ep);
-
 #endif

@@ -73,9 +73,9 @@ static void *dma_main(void *arg)
             else if (atomic_load(&px->state) != PX_ACTIVE)
                 rc = vmmc_proxy_state_error(px);
             else if (type == REQ_FETCH)
-                rc = px->get(px, r->off, (void *)r->src, r->len);
+                rc = px->get(&px->view, r->off, (void *)r->src, r->len);
             else
-                rc = px->put(px, r->off, r->src, r->len, (int)r->flags, r->imm);
+                rc = px->put(&px->view, r->off, r->src, r->len, (int)r->flags, r->imm);
             atomic_fetch_sub(&ep->dma_pending, 1);
             VMMC_COUNT(ep, CNT_ASYNC_ENGINE, 1);
             /* After this store the request belongs to the application again. */

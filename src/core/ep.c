@@ -44,13 +44,6 @@ static const vmmc_cfg_entry_t core_entries[] = {
 };
 VMMC_CONFIG_TABLE(core_cfg_table, "core", core_entries);
 
-uint64_t vmmc_now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
 /* Same host means same kernel and same network namespace (abstract Unix
  * sockets live in the network namespace). */
 static void host_id(char *buf, size_t cap)
@@ -98,7 +91,6 @@ static int ep_create(const vmmc_ep_params_t *params, vmmc_ep_t **out, int *servi
     pthread_mutex_init(&ep->mem_lock, NULL);
     pthread_mutex_init(&ep->progress_lock, NULL);
     pthread_mutex_init(&ep->hooks_lock, NULL);
-    pthread_mutex_init(&ep->remote_lock, NULL);
     pthread_mutex_init(&ep->dma_lock, NULL);
     pthread_cond_init(&ep->dma_cond, NULL);
     ep->sleeping = &ep->sleeping_local;
@@ -251,7 +243,6 @@ int vmmc_finalize(vmmc_ep_t *ep)
     }
     free(ep->exports);
     free(ep->pending);
-    free(ep->remote);
     vmmc_wait_fini(ep);
     if (ep->evfd >= 0)
         close(ep->evfd);

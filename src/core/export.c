@@ -85,7 +85,7 @@ static void reply(vmmc_ep_t *ep, int rank, uint64_t id, vmmc_export_t *ex, int s
             ex->imported_by[ex->n_imported_by++] = rank;
         VMMC_COUNT(ep, CNT_IMPORTS, 1);
     }
-    if (p->tl->ctl_send(ep, p, &m, fds, nfds) != VMMC_OK)
+    if (p->tl->ctl_send(ep, &p->view, &m, fds, nfds) != VMMC_OK)
         vmmc_debug("could not answer rank %d's import: %s", rank, vmmc_last_error());
 }
 
@@ -464,7 +464,7 @@ int vmmc_unexport(vmmc_export_t *ex)
         snprintf(m.name, sizeof m.name, "%s", ex->name);
         /* Peers reached through udp write only through us (under ep->lock,
          * which no longer finds the export): nothing to wait for. */
-        if (p->tl->ctl_send(ep, p, &m, NULL, 0) == VMMC_OK && VMMC_TL_CAN_MAP(p->tl))
+        if (p->tl->ctl_send(ep, &p->view, &m, NULL, 0) == VMMC_OK && VMMC_TL_CAN_MAP(p->tl))
             ex->imported_by[nwait++] = ex->imported_by[i];
     }
     ex->n_imported_by = nwait;

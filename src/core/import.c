@@ -22,7 +22,7 @@ VMMC_CONFIG_TABLE(import_cfg, "core", import_entries);
 static void proxy_release(vmmc_proxy_t *px)
 {
     if (px->peer && px->peer->tl && px->peer->tl->proxy_release)
-        px->peer->tl->proxy_release(px);
+        px->peer->tl->proxy_release(&px->view);
     if (px->map_base)
         munmap(px->map_base, px->map_len);
     if (px->rctl)
@@ -69,7 +69,7 @@ int vmmc_import_start(vmmc_ep_t *ep, int rank, const char *name, int timeout_ms,
     px->next = ep->proxies;
     ep->proxies = px;
     pthread_mutex_unlock(&ep->lock);
-    rc = p->tl->ctl_send(ep, p, &m, NULL, 0);
+    rc = p->tl->ctl_send(ep, &p->view, &m, NULL, 0);
     if (rc != VMMC_OK) {
         pthread_mutex_lock(&ep->lock);
         px->status = rc;
@@ -163,7 +163,7 @@ int vmmc_import_complete(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m, const
             vmmc_ctl_init(ep, &u, CTL_UNIMPORT);
             u.export_id = m->export_id;
             u.gen = m->gen;
-            p->tl->ctl_send(ep, p, &u, NULL, 0);
+            p->tl->ctl_send(ep, &p->view, &u, NULL, 0);
         }
         return 0;
     }
@@ -187,7 +187,7 @@ int vmmc_import_complete(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m, const
         px->gen = m->gen;
         px->token[0] = m->token[0];
         px->token[1] = m->token[1];
-        int rc = px->peer->tl->proxy_setup(px, m, fds, nfds);
+        int rc = px->peer->tl->proxy_setup(&px->view, m, fds, nfds);
         used = 1;
         if (rc != VMMC_OK) {
             px->status = rc;
@@ -246,7 +246,7 @@ void vmmc_import_revoked(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m)
         vmmc_ctl_init(ep, &a, CTL_REVOKE_ACK);
         a.export_id = m->export_id;
         a.gen = m->gen;
-        p->tl->ctl_send(ep, p, &a, NULL, 0);
+        p->tl->ctl_send(ep, &p->view, &a, NULL, 0);
     }
 }
 
@@ -294,7 +294,7 @@ int vmmc_unimport(vmmc_proxy_t *px)
         vmmc_ctl_init(ep, &u, CTL_UNIMPORT);
         u.export_id = px->export_id;
         u.gen = px->gen;
-        px->peer->tl->ctl_send(ep, px->peer, &u, NULL, 0);
+        px->peer->tl->ctl_send(ep, &px->peer->view, &u, NULL, 0);
     }
     proxy_release(px);
     return VMMC_OK;

@@ -219,7 +219,7 @@ int vmmc_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *p, int timeout_ms)
     if (s == PEER_DEAD)
         rc = vmmc_peer_error(p);
     else if (s != PEER_UP) {
-        rc = p->tl->peer_connect(ep, p, timeout_ms);
+        rc = p->tl->peer_connect(ep, &p->view, timeout_ms);
         if (rc == VMMC_OK)
             atomic_store_explicit(&p->state, PEER_UP, memory_order_release);
     }
@@ -269,7 +269,7 @@ void vmmc_peer_mark_dead(vmmc_ep_t *ep, int rank, int wstatus, const char *why)
         return;
     vmmc_debug("%s %d is dead: %s", VMMC_PEER_WORD(ep, rank), rank, p->dead_why);
     if (p->tl && p->tl->peer_dead)
-        p->tl->peer_dead(ep, p);
+        p->tl->peer_dead(ep, &p->view);
     vmmc_import_peer_dead(ep, rank);
     vmmc_export_peer_dead(ep, rank);
     /* A rank of the job that dies fails the job's waits (vmmc_wait); a peer

@@ -1,6 +1,8 @@
 /* The progress engine.
  *
- * vmmc_progress() drains the notification rings into a local FIFO, runs the
+ * vmmc_progress() takes the notifications every transport queued for this
+ * endpoint (their drain op: the one way notifications reach the core) into
+ * a local FIFO, runs the
  * handlers unless notifications are blocked, and calls the progress hooks of
  * the layers above. Waiting on it (spin, then sleep; the event fd; the
  * service thread) is wait.c. */
@@ -40,39 +42,6 @@ static void pending_push(vmmc_ep_t *ep, const vmmc_nrec_t *rec)
         ep->pend_tail = cnt;
     }
     ep->pending[ep->pend_tail++ % ep->pend_cap] = *rec;
-}
-
-void vmmc_notify_enqueue_local(vmmc_ep_t *ep, const vmmc_nrec_t *rec)
-{
-    pthread_mutex_lock(&ep->remote_lock);
-    if (ep->remote_n == ep->remote_cap) {
-        size_t cap = ep->remote_cap ? ep->remote_cap * 2 : 64;
-        vmmc_nrec_t *n = realloc(ep->remote, cap * sizeof *n);
-        if (!n) {
-            pthread_mutex_unlock(&ep->remote_lock);
-            VMMC_COUNT(ep, CNT_NOTIFY_DROPPED, 1);
-            vmmc_log(VMMC_LOG_ERROR, "out of memory queueing a notification: dropped");
-            return;
-        }
-        ep->remote = n;
-        ep->remote_cap = cap;
-    }
-    ep->remote[ep->remote_n++] = *rec;
-    atomic_fetch_add_explicit(&ep->remote_count, 1, memory_order_release);
-    pthread_mutex_unlock(&ep->remote_lock);
-    vmmc_ep_wake(ep);
-}
-
-static void drain_remote(vmmc_ep_t *ep)
-{
-    if (!atomic_load_explicit(&ep->remote_count, memory_order_acquire))
-        return;
-    pthread_mutex_lock(&ep->remote_lock);
-    for (size_t i = 0; i < ep->remote_n; i++)
-        pending_push(ep, &ep->remote[i]);
-    ep->remote_n = 0;
-    atomic_store(&ep->remote_count, 0);
-    pthread_mutex_unlock(&ep->remote_lock);
 }
 
 /* A record comes from memory or datagrams its sender wrote: it must name a
@@ -139,7 +108,6 @@ int vmmc_progress(vmmc_ep_t *ep)
         return 0; /* from inside a handler, or another thread is progressing */
     tl_progress_ep = ep;
     vmmc_tl_drain_all(ep, pending_push);
-    drain_remote(ep);
     int n = dispatch(ep);
     int nh = atomic_load_explicit(&ep->nhooks, memory_order_acquire);
     for (int i = 0; i < nh; i++)
@@ -167,9 +135,9 @@ void vmmc_progress_drain(vmmc_ep_t *ep)
 /* Is work pending that progress would handle? (before sleeping) */
 int vmmc_hooks_armed(vmmc_ep_t *ep)
 {
+    int pending = vmmc_tl_arm_all(ep);
     if (!atomic_load_explicit(&ep->nhooks, memory_order_acquire))
-        return 0;
-    int pending = 0;
+        return pending;
     pthread_mutex_lock(&ep->hooks_lock);
     int nh = atomic_load_explicit(&ep->nhooks, memory_order_acquire);
     for (int i = 0; i < nh && !pending; i++)
@@ -277,7 +245,7 @@ int vmmc_signal(vmmc_ep_t *ep, int rank)
         if (rc != VMMC_OK)
             return rc;
     }
-    return p->tl->signal(ep, p);
+    return p->tl->signal(ep, &p->view);
 }
 
 /* ---- requests ---- */

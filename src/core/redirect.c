@@ -426,15 +426,3 @@ int vmmc_deliver_read(vmmc_ep_t *ep, uint32_t export_id, uint32_t gen, const uin
     pthread_mutex_unlock(&ep->lock);
     return rc;
 }
-
-void vmmc_deliver_notify(vmmc_ep_t *ep, int sender, uint32_t export_id, uint32_t gen, uint64_t off,
-                         uint64_t len, uint64_t imm)
-{
-    vmmc_nrec_t rec = {export_id, gen, sender, 0, off, len, imm};
-    vmmc_notify_enqueue_local(ep, &rec);
-}
-
-void vmmc_deliver_wake(vmmc_ep_t *ep)
-{
-    vmmc_ep_wake(ep);
-}

@@ -39,7 +39,7 @@ static __attribute__((noinline)) int put_head_last_mapped(vmmc_proxy_t *px, size
     vmmc_store_head_last(px->base + off, src, len);
     if (!(flags & VMMC_SEND_NOTIFY))
         return VMMC_OK;
-    return px->notify(px, off, len, imm, flags & VMMC_SEND_NONBLOCK);
+    return px->notify(&px->view, off, len, imm, flags & VMMC_SEND_NONBLOCK);
 }
 
 static VMMC_COLD int send_check_failed(const vmmc_proxy_t *px, size_t off, const void *src,
@@ -89,7 +89,7 @@ static inline int send_now(vmmc_proxy_t *px, size_t off, const void *src, size_t
             return head_last_error(px, off, len);
         if (px->base)
             return put_head_last_mapped(px, off, src, len, flags, imm);
-        return px->put(px, off, src, len, (int)flags, imm);
+        return px->put(&px->view, off, src, len, (int)flags, imm);
     }
     if (VMMC_LIKELY(px->base != NULL)) {
         if (VMMC_LIKELY(len != 0)) /* length 0 may come with a NULL source */
@@ -97,14 +97,14 @@ static inline int send_now(vmmc_proxy_t *px, size_t off, const void *src, size_t
         atomic_signal_fence(memory_order_release);
         if (VMMC_LIKELY(!(flags & VMMC_SEND_NOTIFY)))
             return VMMC_OK;
-        return px->notify(px, off, len, imm, flags & VMMC_SEND_NONBLOCK);
+        return px->notify(&px->view, off, len, imm, flags & VMMC_SEND_NONBLOCK);
     }
     /* Length 0 is defined here, the same on every transport: a no-op that
      * completes (the mapped path above copies nothing); with
      * VMMC_SEND_NOTIFY the notification is still delivered, in order. */
     if (VMMC_UNLIKELY(len == 0) && !(flags & VMMC_SEND_NOTIFY))
         return VMMC_OK;
-    return px->put(px, off, src, len, (int)flags, imm);
+    return px->put(&px->view, off, src, len, (int)flags, imm);
 }
 
 int vmmc_send(vmmc_proxy_t *px, size_t off, const void *src, size_t len, unsigned flags)
@@ -186,7 +186,7 @@ int vmmc_fetch_now(vmmc_proxy_t *px, size_t off, void *dst, size_t len)
     }
     if (len == 0) /* defined here for every transport: completes at once */
         return VMMC_OK;
-    return px->get(px, off, dst, len);
+    return px->get(&px->view, off, dst, len);
 }
 
 int vmmc_fetch(vmmc_proxy_t *px, size_t off, void *dst, size_t len)

@@ -75,13 +75,13 @@ int vmmc_sendv(vmmc_proxy_t *px, size_t off, const vmmc_iov_t *iov, int iovcnt, 
         atomic_signal_fence(memory_order_release);
         if (!(flags & VMMC_SEND_NOTIFY))
             return VMMC_OK;
-        return px->notify(px, off, total, imm, flags & VMMC_SEND_NONBLOCK);
+        return px->notify(&px->view, off, total, imm, flags & VMMC_SEND_NONBLOCK);
     }
     if (total == 0 && !(flags & VMMC_SEND_NOTIFY))
         return VMMC_OK;
     const vmmc_tl_ops_t *tl = px->peer->tl;
     if (tl && tl->putv && !(px->flags & VMMC_EXPORT_REDIRECTABLE))
-        return tl->putv(px, off, (const struct iovec *)(const void *)iov, iovcnt, (int)flags, imm);
+        return tl->putv(&px->view, off, (const struct iovec *)(const void *)iov, iovcnt, (int)flags, imm);
     char stack[SENDV_STACK];
     char *buf = total <= sizeof stack ? stack : malloc(total);
     if (!buf)
@@ -91,7 +91,7 @@ int vmmc_sendv(vmmc_proxy_t *px, size_t off, const vmmc_iov_t *iov, int iovcnt, 
         memcpy(d, iov[i].base, iov[i].len);
         d += iov[i].len;
     }
-    int rc = px->put(px, off, buf, total, (int)flags, imm);
+    int rc = px->put(&px->view, off, buf, total, (int)flags, imm);
     if (buf != stack)
         free(buf);
     return rc;
@@ -111,7 +111,7 @@ static int fence_peer(vmmc_ep_t *ep, vmmc_peer_t *p)
         return vmmc_peer_error(p);
     if (state != PEER_UP || !p->tl || !p->tl->flush_peer)
         return VMMC_OK; /* nothing was sent, or puts land before they return */
-    return p->tl->flush_peer(ep, p);
+    return p->tl->flush_peer(ep, &p->view);
 }
 
 int vmmc_fence(vmmc_ep_t *ep, int peer)

@@ -45,6 +45,8 @@ int vmmc_tl_check_choice(void)
 
 int vmmc_tl_open_all(vmmc_ep_t *ep, char *card, size_t cap)
 {
+    ep->up = &vmmc_tl_up;
+    ep->notify_queue = (uint32_t)vmmc_core_cfg.notify_queue;
     for (int i = 0; vmmc_tl_all[i]; i++) {
         const vmmc_tl_ops_t *t = vmmc_tl_all[i];
         int rc = tl_ops_ok(t);
@@ -62,7 +64,7 @@ int vmmc_tl_start_all(vmmc_ep_t *ep)
     for (int i = 0; vmmc_tl_all[i]; i++) {
         const vmmc_tl_ops_t *t = vmmc_tl_all[i];
         int rc;
-        if (ep->tl.state[i] && t->ep_start && (rc = t->ep_start(ep)) != VMMC_OK)
+        if (ep->state[i] && t->ep_start && (rc = t->ep_start(ep)) != VMMC_OK)
             return rc;
     }
     return VMMC_OK;
@@ -71,14 +73,14 @@ int vmmc_tl_start_all(vmmc_ep_t *ep)
 void vmmc_tl_stop_all(vmmc_ep_t *ep)
 {
     for (int i = 0; vmmc_tl_all[i]; i++)
-        if (ep->tl.state[i] && vmmc_tl_all[i]->ep_stop)
+        if (ep->state[i] && vmmc_tl_all[i]->ep_stop)
             vmmc_tl_all[i]->ep_stop(ep);
 }
 
 void vmmc_tl_close_all(vmmc_ep_t *ep)
 {
     for (int i = 0; vmmc_tl_all[i]; i++)
-        if (ep->tl.state[i] && vmmc_tl_all[i]->ep_close)
+        if (ep->state[i] && vmmc_tl_all[i]->ep_close)
             vmmc_tl_all[i]->ep_close(ep);
 }
 
@@ -87,7 +89,7 @@ int vmmc_tl_listen_all(vmmc_ep_t *ep)
     for (int i = 0; vmmc_tl_all[i]; i++) {
         const vmmc_tl_ops_t *t = vmmc_tl_all[i];
         int rc;
-        if (ep->tl.state[i] && t->listen && (rc = t->listen(ep)) != VMMC_OK)
+        if (ep->state[i] && t->listen && (rc = t->listen(ep)) != VMMC_OK)
             return rc;
     }
     return VMMC_OK;
@@ -98,7 +100,7 @@ int vmmc_tl_flush_all(vmmc_ep_t *ep)
     for (int i = 0; vmmc_tl_all[i]; i++) {
         const vmmc_tl_ops_t *t = vmmc_tl_all[i];
         int rc;
-        if (ep->tl.state[i] && t->flush && (rc = t->flush(ep)) != VMMC_OK)
+        if (ep->state[i] && t->flush && (rc = t->flush(ep)) != VMMC_OK)
             return rc;
     }
     return VMMC_OK;
@@ -108,7 +110,7 @@ int vmmc_tl_drain_all(vmmc_ep_t *ep, void (*push)(vmmc_ep_t *ep, const struct vm
 {
     int n = 0;
     for (int i = 0; vmmc_tl_all[i]; i++)
-        if (ep->tl.state[i] && vmmc_tl_all[i]->drain)
+        if (ep->state[i] && vmmc_tl_all[i]->drain)
             n += vmmc_tl_all[i]->drain(ep, push);
     return n;
 }
@@ -117,9 +119,18 @@ int vmmc_tl_progress_all(vmmc_ep_t *ep)
 {
     int n = 0;
     for (int i = 0; vmmc_tl_all[i]; i++)
-        if (ep->tl.state[i] && vmmc_tl_all[i]->progress)
+        if (ep->state[i] && vmmc_tl_all[i]->progress)
             n += vmmc_tl_all[i]->progress(ep);
     return n;
+}
+
+int vmmc_tl_arm_all(vmmc_ep_t *ep)
+{
+    int pending = 0;
+    for (int i = 0; vmmc_tl_all[i]; i++)
+        if (ep->state[i] && vmmc_tl_all[i]->arm && vmmc_tl_all[i]->arm(ep))
+            pending = 1;
+    return pending;
 }
 
 const vmmc_tl_ops_t *vmmc_tl_pick(vmmc_ep_t *ep, const char *card, int same_host)
@@ -128,7 +139,7 @@ const vmmc_tl_ops_t *vmmc_tl_pick(vmmc_ep_t *ep, const char *card, int same_host
     int best_score = -1;
     for (int i = 0; vmmc_tl_all[i]; i++) {
         const vmmc_tl_ops_t *t = vmmc_tl_all[i];
-        if (!ep->tl.state[i] || !forced(t))
+        if (!ep->state[i] || !forced(t))
             continue;
         if (!(t->caps & (same_host ? VMMC_TL_CAP_LOCAL : VMMC_TL_CAP_REMOTE)))
             continue;
@@ -145,7 +156,7 @@ int vmmc_tl_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *value
 {
     for (int t = 0; vmmc_tl_all[t] && i >= 0; t++) {
         const vmmc_tl_ops_t *tl = vmmc_tl_all[t];
-        if (!ep->tl.state[t] || !tl->counter_get)
+        if (!ep->state[t] || !tl->counter_get)
             continue;
         if (tl->counter_get(ep, i, name, value) == VMMC_OK)
             return VMMC_OK;
@@ -196,14 +207,4 @@ int vmmc_tl_addr_whole(const char *card, size_t len)
             return rc;
     }
     return VMMC_OK;
-}
-
-const char *vmmc_tl_peer_addr(const struct vmmc_peer *p)
-{
-    return p->addr;
-}
-
-int vmmc_tl_peer_rank(const struct vmmc_peer *p)
-{
-    return p->rank;
 }

@@ -31,7 +31,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "core/ctl.h"
 
 /* Abstract socket address for @name (no leading '@'). */
 static socklen_t sock_addr(const char *name, struct sockaddr_un *sa)
@@ -138,7 +137,7 @@ typedef struct shm_hello {
 
 static void peer_fd_ready(vmmc_ep_t *ep, int fd, uint32_t events, void *arg);
 
-static shm_peer_t *shm_peer(vmmc_peer_t *p)
+static shm_peer_t *shm_peer(vmmc_tl_peer_t *p)
 {
     return p->tl_priv;
 }
@@ -146,7 +145,7 @@ static shm_peer_t *shm_peer(vmmc_peer_t *p)
 /* Called by the application thread (connecting) and the control thread
  * (accepting) alike: publish with a compare-and-swap so that both end up
  * with the same state. */
-static shm_peer_t *shm_peer_alloc(vmmc_peer_t *p)
+static shm_peer_t *shm_peer_alloc(vmmc_tl_peer_t *p)
 {
     shm_peer_t *cur = __atomic_load_n((shm_peer_t **)&p->tl_priv, __ATOMIC_ACQUIRE);
     if (cur)
@@ -167,7 +166,7 @@ static void refuse(vmmc_ep_t *ep, int fd, int count)
 {
     if (count)
         VMMC_COUNT(ep, CNT_CONNECT_REFUSED, 1);
-    vmmc_ctl_unwatch(ep, fd);
+    vmmc_tl_ctl_unwatch(ep, fd);
     close(fd);
 }
 
@@ -185,7 +184,7 @@ static void accepted_ready(vmmc_ep_t *ep, int fd, uint32_t events, void *arg)
         close(fds[i]);
     size_t alen = r > (ssize_t)sizeof hm.m ? (size_t)r - sizeof hm.m : 0;
     if (r <= (ssize_t)sizeof hm.m || hm.m.magic != VMMC_CTL_MAGIC || hm.m.type != CTL_HELLO ||
-        vmmc_addr_check(hm.addr, alen) != VMMC_OK) {
+        vmmc_tl_addr_check(ep, hm.addr, alen) != VMMC_OK) {
         if (r != 0) {
             VMMC_COUNT(ep, CNT_CTL_BAD, 1);
             vmmc_debug("refused a malformed HELLO (%zd bytes): %s", r, vmmc_last_error());
@@ -199,55 +198,55 @@ static void accepted_ready(vmmc_ep_t *ep, int fd, uint32_t events, void *arg)
     char v[96];
     long claimed = vmmc_card_get(hm.addr, "pid", v, sizeof v) ? strtol(v, NULL, 10) : -1;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0 || cr.pid != claimed ||
-        !vmmc_card_get(hm.addr, "host", v, sizeof v) || strcmp(v, ep->host_id)) {
+        !vmmc_card_get(hm.addr, "host", v, sizeof v) || strcmp(v, VMMC_TL_EP(ep)->host_id)) {
         vmmc_warn("refused a control connection from pid %d claiming an address of pid %ld "
                   "(or of another host)", (int)cr.pid, claimed);
         refuse(ep, fd, 1);
         return;
     }
     int is_new;
-    int h = vmmc_peer_accept(ep, hm.addr, alen, cr.pid, &is_new);
+    int h = vmmc_tl_peer_accept(ep, hm.addr, alen, cr.pid, &is_new);
     if (h < 0) {
         vmmc_debug("shm: %s", vmmc_last_error());
         refuse(ep, fd, 0); /* counted by vmmc_peer_accept */
         return;
     }
     int st;
-    vmmc_peer_t *p = vmmc_peer_get(ep, h, &st);
+    vmmc_tl_peer_t *p = vmmc_tl_peer_get(ep, h, &st);
     shm_peer_t *sp = p ? shm_peer_alloc(p) : NULL;
     if (!sp) {
         refuse(ep, fd, 0);
         return;
     }
-    vmmc_ctl_unwatch(ep, fd);
+    vmmc_tl_ctl_unwatch(ep, fd);
     /* Not p->lock: our application thread may hold it while it connects to
      * this same peer, whose control thread waits for us in turn. */
-    pthread_mutex_lock(&ep->lock);
+    pthread_mutex_lock(&s->lock);
     if (sp->in_fd >= 0 && sp->in_fd != fd) {
         /* A second HELLO from the same peer replaces the first connection. */
-        vmmc_ctl_unwatch(ep, sp->in_fd);
+        vmmc_tl_ctl_unwatch(ep, sp->in_fd);
         close(sp->in_fd);
     }
     sp->in_fd = fd;
-    pthread_mutex_unlock(&ep->lock);
+    pthread_mutex_unlock(&s->lock);
 
     /* This sender's own notification ring, polled from now on. */
     int ring_fd;
     if (shm_inbox_ring_for(ep, s, sp, h, &ring_fd) != VMMC_OK) {
         vmmc_warn("no notification ring for peer %d: %s", h, vmmc_last_error());
-        vmmc_ctl_unwatch(ep, fd);
+        vmmc_tl_ctl_unwatch(ep, fd);
         close(fd);
         return;
     }
     vmmc_ctl_msg_t ack;
-    vmmc_ctl_init(ep, &ack, CTL_HELLO_ACK);
+    vmmc_tl_ctl_init(ep, &ack, CTL_HELLO_ACK);
     ack.id = hm.m.id;
-    int out[3] = {s->status_fd, ring_fd, ep->evfd};
+    int out[3] = {s->status_fd, ring_fd, VMMC_TL_EP(ep)->evfd};
     ack.nfds = 3;
     if (send_msg(fd, &ack, out, 3) == VMMC_OK) {
-        vmmc_ctl_watch(ep, fd, peer_fd_ready, (void *)(intptr_t)h);
+        vmmc_tl_ctl_watch(ep, fd, peer_fd_ready, (void *)(intptr_t)h);
         if (is_new)
-            vmmc_peer_announce(ep, h);
+            vmmc_tl_peer_announce(ep, h);
     }
 }
 
@@ -257,7 +256,7 @@ static void listen_ready(vmmc_ep_t *ep, int fd, uint32_t events, void *arg)
         int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (c < 0)
             return;
-        if (vmmc_ctl_watch(ep, c, accepted_ready, NULL) != VMMC_OK)
+        if (vmmc_tl_ctl_watch(ep, c, accepted_ready, NULL) != VMMC_OK)
             close(c);
     }
 }
@@ -273,12 +272,12 @@ static void peer_fd_ready(vmmc_ep_t *ep, int fd, uint32_t events, void *arg)
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return;
         if (r <= 0) {
-            vmmc_ctl_unwatch(ep, fd);
-            vmmc_peer_mark_dead(ep, rank, -1, r == 0 ? "its control connection closed"
+            vmmc_tl_ctl_unwatch(ep, fd);
+            vmmc_tl_peer_failed(ep, rank, -1, r == 0 ? "its control connection closed"
                                                      : "its control connection failed");
             return;
         }
-        vmmc_ctl_recv(ep, rank, &m, (size_t)r, fds, nfds);
+        vmmc_tl_ctl_recv(ep, rank, &m, (size_t)r, fds, nfds);
     }
 }
 
@@ -290,8 +289,9 @@ static int shm_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
     if (!s)
         return vmmc_error(VMMC_ERR_NOMEM, "out of memory for shm transport state");
     s->listen_fd = s->status_fd = -1;
+    pthread_mutex_init(&s->lock, NULL);
     VMMC_TL_STATE(ep, shm) = s;
-    s->nrec = (uint32_t)vmmc_core_cfg.notify_queue;
+    s->nrec = (uint32_t)VMMC_TL_EP(ep)->notify_queue;
     /* Listen before the bootstrap completes, so that no peer that learns our
      * card can find us missing. The name is unique on this host. */
     s->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -299,7 +299,7 @@ static int shm_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
         return vmmc_error_sys("socket(AF_UNIX)");
     uint64_t rnd = vmmc_now_ns() ^ ((uint64_t)(uintptr_t)s << 16);
     char name[64];
-    snprintf(name, sizeof name, "vmmc.%d.%llx", (int)ep->pid, (unsigned long long)rnd);
+    snprintf(name, sizeof name, "vmmc.%d.%llx", (int)VMMC_TL_EP(ep)->pid, (unsigned long long)rnd);
     struct sockaddr_un sa;
     socklen_t sl = sock_addr(name, &sa);
     if (bind(s->listen_fd, (struct sockaddr *)&sa, sl) != 0)
@@ -309,7 +309,7 @@ static int shm_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
     int n = snprintf(card, cap, "shm=%s;", name);
     if (n < 0 || (size_t)n >= cap)
         return vmmc_error(VMMC_ERR_INVALID, "business card too small");
-    return vmmc_ctl_watch(ep, s->listen_fd, listen_ready, NULL);
+    return vmmc_tl_ctl_watch(ep, s->listen_fd, listen_ready, NULL);
 }
 
 static int shm_ep_start(vmmc_ep_t *ep)
@@ -323,9 +323,9 @@ static void shm_ep_close(vmmc_ep_t *ep)
     shm_ep_t *s = VMMC_TL_STATE(ep, shm);
     if (!s)
         return;
-    int np = vmmc_peer_count_int(ep);
+    int np = vmmc_tl_peer_count(ep);
     for (int r = 0; r < np; r++) {
-        vmmc_peer_t *p = vmmc_peer_at(ep, r);
+        vmmc_tl_peer_t *p = vmmc_tl_peer_at(ep, r);
         shm_peer_t *sp = p->tl_priv;
         if (!sp || p->tl != &vmmc_tl_shm)
             continue;
@@ -342,6 +342,7 @@ static void shm_ep_close(vmmc_ep_t *ep)
     if (s->listen_fd >= 0)
         close(s->listen_fd);
     shm_inbox_close(s);
+    pthread_mutex_destroy(&s->lock);
     free(s);
     VMMC_TL_STATE(ep, shm) = NULL;
 }
@@ -372,7 +373,7 @@ static int wait_msg(int fd, vmmc_ctl_msg_t *m, int *fds, int *nfds, int timeout_
     }
 }
 
-static int shm_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *p, int timeout_ms)
+static int shm_peer_connect(vmmc_ep_t *ep, vmmc_tl_peer_t *p, int timeout_ms)
 {
     shm_peer_t *sp = shm_peer_alloc(p);
     if (!sp)
@@ -405,9 +406,9 @@ static int shm_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *p, int timeout_ms)
         return vmmc_error_sys("connect to rank %d", p->rank);
     }
     shm_hello_t hm;
-    vmmc_ctl_init(ep, &hm.m, CTL_HELLO);
-    memcpy(hm.addr, ep->addr, ep->addr_len);
-    if ((rc = send_buf(fd, &hm, sizeof hm.m + ep->addr_len, NULL, 0)) != VMMC_OK) {
+    vmmc_tl_ctl_init(ep, &hm.m, CTL_HELLO);
+    memcpy(hm.addr, VMMC_TL_EP(ep)->addr, VMMC_TL_EP(ep)->addr_len);
+    if ((rc = send_buf(fd, &hm, sizeof hm.m + VMMC_TL_EP(ep)->addr_len, NULL, 0)) != VMMC_OK) {
         close(fd);
         return rc;
     }
@@ -441,16 +442,16 @@ static int shm_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *p, int timeout_ms)
     }
     sp->evfd = fds[2];
     sp->out_fd = fd;
-    return vmmc_ctl_watch(ep, fd, peer_fd_ready, (void *)(intptr_t)p->rank);
+    return vmmc_tl_ctl_watch(ep, fd, peer_fd_ready, (void *)(intptr_t)p->rank);
 }
 
-static void shm_peer_dead(vmmc_ep_t *ep, vmmc_peer_t *p)
+static void shm_peer_dead(vmmc_ep_t *ep, vmmc_tl_peer_t *p)
 {
     (void)ep;
     (void)p; /* descriptors are closed at endpoint close: other threads may use them */
 }
 
-static int shm_ctl_send(vmmc_ep_t *ep, vmmc_peer_t *p, const vmmc_ctl_msg_t *m, const int *fds,
+static int shm_ctl_send(vmmc_ep_t *ep, vmmc_tl_peer_t *p, const vmmc_ctl_msg_t *m, const int *fds,
                         int nfds)
 {
     shm_peer_t *sp = shm_peer(p);
@@ -465,7 +466,7 @@ static int shm_ctl_send(vmmc_ep_t *ep, vmmc_peer_t *p, const vmmc_ctl_msg_t *m, 
     return send_msg(fd, m, fds, nfds);
 }
 
-int shm_signal(vmmc_ep_t *ep, vmmc_peer_t *p)
+int shm_signal(vmmc_ep_t *ep, vmmc_tl_peer_t *p)
 {
     shm_peer_t *sp = p->tl_priv;
     if (!sp || !sp->status)

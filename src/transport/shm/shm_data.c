@@ -10,7 +10,6 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "core/ctl.h"
 
 /* Mapping past the end of a memfd would fault on access: check the size a
  * peer's descriptor really has against what the peer claims. */
@@ -21,12 +20,12 @@ static int fd_covers(int fd, uint64_t off, uint64_t len)
 }
 
 
-static int pvw_write(vmmc_proxy_t *px, size_t off, const void *src, size_t len);
+static int pvw_write(vmmc_tl_proxy_t *px, size_t off, const void *src, size_t len);
 
 /* Copy path: bracketed by vmmc_proxy_enter/leave so that a revocation waits
  * for it (the notification, after the data, is outside: the exporter drops
  * it by generation, and it may wait for the exporter's progress). */
-int vmmc_shm_put_pvw(vmmc_proxy_t *px, size_t off, const void *src, size_t len, int notify,
+int vmmc_shm_put_pvw(vmmc_tl_proxy_t *px, size_t off, const void *src, size_t len, int notify,
                        uint64_t imm)
 {
     int rc;
@@ -44,9 +43,9 @@ int vmmc_shm_put_pvw(vmmc_proxy_t *px, size_t off, const void *src, size_t len, 
                : VMMC_OK;
 }
 
-static int pvw_write(vmmc_proxy_t *px, size_t off, const void *src, size_t len)
+static int pvw_write(vmmc_tl_proxy_t *px, size_t off, const void *src, size_t len)
 {
-    int rc = vmmc_proxy_enter(px);
+    int rc = vmmc_tl_px_enter(px);
     if (rc != VMMC_OK)
         return rc;
     size_t done = 0;
@@ -57,26 +56,26 @@ static int pvw_write(vmmc_proxy_t *px, size_t off, const void *src, size_t len)
         if (w < 0) {
             if (errno == EINTR)
                 continue;
-            vmmc_proxy_leave(px);
+            vmmc_tl_px_leave(px);
             if (errno == ESRCH) {
-                vmmc_peer_mark_dead(px->ep, px->rank, -1, "process_vm_writev found no such process");
+                vmmc_tl_peer_failed(px->ep, px->rank, -1, "process_vm_writev found no such process");
                 return vmmc_error(VMMC_ERR_PEER_DEAD, "rank %d (pid %d) is gone", px->rank,
                                   (int)px->pid);
             }
             return vmmc_error_sys("process_vm_writev of %zu bytes to rank %d", len, px->rank);
         }
         if (w == 0) {
-            vmmc_proxy_leave(px);
+            vmmc_tl_px_leave(px);
             return vmmc_error(VMMC_ERR_SYSTEM, "process_vm_writev to rank %d made no progress",
                               px->rank);
         }
         done += (size_t)w;
     }
-    vmmc_proxy_leave(px);
+    vmmc_tl_px_leave(px);
     return VMMC_OK;
 }
 
-static int shm_put_mapped(vmmc_proxy_t *px, size_t off, const void *src, size_t len, int notify,
+static int shm_put_mapped(vmmc_tl_proxy_t *px, size_t off, const void *src, size_t len, int notify,
                           uint64_t imm)
 {
     char *d = (char *)px->map_base + (px->raddr & 4095) + off;
@@ -91,12 +90,12 @@ static int shm_put_mapped(vmmc_proxy_t *px, size_t off, const void *src, size_t 
 
 /* Writes into a redirectable export go through its shared control block. */
 typedef struct redir_ctx {
-    vmmc_proxy_t *px;
+    vmmc_tl_proxy_t *px;
 } redir_ctx_t;
 
 static int redir_copy(void *ctx, int to_user, uint64_t addr, const void *src, size_t len)
 {
-    vmmc_proxy_t *px = ((redir_ctx_t *)ctx)->px;
+    vmmc_tl_proxy_t *px = ((redir_ctx_t *)ctx)->px;
     if (!to_user && px->map_base) {
         memcpy((char *)px->map_base + (px->raddr & 4095) + addr, src, len);
         return VMMC_OK;
@@ -119,31 +118,31 @@ static int redir_copy(void *ctx, int to_user, uint64_t addr, const void *src, si
 }
 
 
-static int shm_put_redirect(vmmc_proxy_t *px, size_t off, const void *src, size_t len, int notify,
+static int shm_put_redirect(vmmc_tl_proxy_t *px, size_t off, const void *src, size_t len, int notify,
                             uint64_t imm)
 {
     redir_ctx_t ctx = {px};
-    int rc = vmmc_proxy_enter(px);
+    int rc = vmmc_tl_px_enter(px);
     if (rc != VMMC_OK)
         return rc;
-    rc = vmmc_redir_write(px->rctl, off, src, len, redir_copy, &ctx);
-    vmmc_proxy_leave(px);
+    rc = VMMC_TL_UP(px->ep)->redir_write(px->rctl, off, src, len, redir_copy, &ctx);
+    vmmc_tl_px_leave(px);
     if (rc < 0)
         return rc;
     if (rc > 0) /* bytes went straight to a posted buffer: the receiver may wait for them */
-        shm_signal(px->ep, px->peer);
+        shm_signal(px->ep, VMMC_TL_PEER(px->peer));
     return (notify & VMMC_SEND_NOTIFY)
                ? vmmc_shm_notify(px, off, len, imm, notify & VMMC_SEND_NONBLOCK)
                : VMMC_OK;
 }
 
-int vmmc_shm_get(vmmc_proxy_t *px, size_t off, void *dst, size_t len)
+int vmmc_shm_get(vmmc_tl_proxy_t *px, size_t off, void *dst, size_t len)
 {
     if (px->map_base) {
         memcpy(dst, (char *)px->map_base + (px->raddr & 4095) + off, len);
         return VMMC_OK;
     }
-    int rc = vmmc_proxy_enter(px);
+    int rc = vmmc_tl_px_enter(px);
     if (rc != VMMC_OK)
         return rc;
     size_t done = 0;
@@ -154,18 +153,18 @@ int vmmc_shm_get(vmmc_proxy_t *px, size_t off, void *dst, size_t len)
         if (w <= 0) {
             if (w < 0 && errno == EINTR)
                 continue;
-            vmmc_proxy_leave(px);
+            vmmc_tl_px_leave(px);
             if (w < 0 && errno == ESRCH)
                 return vmmc_error(VMMC_ERR_PEER_DEAD, "rank %d is gone", px->rank);
             return vmmc_error_sys("process_vm_readv of %zu bytes from rank %d", len, px->rank);
         }
         done += (size_t)w;
     }
-    vmmc_proxy_leave(px);
+    vmmc_tl_px_leave(px);
     return VMMC_OK;
 }
 
-int vmmc_shm_proxy_setup(vmmc_proxy_t *px, const vmmc_ctl_msg_t *m, const int *fds, int nfds)
+int vmmc_shm_proxy_setup(vmmc_tl_proxy_t *px, const vmmc_ctl_msg_t *m, const int *fds, int nfds)
 {
     int memfd = -1, rfd = -1, i = 0;
     if (m->kind == PX_KIND_MAPPED && i < nfds)
@@ -174,7 +173,7 @@ int vmmc_shm_proxy_setup(vmmc_proxy_t *px, const vmmc_ctl_msg_t *m, const int *f
         rfd = fds[i++];
     int rc = VMMC_OK;
     px->raddr = m->addr;
-    px->pid = px->peer->pid; /* checked at connect, never taken from a reply */
+    px->pid = VMMC_TL_PEER(px->peer)->pid; /* checked at connect, never taken from a reply */
     if (m->kind == PX_KIND_MAPPED) {
         if (memfd < 0) {
             rc = vmmc_error(VMMC_ERR_PROTOCOL, "import reply without memory descriptor");
@@ -211,11 +210,11 @@ int vmmc_shm_proxy_setup(vmmc_proxy_t *px, const vmmc_ctl_msg_t *m, const int *f
             rc = vmmc_error(VMMC_ERR_PROTOCOL, "redirectable import without control block");
             goto out;
         }
-        if (!fd_covers(rfd, 0, vmmc_redir_ctl_size())) {
+        if (!fd_covers(rfd, 0, VMMC_TL_UP(px->ep)->redir_ctl_size())) {
             rc = vmmc_error(VMMC_ERR_PROTOCOL, "redirect control block of '%s' is too small", m->name);
             goto out;
         }
-        void *c = mmap(NULL, vmmc_redir_ctl_size(), PROT_READ | PROT_WRITE, MAP_SHARED, rfd, 0);
+        void *c = mmap(NULL, VMMC_TL_UP(px->ep)->redir_ctl_size(), PROT_READ | PROT_WRITE, MAP_SHARED, rfd, 0);
         if (c == MAP_FAILED) {
             rc = vmmc_error_sys("mmap redirect control block of '%s'", m->name);
             goto out;

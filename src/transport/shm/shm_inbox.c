@@ -81,10 +81,10 @@ int shm_inbox_open(vmmc_ep_t *ep, shm_ep_t *s)
     if (!s->status)
         return VMMC_ERR_SYSTEM;
     s->status->magic = SHM_STATUS_MAGIC;
-    s->status->pid = (int32_t)ep->pid;
+    s->status->pid = (int32_t)VMMC_TL_EP(ep)->pid;
     s->status->nrec = s->nrec;
     s->status->ring_bytes = s->ring_bytes;
-    ep->sleeping = &s->status->sleeping;
+    VMMC_TL_EP(ep)->sleeping = &s->status->sleeping;
     return VMMC_OK;
 }
 
@@ -199,10 +199,10 @@ int shm_wake_peer(vmmc_ep_t *ep, shm_peer_t *sp)
     return VMMC_OK;
 }
 
-int vmmc_shm_notify(vmmc_proxy_t *px, size_t off, size_t len, uint64_t imm, int nonblock)
+int vmmc_shm_notify(vmmc_tl_proxy_t *px, size_t off, size_t len, uint64_t imm, int nonblock)
 {
     vmmc_ep_t *ep = px->ep;
-    shm_peer_t *sp = px->peer->tl_priv;
+    shm_peer_t *sp = VMMC_TL_PEER(px->peer)->tl_priv;
     while (atomic_flag_test_and_set_explicit(&sp->prod_lock, memory_order_acquire))
         __builtin_ia32_pause();
     if (VMMC_UNLIKELY(sp->head - sp->tail_cache >= sp->nrec)) {
@@ -213,7 +213,7 @@ int vmmc_shm_notify(vmmc_proxy_t *px, size_t off, size_t len, uint64_t imm, int 
             if (nonblock)
                 return vmmc_error(VMMC_ERR_AGAIN, "notification queue to rank %d is full",
                                   px->rank);
-            int st = vmmc_peer_error(px->peer);
+            int st = vmmc_tl_peer_error(VMMC_TL_PEER(px->peer));
             if (st != VMMC_OK)
                 return st;
             /* The receiver drains its queue in its progress: make sure it is
@@ -227,7 +227,7 @@ int vmmc_shm_notify(vmmc_proxy_t *px, size_t off, size_t len, uint64_t imm, int 
                 usleep(50);
             else
                 __builtin_ia32_pause();
-            vmmc_progress_drain(ep);
+            vmmc_tl_drain(ep);
             while (atomic_flag_test_and_set_explicit(&sp->prod_lock, memory_order_acquire))
                 __builtin_ia32_pause();
             sp->tail_cache = atomic_load_explicit(&sp->ring->tail, memory_order_acquire);
@@ -236,7 +236,7 @@ int vmmc_shm_notify(vmmc_proxy_t *px, size_t off, size_t len, uint64_t imm, int 
     shm_rec_t *slot = &sp->ring->rec[sp->head % sp->nrec];
     slot->r.export_id = px->export_id;
     slot->r.gen = px->gen;
-    slot->r.sender = ep->rank;
+    slot->r.sender = VMMC_TL_EP(ep)->rank;
     slot->r.offset = off;
     slot->r.length = len;
     slot->r.imm = imm;

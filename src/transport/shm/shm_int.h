@@ -3,10 +3,12 @@
 #ifndef VMMC_TRANSPORT_SHM_INT_H
 #define VMMC_TRANSPORT_SHM_INT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
 #include "transport/shm/shm.h"
+#include "util/store.h"
 
 extern const int vmmc_tl_slot_shm; /* our slot in the registry (generated) */
 extern const vmmc_tl_ops_t vmmc_tl_shm;
@@ -58,6 +60,7 @@ typedef struct shm_inring {
 #define SHM_ACTIVE_CHUNKS 256
 
 typedef struct shm_ep {
+    pthread_mutex_t lock;      /* peers' incoming connections (in_fd) */
     int listen_fd;
     int status_fd;
     shm_status_t *status;      /* our status page (mapped read/write here only) */
@@ -83,7 +86,7 @@ typedef struct shm_peer {
 
 struct iovec;
 /* shm_iov.c: the ops table's putv (regions written with process_vm_writev). */
-int vmmc_shm_putv(vmmc_proxy_t *px, size_t off, const struct iovec *iov, int iovcnt, int notify,
+int vmmc_shm_putv(vmmc_tl_proxy_t *px, size_t off, const struct iovec *iov, int iovcnt, int notify,
                   uint64_t imm);
 
 /* shm_inbox.c */
@@ -98,10 +101,10 @@ int shm_inbox_ring_for(vmmc_ep_t *ep, shm_ep_t *s, shm_peer_t *sp, int h, int *f
 int shm_inbox_attach(shm_peer_t *sp, int rank, int status_fd, int ring_fd);
 void shm_inbox_detach(shm_peer_t *sp);
 int shm_wake_peer(vmmc_ep_t *ep, shm_peer_t *sp);
-int shm_signal(vmmc_ep_t *ep, vmmc_peer_t *p);
-int vmmc_shm_put_pvw(vmmc_proxy_t *px, size_t off, const void *src, size_t len, int notify,
+int shm_signal(vmmc_ep_t *ep, vmmc_tl_peer_t *p);
+int vmmc_shm_put_pvw(vmmc_tl_proxy_t *px, size_t off, const void *src, size_t len, int notify,
                      uint64_t imm);
-int vmmc_shm_get(vmmc_proxy_t *px, size_t off, void *dst, size_t len);
+int vmmc_shm_get(vmmc_tl_proxy_t *px, size_t off, void *dst, size_t len);
 int vmmc_shm_addr_field(const char *k, size_t kl, const char *v, size_t vl, const char **why);
 int vmmc_shm_reach(vmmc_ep_t *ep, const char *card, int same_host);
 

@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <sys/uio.h>
 
-int vmmc_shm_putv(vmmc_proxy_t *px, size_t off, const struct iovec *iov, int iovcnt, int notify,
+int vmmc_shm_putv(vmmc_tl_proxy_t *px, size_t off, const struct iovec *iov, int iovcnt, int notify,
                   uint64_t imm)
 {
     struct iovec l[VMMC_IOV_MAX];
@@ -17,7 +17,7 @@ int vmmc_shm_putv(vmmc_proxy_t *px, size_t off, const struct iovec *iov, int iov
             l[n++] = iov[i];
             total += iov[i].iov_len;
         }
-    int rc = vmmc_proxy_enter(px);
+    int rc = vmmc_tl_px_enter(px);
     if (rc != VMMC_OK)
         return rc;
     size_t done = 0;
@@ -28,9 +28,9 @@ int vmmc_shm_putv(vmmc_proxy_t *px, size_t off, const struct iovec *iov, int iov
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
-            vmmc_proxy_leave(px);
+            vmmc_tl_px_leave(px);
             if (w < 0 && errno == ESRCH) {
-                vmmc_peer_mark_dead(px->ep, px->rank, -1, "process_vm_writev found no such process");
+                vmmc_tl_peer_failed(px->ep, px->rank, -1, "process_vm_writev found no such process");
                 return vmmc_error(VMMC_ERR_PEER_DEAD, "rank %d (pid %d) is gone", px->rank,
                                   (int)px->pid);
             }
@@ -51,7 +51,7 @@ int vmmc_shm_putv(vmmc_proxy_t *px, size_t off, const struct iovec *iov, int iov
             l[first].iov_len -= (size_t)w;
         }
     }
-    vmmc_proxy_leave(px);
+    vmmc_tl_px_leave(px);
     return (notify & VMMC_SEND_NOTIFY)
                ? vmmc_shm_notify(px, off, total, imm, notify & VMMC_SEND_NONBLOCK)
                : VMMC_OK;

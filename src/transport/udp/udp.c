@@ -9,17 +9,17 @@
  *
  * Messages on the link (rec.kind):
  *   WRITE    region = export id + 1, gen, token = export capability: the
- *            receiver's progress thread applies it with vmmc_deliver_write()
+ *            receiver's progress thread applies it with vmmc_tl_deliver_write()
  *            in order, and after the last fragment of a notifying send
- *            queues the notification (vmmc_deliver_notify), so data lands
+ *            queues the notification for the core (udp_drain), so data lands
  *            before its flag and before its notification, as on a NIC with
  *            DMA. A write the core cannot take now (a redirectable export's
  *            arrival log is full) is offered again later (link "busy").
- *   CTL      one vmmc_ctl_msg_t, handed to vmmc_ctl_recv();
+ *   CTL      one vmmc_ctl_msg_t, handed to vmmc_tl_ctl_recv();
  *   GET_REQ  remote read request; answered with GET_REP fragments or GET_ERR;
  *   SIGNAL   wake the endpoint (vmmc_signal).
  *   ATOMIC_REQ  remote atomic: the receiver's progress thread executes it
- *            (vmmc_deliver_atomic) and answers with GET_REP (the 8-byte old
+ *            (vmmc_tl_deliver_atomic) and answers with GET_REP (the 8-byte old
  *            value) or GET_ERR, like a read: the link delivers the request
  *            exactly once and in order after earlier writes, and a lost
  *            reply is retransmitted by the link, never re-executed.
@@ -34,9 +34,63 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "core/deliver.h"
 
 /* ---- receive side (link progress thread) -------------------------------- */
+
+/* A notifying write was applied: queue its notification for the core
+ * (udp_drain hands it over, in order) and wake the endpoint. */
+static void notify_queue(udp_ep_t *u, int sender, uint32_t export_id, uint32_t gen, uint64_t off,
+                         uint64_t len, uint64_t imm)
+{
+    vmmc_nrec_t rec = {export_id, gen, sender, 0, off, len, imm};
+    pthread_mutex_lock(&u->nlock);
+    if (u->nq_n == u->nq_cap) {
+        size_t cap = u->nq_cap ? u->nq_cap * 2 : 64;
+        vmmc_nrec_t *n = realloc(u->nq, cap * sizeof *n);
+        if (!n) {
+            pthread_mutex_unlock(&u->nlock);
+            VMMC_COUNT(u->ep, CNT_NOTIFY_DROPPED, 1);
+            vmmc_log(VMMC_LOG_ERROR, "udp: out of memory queueing a notification: dropped");
+            return;
+        }
+        u->nq = n;
+        u->nq_cap = cap;
+    }
+    u->nq[u->nq_n++] = rec;
+    atomic_fetch_add_explicit(&u->nq_count, 1, memory_order_release);
+    pthread_mutex_unlock(&u->nlock);
+    vmmc_tl_wake(u->ep);
+}
+
+/* The core takes the queued notifications (vmmc_progress, or a sender that
+ * waits for room). */
+static int udp_drain(vmmc_ep_t *ep, void (*push)(vmmc_ep_t *ep, const vmmc_nrec_t *rec))
+{
+    udp_ep_t *u = U(ep);
+    if (!atomic_load_explicit(&u->nq_count, memory_order_acquire))
+        return 0;
+    pthread_mutex_lock(&u->nlock);
+    size_t n = u->nq_n;
+    for (size_t i = 0; i < n; i++)
+        push(ep, &u->nq[i]);
+    u->nq_n = 0;
+    atomic_store_explicit(&u->nq_count, 0, memory_order_release);
+    pthread_mutex_unlock(&u->nlock);
+    if (n)
+        vmmc_udp_link_wake(u->link); /* writes held back for room go in now */
+    return (int)n;
+}
+
+/* The endpoint is about to sleep, so nobody polls the socket until it
+ * wakes: hand it back to the progress thread now (it delivers, and the
+ * delivery wakes the sleeper). */
+static int udp_arm(vmmc_ep_t *ep)
+{
+    udp_ep_t *u = U(ep);
+    if (u && __atomic_load_n(&u->link, __ATOMIC_ACQUIRE))
+        vmmc_udp_link_idle(u->link);
+    return 0;
+}
 
 static void get_finish(udp_ep_t *u, get_req_t *g, int status)
 {
@@ -74,7 +128,7 @@ static void serve_get(udp_ep_t *u, uint32_t peer, const void *data, size_t len)
     int st = w.len && !buf ? VMMC_ERR_NOMEM : VMMC_OK;
     for (uint64_t pos = 0; st == VMMC_OK && pos < w.len;) {
         size_t n = w.len - pos < GET_CHUNK ? (size_t)(w.len - pos) : GET_CHUNK;
-        st = vmmc_deliver_read(u->ep, w.export_id, w.gen, w.token, w.off + pos, buf, n);
+        st = vmmc_tl_deliver_read(u->ep, w.export_id, w.gen, w.token, w.off + pos, buf, n);
         if (st != VMMC_OK)
             break;
         rec.kind = K_GET_REP;
@@ -104,7 +158,7 @@ static void serve_atomic(udp_ep_t *u, uint32_t peer, const void *data, size_t le
     memset(&rec, 0, sizeof rec);
     rec.imm = w.id;
     uint64_t old = 0;
-    int32_t st = vmmc_deliver_atomic(u->ep, (int)peer, w.export_id, w.gen, w.token, w.off, w.op,
+    int32_t st = vmmc_tl_deliver_atomic(u->ep, (int)peer, w.export_id, w.gen, w.token, w.off, w.op,
                                      w.size, w.fetch, w.operand, w.compare, &old);
     rec.kind = st == VMMC_OK ? K_GET_REP : K_GET_ERR;
     if (st == VMMC_OK)
@@ -129,8 +183,8 @@ int vmmc_udp__deliver(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec, const
          * wait for the application, a notifying write waits in the link
          * (which then holds back this sender, as a full ring does on shm). */
         if ((rec->flags & VMMC_UDP_F_NOTIFY) && (rec->flags & VMMC_UDP_F_LAST) &&
-            atomic_load_explicit(&ep->remote_count, memory_order_acquire) >=
-                (size_t)vmmc_core_cfg.notify_queue)
+            atomic_load_explicit(&u->nq_count, memory_order_acquire) >=
+                VMMC_TL_EP(ep)->notify_queue)
             return 1;
         if (rec->flags & VMMC_UDP_F_FIRST) {
             r->msg_off = rec->offset;
@@ -140,7 +194,7 @@ int vmmc_udp__deliver(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec, const
         memcpy(tok, rec->token, sizeof tok);
         int head_last = (rec->flags & VMMC_UDP_F_HEADLAST) && (rec->flags & VMMC_UDP_F_FIRST) &&
                         (rec->flags & VMMC_UDP_F_LAST);
-        int st = rec->region ? vmmc_deliver_write(ep, rec->region - 1, rec->gen, tok, rec->offset,
+        int st = rec->region ? vmmc_tl_deliver_write(ep, rec->region - 1, rec->gen, tok, rec->offset,
                                                   data, len, head_last)
                              : VMMC_ERR_PROTOCOL;
         if (st == VMMC_ERR_AGAIN)
@@ -158,10 +212,10 @@ int vmmc_udp__deliver(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec, const
          * then needs no datagram of its own (udp_signal). Queueing its
          * notification wakes it already. */
         if ((rec->flags & VMMC_UDP_F_LAST) && (rec->flags & VMMC_UDP_F_NOTIFY) && r->msg_ok)
-            vmmc_deliver_notify(ep, (int)peer, rec->region - 1, rec->gen, r->msg_off,
-                                rec->offset + len - r->msg_off, rec->imm);
+            notify_queue(u, (int)peer, rec->region - 1, rec->gen, r->msg_off,
+                         rec->offset + len - r->msg_off, rec->imm);
         else if (rec->flags & VMMC_UDP_F_LAST)
-            vmmc_deliver_wake(ep);
+            vmmc_tl_wake(ep);
         return 0;
     }
     case K_CTL:
@@ -180,8 +234,8 @@ int vmmc_udp__deliver(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec, const
              * import while holding ep->lock and looks the peer up then, which
              * must not need ep->lock to create it. */
             int st;
-            (void)vmmc_peer_get(ep, (int)peer, &st);
-            vmmc_ctl_recv(ep, (int)peer, &r->ctl.m, r->ctl_len, NULL, 0);
+            (void)vmmc_tl_peer_get(ep, (int)peer, &st);
+            vmmc_tl_ctl_recv(ep, (int)peer, &r->ctl.m, r->ctl_len, NULL, 0);
         }
         return 0;
     case K_GET_REQ:
@@ -213,7 +267,7 @@ int vmmc_udp__deliver(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec, const
         return 0;
     }
     case K_SIGNAL:
-        vmmc_deliver_wake(ep);
+        vmmc_tl_wake(ep);
         return 0;
     case K_HELLO: /* the link took it (on_unknown) or the peer knew us already */
         return 0;
@@ -259,7 +313,7 @@ void vmmc_udp__tick(void *arg)
     pthread_mutex_unlock(&u->qlock);
 }
 
-static int udp_ctl_send(vmmc_ep_t *ep, vmmc_peer_t *peer, const vmmc_ctl_msg_t *msg, const int *fds,
+static int udp_ctl_send(vmmc_ep_t *ep, vmmc_tl_peer_t *peer, const vmmc_ctl_msg_t *msg, const int *fds,
                         int nfds)
 {
     if (nfds)
@@ -294,7 +348,7 @@ static int udp_ctl_send(vmmc_ep_t *ep, vmmc_peer_t *peer, const vmmc_ctl_msg_t *
 /* ---- data path ---------------------------------------------------------- */
 
 /* The record of a write into @px's region at @off (notifying with @flags). */
-static inline void write_rec(const vmmc_proxy_t *px, size_t off, int flags, uint64_t imm,
+static inline void write_rec(const vmmc_tl_proxy_t *px, size_t off, int flags, uint64_t imm,
                              vmmc_udp_rec_t *rec)
 {
     rec->kind = K_WRITE;
@@ -308,7 +362,7 @@ static inline void write_rec(const vmmc_proxy_t *px, size_t off, int flags, uint
 
 /* After a write went to the link (status @st): note where it stands (a
  * signal right behind it rides on it) and count a notification as shm does. */
-static inline void wrote(vmmc_proxy_t *px, vmmc_udp_link_t *l, int st, int flags)
+static inline void wrote(vmmc_tl_proxy_t *px, vmmc_udp_link_t *l, int st, int flags)
 {
     if (st != VMMC_OK)
         return;
@@ -318,7 +372,7 @@ static inline void wrote(vmmc_proxy_t *px, vmmc_udp_link_t *l, int st, int flags
         VMMC_COUNT(px->ep, CNT_NOTIFY_SENT, 1);
 }
 
-static int udp_put(vmmc_proxy_t *px, size_t off, const void *src, size_t len, int flags,
+static int udp_put(vmmc_tl_proxy_t *px, size_t off, const void *src, size_t len, int flags,
                    uint64_t imm)
 {
     vmmc_udp_link_t *l = U(px->ep)->link;
@@ -343,14 +397,14 @@ static int udp_put(vmmc_proxy_t *px, size_t off, const void *src, size_t len, in
      * waiting when the receiver reports itself busy (its notification queue
      * is full): the data then lands when it takes data again, and the next
      * non-blocking send gets VMMC_ERR_AGAIN. */
-    if (st == VMMC_OK && (vmmc_udp_cfg_sync || px->rank == px->ep->rank))
+    if (st == VMMC_OK && (vmmc_udp_cfg_sync || px->rank == VMMC_TL_EP(px->ep)->rank))
         st = vmmc_udp_link_sync(l, (uint32_t)px->rank, -1, flags & VMMC_SEND_NONBLOCK);
     return st;
 }
 
 /* A gather send: one message whose datagrams gather the pieces (no staging
  * copy), so the receiver applies it and notifies once, as for udp_put. */
-static int udp_putv(vmmc_proxy_t *px, size_t off, const struct iovec *iov, int iovcnt, int flags,
+static int udp_putv(vmmc_tl_proxy_t *px, size_t off, const struct iovec *iov, int iovcnt, int flags,
                     uint64_t imm)
 {
     vmmc_udp_link_t *l = U(px->ep)->link;
@@ -359,14 +413,14 @@ static int udp_putv(vmmc_proxy_t *px, size_t off, const struct iovec *iov, int i
     int st = vmmc_udp_link_sendv(l, (uint32_t)px->rank, &rec, iov, iovcnt,
                                  flags & VMMC_SEND_NONBLOCK);
     wrote(px, l, st, flags);
-    if (st == VMMC_OK && (vmmc_udp_cfg_sync || px->rank == px->ep->rank))
+    if (st == VMMC_OK && (vmmc_udp_cfg_sync || px->rank == VMMC_TL_EP(px->ep)->rank))
         st = vmmc_udp_link_sync(l, (uint32_t)px->rank, -1, flags & VMMC_SEND_NONBLOCK);
     return st;
 }
 
 /* One request that the peer answers with GET_REP fragments into @dst (or
  * GET_ERR): a remote read or an atomic. */
-static int udp_rpc(vmmc_proxy_t *px, int kind, void *wire, size_t wlen, uint64_t *wid, void *dst,
+static int udp_rpc(vmmc_tl_proxy_t *px, int kind, void *wire, size_t wlen, uint64_t *wid, void *dst,
                    size_t len)
 {
     udp_ep_t *u = U(px->ep);
@@ -408,7 +462,7 @@ static int udp_rpc(vmmc_proxy_t *px, int kind, void *wire, size_t wlen, uint64_t
     return g.status;
 }
 
-static int udp_get(vmmc_proxy_t *px, size_t off, void *dst, size_t len)
+static int udp_get(vmmc_tl_proxy_t *px, size_t off, void *dst, size_t len)
 {
     get_wire_t w = {0, off, len, px->export_id, px->gen, {px->token[0], px->token[1]}};
     int st = udp_rpc(px, K_GET_REQ, &w, sizeof w, &w.id, dst, len);
@@ -418,7 +472,7 @@ static int udp_get(vmmc_proxy_t *px, size_t off, void *dst, size_t len)
                       px->rank, vmmc_strerror(st));
 }
 
-static int udp_atomic(vmmc_proxy_t *px, size_t off, int op, int size, uint64_t operand,
+static int udp_atomic(vmmc_tl_proxy_t *px, size_t off, int op, int size, uint64_t operand,
                       uint64_t compare, int fetch, uint64_t *old)
 {
     atomic_wire_t w = {.off = off, .operand = operand, .compare = compare,
@@ -439,7 +493,7 @@ static int udp_atomic(vmmc_proxy_t *px, size_t off, int op, int size, uint64_t o
 }
 
 
-static int udp_proxy_setup(vmmc_proxy_t *px, const vmmc_ctl_msg_t *m, const int *fds, int nfds)
+static int udp_proxy_setup(vmmc_tl_proxy_t *px, const vmmc_ctl_msg_t *m, const int *fds, int nfds)
 {
     for (int i = 0; i < nfds; i++)
         close(fds[i]);
@@ -459,9 +513,9 @@ static int udp_flush(vmmc_ep_t *ep)
     udp_ep_t *u = U(ep);
     if (!u || !u->link)
         return VMMC_OK;
-    int n = vmmc_peer_count_int(ep);
+    int n = vmmc_tl_peer_count(ep);
     for (int r = 0; r < n; r++) {
-        vmmc_peer_t *p = vmmc_peer_at(ep, r);
+        vmmc_tl_peer_t *p = vmmc_tl_peer_at(ep, r);
         if ( p->tl != &vmmc_tl_udp || atomic_load(&p->state) != PEER_UP)
             continue;
         int st = vmmc_udp_link_sync(u->link, (uint32_t)r, -1, 0);
@@ -472,7 +526,7 @@ static int udp_flush(vmmc_ep_t *ep)
 }
 
 /* vmmc_fence to one peer: every put to it applied by its receiver. */
-static int udp_flush_peer(vmmc_ep_t *ep, vmmc_peer_t *peer)
+static int udp_flush_peer(vmmc_ep_t *ep, vmmc_tl_peer_t *peer)
 {
     udp_ep_t *u = U(ep);
     if (!u || !u->link)
@@ -488,7 +542,7 @@ static int udp_flush_peer(vmmc_ep_t *ep, vmmc_peer_t *peer)
 /* Wake the peer. When the last thing sent to it was a write, its delivery
  * wakes the peer (udp_deliver) at the moment this signal would: no
  * datagram is needed (FM signals after every packet). */
-static int udp_signal(vmmc_ep_t *ep, vmmc_peer_t *peer)
+static int udp_signal(vmmc_ep_t *ep, vmmc_tl_peer_t *peer)
 {
     udp_ep_t *u = U(ep);
     uint32_t r = (uint32_t)peer->rank;
@@ -513,7 +567,7 @@ static int udp_progress(vmmc_ep_t *ep)
         (void)vmmc_udp_link_poll(u->link);
         /* With the event fd armed the application sleeps in its own poll
          * between calls: the progress thread must keep the socket. */
-        if (__atomic_load_n(&ep->evfd_mode, __ATOMIC_RELAXED))
+        if (__atomic_load_n(&VMMC_TL_EP(ep)->evfd_mode, __ATOMIC_RELAXED))
             vmmc_udp_link_idle(u->link);
     }
     /* Not events by themselves: data lands silently (as with shm), and the
@@ -577,4 +631,6 @@ VMMC_TRANSPORT(udp) = {
     .atomic = udp_atomic,
     .putv = udp_putv,
     .counter_get = udp_counter_get,
+    .drain = udp_drain,
+    .arm = udp_arm,
 };

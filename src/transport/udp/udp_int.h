@@ -13,8 +13,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "core/core.h"
-#include "core/ctl.h"
+#include "transport/transport.h"
 #include "transport/udp/link.h"
 
 /* Messages on the link (vmmc_udp_rec_t.kind). */
@@ -25,7 +24,7 @@ enum {
      * datagram's tag with them, and accepts us if it listens). */
     K_HELLO = 7,
     /* A remote atomic: executed by the receiver's progress thread
-     * (vmmc_deliver_atomic), answered like a read. */
+     * (vmmc_tl_deliver_atomic), answered like a read. */
     K_ATOMIC_REQ = 8
 };
 
@@ -119,7 +118,13 @@ typedef struct udp_ep {
     int qlen;
     ann_q_t *ann;
     int ann_fd;                      /* eventfd the control thread watches */
-    int hooked;                      /* udp_arm is a progress hook of ep */
+    /* Notifications of writes applied by the receiving thread, until the
+     * core takes them (udp_drain); at most the endpoint's notify_queue, then
+     * notifying writes wait in the link (which holds the sender back). */
+    pthread_mutex_t nlock;
+    vmmc_nrec_t *nq;
+    size_t nq_n, nq_cap;
+    _Atomic size_t nq_count;
 } udp_ep_t;
 
 extern const int vmmc_tl_slot_udp; /* our slot in the registry (generated) */
@@ -160,7 +165,7 @@ int vmmc_udp__same_sockaddr(const struct sockaddr_storage *a, socklen_t al,
 int vmmc_udp__ep_start(vmmc_ep_t *ep);
 void vmmc_udp__ep_close(vmmc_ep_t *ep);
 int vmmc_udp__listen(vmmc_ep_t *ep);
-int vmmc_udp__peer_connect(vmmc_ep_t *ep, vmmc_peer_t *peer, int timeout_ms);
-void vmmc_udp__peer_dead(vmmc_ep_t *ep, vmmc_peer_t *peer);
+int vmmc_udp__peer_connect(vmmc_ep_t *ep, vmmc_tl_peer_t *peer, int timeout_ms);
+void vmmc_udp__peer_dead(vmmc_ep_t *ep, vmmc_tl_peer_t *peer);
 
 #endif

@@ -48,7 +48,7 @@ VMMC_CONFIG_TABLE(udp_tl_cfg, "udp transport", udp_tl_entries);
  * registry when the job's table was filled.) */
 static int uses_udp(vmmc_ep_t *ep, int rank)
 {
-    vmmc_peer_t *p = vmmc_peer_at(ep, rank);
+    vmmc_tl_peer_t *p = vmmc_tl_peer_at(ep, rank);
     return p && p->tl == &vmmc_tl_udp;
 }
 
@@ -105,7 +105,7 @@ static int register_peer_from(udp_ep_t *u, int h, const char *card, const struct
 static void link_dead(void *arg, uint32_t peer, int clean)
 {
     udp_ep_t *u = arg;
-    vmmc_peer_mark_dead(u->ep, (int)peer, -1,
+    vmmc_tl_peer_failed(u->ep, (int)peer, -1,
                         clean ? "left (udp goodbye)"
                               : "no answer over udp within VMMC_UDP_PEER_TIMEOUT");
 }
@@ -125,7 +125,7 @@ static void announce_ready(vmmc_ep_t *ep, int fd, uint32_t events, void *arg)
         pthread_mutex_unlock(&u->qlock);
         if (!a)
             break;
-        vmmc_peer_announce(ep, a->peer);
+        vmmc_tl_peer_announce(ep, a->peer);
         free(a);
     }
 }
@@ -149,7 +149,7 @@ static int on_unknown(void *arg, const vmmc_udp_hdr_t *h, const uint8_t *dgram,
     uint8_t tok[VMMC_UDP_TOKEN_SIZE];
     uint32_t uid;
     const char *why = NULL;
-    if (vmmc_addr_check(addr, len) != VMMC_OK)
+    if (vmmc_tl_addr_check(ep, addr, len) != VMMC_OK)
         why = "malformed address";
     if (!why) {
         addr[len] = 0;
@@ -167,7 +167,7 @@ static int on_unknown(void *arg, const vmmc_udp_hdr_t *h, const uint8_t *dgram,
     }
     /* A good handshake: the core knows the peer, accepts it, or refuses
      * it (and counts that: connections_refused). */
-    int is_new = 0, hd = vmmc_peer_accept(ep, addr, len, 0, &is_new);
+    int is_new = 0, hd = vmmc_tl_peer_accept(ep, addr, len, 0, &is_new);
     if (hd < 0 || register_peer_from(u, hd, addr, from, fromlen, tok, uid) != VMMC_OK) {
         vmmc_debug("udp: handshake from wire id %08x: %s", h->src, vmmc_last_error());
         return -1;
@@ -192,17 +192,6 @@ static int on_unknown(void *arg, const vmmc_udp_hdr_t *h, const uint8_t *dgram,
     return 0;
 }
 
-/* Progress hook "arm": the endpoint is about to sleep in vmmc_wait(), so
- * nobody polls the socket until it wakes: hand it back to the progress
- * thread now (it delivers, and the delivery wakes the sleeper). */
-static int udp_arm(void *arg)
-{
-    udp_ep_t *u = arg;
-    if (__atomic_load_n(&u->link, __ATOMIC_ACQUIRE))
-        vmmc_udp_link_idle(u->link);
-    return 0;
-}
-
 /* Open the link on our socket (once). */
 static int link_start(udp_ep_t *u)
 {
@@ -222,7 +211,7 @@ static int link_start(udp_ep_t *u)
         rc = vmmc_error_sys("udp: eventfd");
         goto out;
     }
-    if ((rc = vmmc_ctl_watch(u->ep, u->ann_fd, announce_ready, u)) != VMMC_OK)
+    if ((rc = vmmc_tl_ctl_watch(u->ep, u->ann_fd, announce_ready, u)) != VMMC_OK)
         goto out;
     vmmc_udp_link_params_t p;
     memset(&p, 0, sizeof p);
@@ -242,8 +231,6 @@ static int link_start(udp_ep_t *u)
         goto out;
     u->fd = -1; /* the link owns it */
     __atomic_store_n(&u->link, l, __ATOMIC_RELEASE);
-    if ((rc = vmmc_progress_hook_add(u->ep, NULL, udp_arm, u)) == VMMC_OK)
-        u->hooked = 1;
 out:
     pthread_mutex_unlock(&u->start_lock);
     return rc;
@@ -266,6 +253,7 @@ int vmmc_udp__ep_open(vmmc_ep_t *ep, char *card, size_t cap)
     pthread_cond_init(&u->cond, &ca);
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&u->qlock, NULL);
+    pthread_mutex_init(&u->nlock, NULL);
     u->qtail = &u->qhead;
     int rc;
     struct sockaddr_storage ss;
@@ -340,8 +328,10 @@ fail:
         close(u->lo_fd);
     pthread_mutex_destroy(&u->start_lock);
     pthread_mutex_destroy(&u->qlock);
+    pthread_mutex_destroy(&u->nlock);
     pthread_mutex_destroy(&u->lock);
     pthread_cond_destroy(&u->cond);
+    free(u->nq);
     free(u);
     return rc;
 }
@@ -352,12 +342,12 @@ fail:
 static int loopback_job(vmmc_ep_t *ep)
 {
     udp_ep_t *u = U(ep);
-    if (u->lo_fd < 0 || !ep->in_job)
+    if (u->lo_fd < 0 || !VMMC_TL_EP(ep)->in_job)
         return 0;
-    for (int r = 0; r < ep->size; r++) {
-        const char *card = vmmc_peer_at(ep, r)->addr;
+    for (int r = 0; r < VMMC_TL_EP(ep)->size; r++) {
+        const char *card = vmmc_tl_peer_at(ep, r)->addr;
         char v[96];
-        if (!card || !vmmc_card_get(card, "host", v, sizeof v) || strcmp(v, ep->host_id) ||
+        if (!card || !vmmc_card_get(card, "host", v, sizeof v) || strcmp(v, VMMC_TL_EP(ep)->host_id) ||
             !vmmc_card_get(card, "ulo", v, sizeof v) || strcmp(v, "1"))
             return 0;
     }
@@ -367,7 +357,7 @@ static int loopback_job(vmmc_ep_t *ep)
 int vmmc_udp__ep_start(vmmc_ep_t *ep)
 {
     udp_ep_t *u = U(ep);
-    if (!ep->in_job) {
+    if (!VMMC_TL_EP(ep)->in_job) {
         /* An endpoint of its own: its link runs from the start, so that an
          * endpoint that connects is answered (accepted, or refused and
          * counted); no loopback shortcut (peers come from anywhere). */
@@ -377,7 +367,7 @@ int vmmc_udp__ep_start(vmmc_ep_t *ep)
         return link_start(u);
     }
     int any = 0;
-    for (int r = 0; r < ep->size; r++)
+    for (int r = 0; r < VMMC_TL_EP(ep)->size; r++)
         any |= uses_udp(ep, r);
     if (!any) {
         /* Every rank is on this host: no socket, no thread. */
@@ -399,10 +389,10 @@ int vmmc_udp__ep_start(vmmc_ep_t *ep)
     int rc = link_start(u);
     if (rc != VMMC_OK)
         return rc;
-    for (int r = 0; r < ep->size; r++) {
+    for (int r = 0; r < VMMC_TL_EP(ep)->size; r++) {
         if (!uses_udp(ep, r))
             continue;
-        if (register_peer(u, r, vmmc_peer_at(ep, r)->addr) != VMMC_OK)
+        if (register_peer(u, r, vmmc_tl_peer_at(ep, r)->addr) != VMMC_OK)
             vmmc_debug("udp: rank %d: %s", r, vmmc_last_error()); /* peer_connect reports it */
     }
     return VMMC_OK;
@@ -413,8 +403,6 @@ void vmmc_udp__ep_close(vmmc_ep_t *ep)
     udp_ep_t *u = U(ep);
     if (!u)
         return;
-    if (u->hooked)
-        (void)vmmc_progress_hook_remove(ep, NULL, u);
     if (u->link) {
         /* Let queued control messages (revocations, unimports) go first. */
         for (int i = 0; i < 1000; i++) {
@@ -451,8 +439,10 @@ void vmmc_udp__ep_close(vmmc_ep_t *ep)
     }
     pthread_mutex_destroy(&u->start_lock);
     pthread_mutex_destroy(&u->qlock);
+    pthread_mutex_destroy(&u->nlock);
     pthread_mutex_destroy(&u->lock);
     pthread_cond_destroy(&u->cond);
+    free(u->nq);
     free(u);
     VMMC_TL_STATE(ep, udp) = NULL;
 }
@@ -467,7 +457,7 @@ int vmmc_udp__listen(vmmc_ep_t *ep)
 
 /* ---- peers -------------------------------------------------------------- */
 
-int vmmc_udp__peer_connect(vmmc_ep_t *ep, vmmc_peer_t *peer, int timeout_ms)
+int vmmc_udp__peer_connect(vmmc_ep_t *ep, vmmc_tl_peer_t *peer, int timeout_ms)
 {
     (void)timeout_ms;
     udp_ep_t *u = U(ep);
@@ -485,7 +475,7 @@ int vmmc_udp__peer_connect(vmmc_ep_t *ep, vmmc_peer_t *peer, int timeout_ms)
         vmmc_udp_rec_t rec;
         memset(&rec, 0, sizeof rec);
         rec.kind = K_HELLO;
-        if ((rc = vmmc_udp_link_send(u->link, (uint32_t)peer->rank, &rec, ep->addr, ep->addr_len)) !=
+        if ((rc = vmmc_udp_link_send(u->link, (uint32_t)peer->rank, &rec, VMMC_TL_EP(ep)->addr, VMMC_TL_EP(ep)->addr_len)) !=
             VMMC_OK)
             return rc;
         a = vmmc_udp_link_peer_alive(u->link, (uint32_t)peer->rank);
@@ -499,7 +489,7 @@ int vmmc_udp__peer_connect(vmmc_ep_t *ep, vmmc_peer_t *peer, int timeout_ms)
                       VMMC_PEER_WORD(ep, peer->rank), peer->rank);
 }
 
-void vmmc_udp__peer_dead(vmmc_ep_t *ep, vmmc_peer_t *peer)
+void vmmc_udp__peer_dead(vmmc_ep_t *ep, vmmc_tl_peer_t *peer)
 {
     udp_ep_t *u = U(ep);
     if (!u || !u->link)

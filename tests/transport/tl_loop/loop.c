@@ -66,38 +66,38 @@ static void loop_ep_close(vmmc_ep_t *ep)
     atomic_fetch_add(&vmmc_loop_closed, 1);
 }
 
-static int loop_peer_connect(vmmc_ep_t *ep, struct vmmc_peer *p, int timeout_ms)
+static int loop_peer_connect(vmmc_ep_t *ep, vmmc_tl_peer_t *p, int timeout_ms)
 {
     atomic_fetch_add(&vmmc_loop_connects, 1);
-    snprintf(vmmc_loop_last_card, sizeof vmmc_loop_last_card, "%s", vmmc_tl_peer_addr(p));
+    snprintf(vmmc_loop_last_card, sizeof vmmc_loop_last_card, "%s", p->addr);
     return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "loop: rank %d is not reached (a test transport)",
-                      vmmc_tl_peer_rank(p));
+                      p->rank);
 }
 
-static int loop_ctl_send(vmmc_ep_t *ep, struct vmmc_peer *p, const struct vmmc_ctl_msg *m,
+static int loop_ctl_send(vmmc_ep_t *ep, vmmc_tl_peer_t *p, const struct vmmc_ctl_msg *m,
                          const int *fds, int nfds)
 {
     return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "loop: no control channel");
 }
 
-static int loop_proxy_setup(vmmc_proxy_t *px, const struct vmmc_ctl_msg *m, const int *fds,
+static int loop_proxy_setup(vmmc_tl_proxy_t *px, const struct vmmc_ctl_msg *m, const int *fds,
                             int nfds)
 {
     return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "loop: no imports");
 }
 
-static int loop_put(vmmc_proxy_t *px, size_t off, const void *src, size_t len, int notify,
+static int loop_put(vmmc_tl_proxy_t *px, size_t off, const void *src, size_t len, int notify,
                     uint64_t imm)
 {
     return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "loop: no data path");
 }
 
-static int loop_get(vmmc_proxy_t *px, size_t off, void *dst, size_t len)
+static int loop_get(vmmc_tl_proxy_t *px, size_t off, void *dst, size_t len)
 {
     return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "loop: no data path");
 }
 
-static int loop_signal(vmmc_ep_t *ep, struct vmmc_peer *p)
+static int loop_signal(vmmc_ep_t *ep, vmmc_tl_peer_t *p)
 {
     return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "loop: no wake-ups");
 }

@@ -31,34 +31,22 @@
 #define PACKET 512u
 #define BIG 49152u
 
-static const uint8_t *in;
-static size_t in_len, in_pos;
 static fm_t *fm;
-static int in_fm;
 static uint8_t granted[FAKE_PEER_MEM];
-
-static int take(void *dst, size_t n)
-{
-    if (in_len - in_pos < n)
-        return 0;
-    memcpy(dst, in + in_pos, n);
-    in_pos += n;
-    return 1;
-}
 
 static void do_send(uint8_t op, uint16_t n16);
 
-static int step_input(void)
+static int fake_step(void)
 {
     uint8_t kind;
-    if (!take(&kind, 1))
+    if (!fake_take(&kind, 1))
         return 0;
     fm_peer_t *p = &fm->peers[1];
     _Atomic uint64_t *ctrl = (_Atomic uint64_t *)p->ctrl;
     switch (kind % 6) {
     case 0: {
         uint64_t v;
-        if (!take(&v, 8))
+        if (!fake_take(&v, 8))
             return 0;
         atomic_store(&ctrl[FM_CREDIT_OFF / 8], v);
         break;
@@ -67,7 +55,7 @@ static int step_input(void)
         uint8_t fix;
         uint64_t d[4];
         uint16_t len;
-        if (!take(&fix, 1) || !take(d, sizeof d) || !take(&len, 2))
+        if (!fake_take(&fix, 1) || !fake_take(d, sizeof d) || !fake_take(&len, 2))
             return 0;
         uint64_t w[FM_D_WORDS] = {0};
         w[FM_D_SEQ] = d[0];
@@ -99,7 +87,7 @@ static int step_input(void)
     }
     case 2: {
         uint8_t v;
-        if (!take(&v, 1))
+        if (!fake_take(&v, 1))
             return 0;
         uint64_t oseq = p->ss.oseq, w = v == 1   ? fm_oword(oseq, FM_O_CLAIMED)
                                         : v == 2 ? fm_oword(oseq, FM_O_DONE)
@@ -113,16 +101,16 @@ static int step_input(void)
     case 4: {
         uint8_t op;
         uint16_t n;
-        if (!take(&op, 1) || !take(&n, 2))
+        if (!fake_take(&op, 1) || !fake_take(&n, 2))
             return 0;
-        if (!in_fm)
+        if (!fake_in_fm)
             do_send(op, n);
         break;
     }
     case 5: {
         uint8_t off;
         uint64_t v;
-        if (!take(&off, 1) || !take(&v, 8))
+        if (!fake_take(&off, 1) || !fake_take(&v, 8))
             return 0;
         atomic_store(&ctrl[(off % (FM_CTRL / 8))], v);
         break;
@@ -138,14 +126,6 @@ static int claim_held(void)
 {
     uint64_t w = atomic_load((_Atomic uint64_t *)(fm->peers[1].ctrl + FM_OFFER_OFF));
     return (w & 3) == FM_O_CLAIMED && w >> 2 == fm->peers[1].ss.oseq && fm->peers[1].ss.oseq;
-}
-
-static void fake_turn(void)
-{
-    in_fm++;
-    if (!step_input())
-        fake_alive = 0;
-    in_fm--;
 }
 
 static uint8_t *cmem;
@@ -184,28 +164,15 @@ static void do_send(uint8_t op, uint16_t n16)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static int once;
-    if (!once) {
-        once = 1;
-        setenv("VMMC_LOG_LEVEL", "error", 0);
-        setenv("VMMC_FM_ZCOPY_WAIT", "2us", 0);
-    }
     if (size < 1)
         return 0;
-    in = data;
-    in_len = size;
-    in_pos = 1;
-    fake_reset(FM_CTRL + RING, data[0] & 1);
+    setenv("VMMC_FM_ZCOPY_WAIT", "2us", 0);
     memset(fake_peer_mem, 0xA5, sizeof fake_peer_mem);
     memset(granted, 0, sizeof granted);
-    fm_params_t pa = {.field_mask = FM_PARAM_RING_SIZE | FM_PARAM_PACKET_SIZE |
-                                    FM_PARAM_MAX_HANDLERS,
-                      .ring_size = RING, .packet_size = PACKET, .max_handlers = 8};
-    if (fm_init(&fake_ep, &pa, &fm) != VMMC_OK)
-        abort();
+    fm = fake_fm_open(data, size, FM_CTRL + RING, RING, PACKET);
     if (vmmc_mem_alloc(&fake_ep, BIG, (void **)&cmem) != VMMC_OK)
         abort();
-    while (step_input())
+    while (fake_step())
         ;
     /* Only what rank 1's keys granted may have been written. */
     for (size_t i = 0; i < FAKE_PEER_MEM; i++)
@@ -215,9 +182,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     fake_alive = 0;
     vmmc_mem_free(&fake_ep, cmem);
-    if (fm_finalize(fm) != VMMC_OK) {
-        fprintf(stderr, "fm_finalize: %s\n", vmmc_last_error());
-        abort();
-    }
+    fake_fm_close(fm);
     return 0;
 }

@@ -10,16 +10,20 @@
  *     (fake_peer_mem) attach; any other key is refused as the core would.
  *
  * Calls the core would block in (vmmc_wait, vmmc_peer_alive, vmmc_signal)
- * give the fuzzer a turn (fake_turn, defined by the target), and the peer
- * "dies" when the input is used up, so every wait in FM must end. */
+ * give the fuzzer a turn: rank 1 applies one record of the input (fake_step,
+ * defined by the target), and "dies" when the input is used up, so every
+ * wait in FM must end. The input is byte 0, the mode (bit 0: rank 1's region
+ * is mapped), then the target's records, read with fake_take(). */
 #ifndef VMMC_FUZZ_FM_FAKE_H
 #define VMMC_FUZZ_FM_FAKE_H
 
 #include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "vmmc/fm.h"
 #include "vmmc/vmmc.h"
 
 #define FAKE_PEER_MEM 65536u
@@ -55,7 +59,32 @@ static struct {
 
 #define FAKE_KEY_MAGIC 0x6b65796b65796b65ull
 
-static void fake_turn(void);
+/* The input of the run (fake_fm_open), consumed record by record. */
+static const uint8_t *fake_in;
+static size_t fake_in_len, fake_in_pos;
+static int fake_in_fm; /* FM is running: a record may only write memory */
+
+/* The next @n bytes of input into @dst; 0 (nothing taken) at its end. */
+static int fake_take(void *dst, size_t n)
+{
+    if (fake_in_len - fake_in_pos < n)
+        return 0;
+    memcpy(dst, fake_in + fake_in_pos, n);
+    fake_in_pos += n;
+    return 1;
+}
+
+/* Apply the next record of the input; 0 at its end. Defined by the target. */
+static int fake_step(void);
+
+/* Rank 1's turn, from inside a core call FM made. */
+static void fake_turn(void)
+{
+    fake_in_fm++;
+    if (!fake_step())
+        fake_alive = 0;
+    fake_in_fm--;
+}
 
 int vmmc_rank(const vmmc_ep_t *ep) { return ep ? 0 : VMMC_ERR_INVALID; }
 int vmmc_size(const vmmc_ep_t *ep) { return ep ? 2 : VMMC_ERR_INVALID; }
@@ -262,6 +291,39 @@ static inline void fake_reset(size_t peer_region_len, int mapped)
     fake_peer_region_len = peer_region_len;
     fake_mapped = mapped;
     fake_alive = 1;
+}
+
+/* Start a run on @data (@size >= 1): rank 1 alive, with a region of
+ * @region_len bytes for us, mapped if the mode says so; FM opened on the
+ * stand-in job with a ring of @ring bytes, packets of @packet. */
+static inline fm_t *fake_fm_open(const uint8_t *data, size_t size, size_t region_len,
+                                 uint32_t ring, uint32_t packet)
+{
+    static int once;
+    if (!once) {
+        once = 1;
+        setenv("VMMC_LOG_LEVEL", "error", 0);
+    }
+    fake_in = data;
+    fake_in_len = size;
+    fake_in_pos = 1;
+    fake_reset(region_len, data[0] & 1);
+    fm_params_t pa = {.field_mask = FM_PARAM_RING_SIZE | FM_PARAM_PACKET_SIZE |
+                                    FM_PARAM_MAX_HANDLERS,
+                      .ring_size = ring, .packet_size = packet, .max_handlers = 8};
+    fm_t *fm;
+    if (fm_init(&fake_ep, &pa, &fm) != VMMC_OK)
+        abort();
+    return fm;
+}
+
+/* End a run: FM must finalize, whatever rank 1 did. */
+static inline void fake_fm_close(fm_t *fm)
+{
+    if (fm_finalize(fm) != VMMC_OK) {
+        fprintf(stderr, "fm_finalize: %s\n", vmmc_last_error());
+        abort();
+    }
 }
 
 #endif

@@ -30,22 +30,10 @@
 #define RING 4096u
 #define PACKET 512u
 
-static const uint8_t *in;
-static size_t in_len, in_pos;
 static fm_t *fm;
 static uint64_t s_head;
 static uint32_t s_seq;
 static uint64_t s_oseq;
-static int in_fm; /* FM is running: only memory writes from fake_turn */
-
-static int take(void *dst, size_t n)
-{
-    if (in_len - in_pos < n)
-        return 0;
-    memcpy(dst, in + in_pos, n);
-    in_pos += n;
-    return 1;
-}
 
 static void put_packet(uint16_t id, uint8_t flags, uint16_t len, uint8_t n)
 {
@@ -65,17 +53,17 @@ static void put_packet(uint16_t id, uint8_t flags, uint16_t len, uint8_t n)
     char *h = p->ring + off;
     size_t room = RING - off - FM_HDR;
     size_t c = n < room ? n : room;
-    if (in_len - in_pos < c)
-        c = in_len - in_pos;
-    memcpy(h + FM_HDR, in + in_pos, c);
-    in_pos += c;
+    if (fake_in_len - fake_in_pos < c)
+        c = fake_in_len - fake_in_pos;
+    memcpy(h + FM_HDR, fake_in + fake_in_pos, c);
+    fake_in_pos += c;
     if ((fl & FM_F_OFFER) && FM_HDR + ((len + 7u) & ~7u) + FM_OFFER_BYTES <= RING - off) {
         char *o = h + FM_HDR + ((len + 7u) & ~7u);
         uint64_t ooff = len, seq = ++s_oseq;
         vmmc_mkey_t k;
         fake_peer_key(&k, (uint64_t)id * 977, 4096 + (uint64_t)n * 97);
         if (!(id & 0x8000))
-            take(&k, sizeof k); /* forged */
+            fake_take(&k, sizeof k); /* forged */
         memcpy(o, &ooff, 8);
         memcpy(o + 8, &seq, 8);
         memcpy(o + 16, &k, sizeof k);
@@ -91,67 +79,68 @@ static void put_packet(uint16_t id, uint8_t flags, uint16_t len, uint8_t n)
 }
 
 /* Apply one record; returns 0 at the end of the input. */
-static int step_input(void)
+static int fake_step(void)
 {
     uint8_t kind;
-    if (!take(&kind, 1))
+    if (!fake_take(&kind, 1))
         return 0;
     fm_peer_t *p = &fm->peers[1];
     switch (kind % 7) {
     case 0: {
         uint16_t off;
         uint8_t len;
-        if (!take(&off, 2) || !take(&len, 1))
+        if (!fake_take(&off, 2) || !fake_take(&len, 1))
             return 0;
         off %= RING;
         size_t c = len < RING - off ? len : RING - off;
-        take(p->ring + off, c);
+        fake_take(p->ring + off, c);
         break;
     }
     case 1: {
         uint8_t off, len;
-        if (!take(&off, 1) || !take(&len, 1))
+        if (!fake_take(&off, 1) || !fake_take(&len, 1))
             return 0;
         off %= FM_CTRL;
         size_t c = len < FM_CTRL - off ? len : FM_CTRL - off;
-        take(p->ctrl + off, c);
+        fake_take(p->ctrl + off, c);
         break;
     }
     case 2: {
         uint16_t off;
         uint8_t len;
-        if (!take(&off, 2) || !take(&len, 1))
+        if (!fake_take(&off, 2) || !fake_take(&len, 1))
             return 0;
         off %= fake_peer_region_len;
         size_t c = len < fake_peer_region_len - off ? len : fake_peer_region_len - off;
-        take(fake_peer_region + off, c);
+        fake_take(fake_peer_region + off, c);
         break;
     }
     case 3: {
         uint16_t id, len;
         uint8_t flags, n;
-        if (!take(&id, 2) || !take(&flags, 1) || !take(&len, 2) || !take(&n, 1))
+        if (!fake_take(&id, 2) || !fake_take(&flags, 1) || !fake_take(&len, 2) ||
+            !fake_take(&n, 1))
             return 0;
         put_packet(id, flags, len, n);
         break;
     }
     case 4: {
         uint16_t b;
-        if (!take(&b, 2))
+        if (!fake_take(&b, 2))
             return 0;
-        if (!in_fm)
+        if (!fake_in_fm)
             fm_extract(fm, b ? b : FM_EXTRACT_ALL);
         break;
     }
     case 5:
-        if (!in_fm && fake_poll) {
+        if (!fake_in_fm && fake_poll) {
             fake_poll(fake_hook_arg);
             fake_arm(fake_hook_arg);
         }
         break;
     case 6: {
         uint8_t v;
-        if (!take(&v, 1))
+        if (!fake_take(&v, 1))
             return 0;
         uint64_t w = v ? v : fm_oword(s_oseq, FM_O_OFFERED);
         memcpy(fake_peer_region + FM_OFFER_OFF, &w, 8);
@@ -159,14 +148,6 @@ static int step_input(void)
     }
     }
     return 1;
-}
-
-static void fake_turn(void)
-{
-    in_fm++;
-    if (!step_input())
-        fake_alive = 0;
-    in_fm--;
 }
 
 /* Handlers: every way of reading. */
@@ -207,31 +188,18 @@ static void h_overask(fm_stream_t *s, int sender, void *arg)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static int once;
-    if (!once) {
-        once = 1;
-        setenv("VMMC_LOG_LEVEL", "error", 0);
-    }
     if (size < 1)
         return 0;
-    in = data;
-    in_len = size;
-    in_pos = 1;
     s_head = 0;
     s_seq = 1;
     s_oseq = 0;
-    fake_reset(FM_CTRL + RING, data[0] & 1);
-    fm_params_t pa = {.field_mask = FM_PARAM_RING_SIZE | FM_PARAM_PACKET_SIZE |
-                                    FM_PARAM_MAX_HANDLERS,
-                      .ring_size = RING, .packet_size = PACKET, .max_handlers = 8};
-    if (fm_init(&fake_ep, &pa, &fm) != VMMC_OK)
-        abort();
+    fm = fake_fm_open(data, size, FM_CTRL + RING, RING, PACKET);
     if (vmmc_mem_alloc(&fake_ep, 16384 + 64, (void **)&cmem) != VMMC_OK)
         abort();
     fm_handler_t hs[] = {h_all_mem, h_pieces, h_prefix, h_header_then_mem, h_nothing, h_overask};
     for (int i = 0; i < 6; i++)
         fm_register_handler(fm, i, hs[i], NULL);
-    while (step_input())
+    while (fake_step())
         ;
     fm_extract(fm, FM_EXTRACT_ALL);
     /* Rank 1 dies: a handler suspended in its message gets the error, and
@@ -242,9 +210,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fm_dead_check(fm);
     fm_runlock(fm);
     vmmc_mem_free(&fake_ep, cmem);
-    if (fm_finalize(fm) != VMMC_OK) {
-        fprintf(stderr, "fm_finalize: %s\n", vmmc_last_error());
-        abort();
-    }
+    fake_fm_close(fm);
     return 0;
 }

@@ -15,9 +15,9 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "vspawn.h"
 #include "vtest.h"
 
 #define BIG (4u << 20)
@@ -371,36 +371,14 @@ int main(int argc, char **argv)
         return worker();
     if (argc < 2)
         VT_FAIL("usage: t_cq <path to vmmc>");
-    char self[4096];
-    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
-    VT_CHECK(sl > 0);
-    self[sl] = 0;
-    int pipefd[2];
-    VT_CHECK(pipe(pipefd) == 0);
     /* The survivors go on after rank 2's death: give them time. */
     setenv("VMMC_RUN_GRACE", "30s", 1);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(pipefd[1], 1);
-        dup2(pipefd[1], 2);
-        close(pipefd[0]);
-        execl(argv[1], argv[1], "run", "-n", "3", "--", self, "worker", (char *)NULL);
-        _exit(127);
-    }
-    close(pipefd[1]);
-    static char out[65536];
-    size_t len = 0;
-    ssize_t r;
-    while (len < sizeof out - 1 && (r = read(pipefd[0], out + len, sizeof out - 1 - len)) > 0)
-        len += (size_t)r;
-    out[len] = 0;
-    int st;
-    waitpid(pid, &st, 0);
-    printf("--- job output ---\n%s--- end ---\n", out);
-    VT_CHECK(strstr(out, "rank 0: completions ok") && strstr(out, "rank 1: notifications ok"));
-    VT_CHECK(strstr(out, "rank 0: completion after the death: peer process is dead"));
-    VT_CHECK(!strstr(out, "FAIL"));
-    VT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGKILL);
+    spawn_result_t *r =
+        spawn_job(argv[1], 3, (const char *[]){"worker", NULL}, vt_remote() ? 160 : 100);
+    VT_CHECK(spawn_said(r, "rank 0: completions ok") && spawn_said(r, "rank 1: notifications ok"));
+    VT_CHECK(spawn_said(r, "rank 0: completion after the death: peer process is dead"));
+    VT_CHECK(!spawn_said(r, "FAIL"));
+    VT_CHECK(exit_code(r->status) == 128 + SIGKILL);
     printf("t_cq: ok (%s)\n", vt_remote() ? "udp" : "shm");
     return 0;
 }

@@ -9,20 +9,13 @@
 #include <dirent.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "vspawn.h"
 #include "vtest.h"
 
 #define BIG (1 << 20)
-
-static double mono(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t); /* the same clock in every process */
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static int worker(void)
 {
@@ -55,7 +48,7 @@ static int worker(void)
     fflush(stdout);
     if (me == 2) {
         usleep(300000);
-        double t = mono();
+        double t = vt_now();
         VT_OK(vmmc_send(pt[0], 0, &t, sizeof t, 0));
         VT_OK(vmmc_send(pt[1], 0, &t, sizeof t, 0));
         raise(SIGKILL);
@@ -81,7 +74,7 @@ static int worker(void)
         while ((rc = vmmc_wait(ep, -1)) >= 0)
             ;
     }
-    double dt = (mono() - *tkill) * 1000;
+    double dt = (vt_now() - *tkill) * 1000;
     printf("rank %d: detected rank 2 dead after %.1f ms: %s (%s)\n", me, dt, vmmc_strerror(rc),
            vmmc_last_error());
     fflush(stdout);
@@ -98,8 +91,8 @@ static int worker(void)
     VT_OK(vmmc_send(pm[1 - me], 0, src, BIG, 0));
     double one = 1;
     VT_OK(vmmc_send(pt[1 - me], 64, &one, sizeof one, 0));
-    double w0 = mono();
-    while (tkill[8] != 1 && mono() - w0 < 5)
+    double w0 = vt_now();
+    while (tkill[8] != 1 && vt_now() - w0 < 5)
         usleep(100);
     VT_CHECK(tkill[8] == 1);
     printf("rank %d: ok\n", me);
@@ -127,47 +120,22 @@ int main(int argc, char **argv)
     if (argc < 2)
         VT_FAIL("usage: t_kill <path to vmmc>");
     int shm_before = count_dev_shm();
-    char self[4096];
-    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
-    VT_CHECK(sl > 0);
-    self[sl] = 0;
-    int pipefd[2];
-    VT_CHECK(pipe(pipefd) == 0);
-    double t0 = vt_now();
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(pipefd[1], 1);
-        dup2(pipefd[1], 2);
-        close(pipefd[0]);
-        execl(argv[1], argv[1], "run", "-n", "3", "--", self, "worker", (char *)NULL);
-        _exit(127);
-    }
-    close(pipefd[1]);
-    static char out[65536];
-    size_t len = 0;
-    ssize_t r;
-    while (len < sizeof out - 1 && (r = read(pipefd[0], out + len, sizeof out - 1 - len)) > 0)
-        len += (size_t)r;
-    out[len] = 0;
-    int st;
-    waitpid(pid, &st, 0);
-    double elapsed = vt_now() - t0;
-    printf("--- job output ---\n%s--- end (%.2f s) ---\n", out, elapsed);
-    VT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGKILL);
-    VT_CHECK(strstr(out, "rank 2") && strstr(out, "signal 9"));
+    spawn_result_t *r = spawn_job(argv[1], 3, (const char *[]){"worker", NULL}, vt_remote() ? 80 : 50);
+    VT_CHECK(exit_code(r->status) == 128 + SIGKILL);
+    VT_CHECK(strstr(r->err, "rank 2") && strstr(r->err, "signal 9"));
     for (int k = 0; k < 2; k++) {
         char key[64];
         snprintf(key, sizeof key, "rank %d: detected rank 2 dead after ", k);
-        const char *s = strstr(out, key);
+        const char *s = strstr(r->out, key);
         if (!s)
             VT_FAIL("rank %d did not report the death", k);
         double ms = atof(s + strlen(key));
         VT_CHECK(ms >= 0 && ms < 10000);
         snprintf(key, sizeof key, "rank %d: ok", k);
-        VT_CHECK(strstr(out, key) != NULL);
+        VT_CHECK(strstr(r->out, key) != NULL);
     }
     /* No rank left running, nothing left behind. */
-    for (const char *s = out; (s = strstr(s, " pid ")); s += 5) {
+    for (const char *s = r->out; (s = strstr(s, " pid ")); s += 5) {
         int p = atoi(s + 5);
         VT_CHECK(p > 0 && kill(p, 0) != 0);
     }

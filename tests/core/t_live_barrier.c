@@ -14,7 +14,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 
-#include "tools/spawn.h"
+#include "vspawn.h"
 
 static int worker(int victim)
 {
@@ -105,10 +105,7 @@ int main(int argc, char **argv)
     if (argc < 2)
         VT_FAIL("usage: t_live_barrier <path to vmmc> [rounds]");
     int rounds = argc > 2 ? atoi(argv[2]) : 12;
-    char self[4096];
-    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
-    VT_CHECK(sl > 0);
-    self[sl] = 0;
+    char *self = (char *)spawn_self();
     for (int i = 0; i < rounds; i++) {
         int victim = i % 3;
         char vic[16];

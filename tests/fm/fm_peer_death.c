@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "fm_test.h"
+#include "vspawn.h"
 
 static const char *dir;
 static int me;
@@ -139,15 +140,10 @@ int main(int argc, char **argv)
         VT_SKIP("usage: fm_peer_death <path of the vmmc tool>");
     char tmpl[] = "/tmp/fm_peer_death.XXXXXX";
     VT_CHECK(mkdtemp(tmpl) != NULL);
-    char self[4096];
-    ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
-    VT_CHECK(l > 0);
-    self[l] = 0;
-    char cmd[9000];
-    snprintf(cmd, sizeof cmd, "'%s' run -n 3 -- '%s' --child '%s' %s", argv[1], self, tmpl,
-             argc >= 3 ? argv[2] : "");
-    int st = system(cmd);
-    printf("job exit status %d (a rank was killed, so non-zero is expected)\n", st);
+    spawn_result_t *job = spawn_job(
+        argv[1], 3, (const char *[]){"--child", tmpl, argc >= 3 ? argv[2] : "", NULL}, 50);
+    printf("job exit status %d (a rank was killed, so non-zero is expected)\n",
+           exit_code(job->status));
     int ok = 1;
     for (int r = 0; r < 3; r++) {
         /* Ranks 0 and 1 saw the death; rank 2 got as far as dying on purpose

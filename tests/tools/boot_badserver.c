@@ -13,7 +13,7 @@
 
 #include "core/boot.h"
 #include "core/boot_wire.h"
-#include "spawn.h"
+#include "vspawn.h"
 
 static int lfd;
 static char sockname[64];

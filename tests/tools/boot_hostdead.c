@@ -13,7 +13,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "spawn.h"
+#include "vspawn.h"
 
 static int worker(void)
 {
@@ -60,10 +60,7 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc > 1 && !strcmp(argv[1], "worker"))
         return worker();
-    char self[4096];
-    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
-    VT_CHECK(sl > 0);
-    self[sl] = 0;
+    char *self = (char *)spawn_self();
     char boot[64];
     snprintf(boot, sizeof boot, "VMMC_BOOTSTRAP=127.0.0.1:%d", free_port());
     spawn_result_t res[2];

@@ -2,7 +2,7 @@
  * run barriers through PMIx. Skips without mpirun or without PMIx support.
  * Arguments: boot_peer, a LeakSanitizer suppression file for libpmix's own
  * leaks (used by sanitizer builds). */
-#include "spawn.h"
+#include "vspawn.h"
 #include "vmmc_build_config.h"
 
 int main(int argc, char **argv)

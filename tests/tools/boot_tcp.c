@@ -7,7 +7,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "spawn.h"
+#include "vspawn.h"
 
 /* Start @n ranks of `peer mode arg` (rank 0 last, so the others retry). */
 /* Is IPv6 loopback usable here? */

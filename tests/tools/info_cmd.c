@@ -1,6 +1,6 @@
 /* `vmmc info`: version, facts, every setting with -c, and the warning about
  * an unknown VMMC_* variable. Argument: the vmmc tool. */
-#include "spawn.h"
+#include "vspawn.h"
 
 int main(int argc, char **argv)
 {

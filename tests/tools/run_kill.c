@@ -6,7 +6,7 @@
  * Arguments: vmmc tool, boot_peer. */
 #include <sys/prctl.h>
 
-#include "spawn.h"
+#include "vspawn.h"
 
 static int ready_pids[2];
 static int term_sent;

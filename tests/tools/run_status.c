@@ -7,7 +7,7 @@
 #endif
 #include <sched.h>
 
-#include "spawn.h"
+#include "vspawn.h"
 
 static const char *vmmc;
 

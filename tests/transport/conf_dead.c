@@ -9,12 +9,11 @@
  *        job with a long VMMC_RUN_GRACE so the launcher does not end the
  *        survivors, and checks its output)
  *        conf_dead rank self|peer                      (a rank of the job) */
-#include <poll.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "conf.h"
+#include "vspawn.h"
 
 #define BIG ((size_t)1 << 20)
 #define DETECT_S 10.0 /* generous: the launcher's notice takes milliseconds */
@@ -174,50 +173,16 @@ static int worker(const char *mode)
 /* Run the job, bounded in time; check each survivor's report. */
 static int driver(const char *vmmc, const char *np, const char *mode)
 {
-    char self[4096];
-    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
-    VT_CHECK(sl > 0);
-    self[sl] = 0;
     setenv("VMMC_RUN_GRACE", "120s", 1); /* the survivors end on their own */
-    int pfd[2];
-    VT_CHECK(pipe(pfd) == 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(pfd[1], 1);
-        dup2(pfd[1], 2);
-        close(pfd[0]);
-        execl(vmmc, vmmc, "run", "-n", np, "--", self, "rank", mode, (char *)NULL);
-        _exit(127);
-    }
-    close(pfd[1]);
-    static char out[1 << 16];
-    size_t len = 0;
-    double t0 = vt_now();
-    for (;;) {
-        struct pollfd q = {pfd[0], POLLIN, 0};
-        if (vt_now() - t0 > conf_timeout() + 20) {
-            kill(pid, SIGTERM);
-            out[len] = 0;
-            VT_FAIL("the job hangs; its output so far:\n%s", out);
-        }
-        if (poll(&q, 1, 200) <= 0)
-            continue;
-        ssize_t r = read(pfd[0], out + len, sizeof out - 1 - len);
-        if (r <= 0)
-            break;
-        len += (size_t)r;
-    }
-    out[len] = 0;
-    int st;
-    waitpid(pid, &st, 0);
-    printf("--- job output ---\n%s--- end (%.2f s) ---\n", out, vt_now() - t0);
-    if (strstr(out, "SKIP:"))
+    spawn_result_t *r =
+        spawn_job(vmmc, atoi(np), (const char *[]){"rank", mode, NULL}, conf_timeout() + 20);
+    if (strstr(r->out, "SKIP:"))
         return 77;
-    VT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGKILL);
+    VT_CHECK(exit_code(r->status) == 128 + SIGKILL);
     for (int k = 0; k < 2; k++) {
         char key[64];
         snprintf(key, sizeof key, "rank %d: conf ok", k);
-        if (!strstr(out, key))
+        if (!strstr(r->out, key))
             VT_FAIL("survivor %d did not finish its checks", k);
     }
     printf("conf_dead %s: ok\n", mode);

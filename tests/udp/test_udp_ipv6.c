@@ -3,28 +3,6 @@
  * Skipped when this machine has no IPv6 loopback. */
 #include "udp_test.h"
 
-static int open6(ut_ep_t *e, uint32_t self, const vmmc_udp_bindings_t *b)
-{
-    struct sockaddr_in6 a;
-    memset(&a, 0, sizeof a);
-    a.sin6_family = AF_INET6;
-    a.sin6_addr = in6addr_loopback;
-    vmmc_udp_link_params_t p;
-    memset(&p, 0, sizeof p);
-    e->self = self;
-    p.self = self;
-    p.max_peers = 2;
-    p.bind_addr = (struct sockaddr *)&a;
-    p.bind_len = sizeof a;
-    ut_token(p.token, self, 0);
-    p.deliver = ut_deliver;
-    p.accept = ut_accept;
-    p.dead = ut_dead;
-    p.arg = e;
-    p.bindings = b;
-    return vmmc_udp_link_open(&p, &e->l);
-}
-
 int main(void)
 {
     int probe = socket(AF_INET6, SOCK_DGRAM, 0);
@@ -44,22 +22,13 @@ int main(void)
         VT_OK(vmmc_udp_fault_parse(i ? "drop=0.03,reorder=0.02,seed=2" : "drop=0.03,seed=1", &fs));
         VT_OK(vmmc_udp_bindings_fault(&b[i], &fs, VMMC_UDP_MAX_DGRAM));
         ut_rx_init(&e[i].rx, 900 + (uint64_t)(1 - i), total);
-        VT_OK(open6(&e[i], (uint32_t)i, &b[i]));
+        VT_OK(ut_open_addr(&e[i], (uint32_t)i, 2, (struct sockaddr *)&a6, sizeof a6, &b[i]));
     }
     VT_OK(ut_connect(&e[0], &e[1]));
     VT_OK(ut_connect(&e[1], &e[0]));
     VT_CHECK(vmmc_udp_link_payload_max(e[0].l) > 60000);
 
-    ut_txarg_t t[2] = {{&e[0], 1, 900, total, 0}, {&e[1], 0, 901, total, 0}};
-    pthread_t th;
-    pthread_create(&th, NULL, ut_tx_thread, &t[1]);
-    ut_tx_thread(&t[0]);
-    pthread_join(th, NULL);
-    VT_OK(t[0].st);
-    VT_OK(t[1].st);
-    for (int i = 0; i < 2; i++)
-        if (!ut_rx_wait(&e[i].rx, 30))
-            VT_FAIL("endpoint %d: %s", i, e[i].rx.err);
+    ut_stream_pair(e, 900, total, 30);
 
     /* Junk from another IPv6 socket is refused. */
     int s6 = socket(AF_INET6, SOCK_DGRAM, 0);

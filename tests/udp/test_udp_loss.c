@@ -32,19 +32,7 @@ int main(int argc, char **argv)
     VT_OK(ut_connect(&e[1], &e[0]));
 
     double t0 = vt_now();
-    ut_txarg_t ta[2] = {{&e[0], 1, 1000, total, 0}, {&e[1], 0, 1001, total, 0}};
-    pthread_t th;
-    pthread_create(&th, NULL, ut_tx_thread, &ta[1]);
-    ut_tx_thread(&ta[0]);
-    pthread_join(th, NULL);
-    VT_OK(ta[0].st);
-    VT_OK(ta[1].st);
-    for (int i = 0; i < 2; i++) {
-        if (!ut_rx_wait(&e[i].rx, 60))
-            VT_FAIL("endpoint %d: stream incomplete or wrong: %s (got %llu of %llu bytes)", i,
-                    e[i].rx.err, (unsigned long long)e[i].rx.expect,
-                    (unsigned long long)total);
-    }
+    ut_stream_pair(e, 1000, total, 60);
     double dt = vt_now() - t0;
 
     for (int i = 0; i < 2; i++) {

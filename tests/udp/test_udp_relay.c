@@ -67,17 +67,7 @@ int main(int argc, char **argv)
     VT_OK(vmmc_udp_link_add_peer(e[1].l, 0, (struct sockaddr *)&ay, sizeof ay, tok));
 
     double t0 = vt_now();
-    ut_txarg_t ta[2] = {{&e[0], 1, 300, total, 0}, {&e[1], 0, 301, total, 0}};
-    pthread_t th;
-    pthread_create(&th, NULL, ut_tx_thread, &ta[1]);
-    ut_tx_thread(&ta[0]);
-    pthread_join(th, NULL);
-    VT_OK(ta[0].st);
-    VT_OK(ta[1].st);
-    for (int i = 0; i < 2; i++)
-        if (!ut_rx_wait(&e[i].rx, 60))
-            VT_FAIL("endpoint %d: %s (%llu of %llu bytes)", i, e[i].rx.err,
-                    (unsigned long long)e[i].rx.expect, (unsigned long long)total);
+    ut_stream_pair(e, 300, total, 60);
     double dt = vt_now() - t0;
     ut_print_counters("ep0", e[0].l);
     ut_print_counters("ep1", e[1].l);

@@ -228,19 +228,18 @@ static inline void ut_dead(void *arg, uint32_t peer, int clean)
     pthread_mutex_unlock(&e->rx.lock);
 }
 
-/* Open @e's link on 127.0.0.1:@port (0: any), with optional bindings. */
-static inline int ut_open(ut_ep_t *e, uint32_t self, uint32_t max_peers, uint16_t port,
-                          const vmmc_udp_bindings_t *b)
+/* Open @e's link bound to @addr, with optional bindings. */
+static inline int ut_open_addr(ut_ep_t *e, uint32_t self, uint32_t max_peers,
+                               const struct sockaddr *addr, socklen_t addr_len,
+                               const vmmc_udp_bindings_t *b)
 {
-    struct sockaddr_in a;
-    ut_loopback(&a, port);
     vmmc_udp_link_params_t p;
     memset(&p, 0, sizeof p);
     e->self = self;
     p.self = self;
     p.max_peers = max_peers;
-    p.bind_addr = (struct sockaddr *)&a;
-    p.bind_len = sizeof a;
+    p.bind_addr = addr;
+    p.bind_len = addr_len;
     ut_token(p.token, self, 0);
     p.deliver = ut_deliver;
     p.accept = ut_accept;
@@ -248,6 +247,15 @@ static inline int ut_open(ut_ep_t *e, uint32_t self, uint32_t max_peers, uint16_
     p.arg = e;
     p.bindings = b;
     return vmmc_udp_link_open(&p, &e->l);
+}
+
+/* Open @e's link on 127.0.0.1:@port (0: any), with optional bindings. */
+static inline int ut_open(ut_ep_t *e, uint32_t self, uint32_t max_peers, uint16_t port,
+                          const vmmc_udp_bindings_t *b)
+{
+    struct sockaddr_in a;
+    ut_loopback(&a, port);
+    return ut_open_addr(e, self, max_peers, (struct sockaddr *)&a, sizeof a, b);
 }
 
 /* Register @b as a peer of @a (both in this process). */
@@ -280,6 +288,25 @@ static inline void *ut_tx_thread(void *arg)
     if (t->st == VMMC_OK)
         t->st = vmmc_udp_link_flush(t->from->l, t->to, 60000);
     return NULL;
+}
+
+/* Both directions at once between e[0] and e[1]: @total bytes of the
+ * stream seeded @seed from 0 to 1 and of @seed + 1 from 1 to 0 (each
+ * receiver set up with ut_rx_init(&e[i].rx, seed + 1 - i, total)); fails the
+ * test unless both arrive whole, in order and once within @timeout_s. */
+static inline void ut_stream_pair(ut_ep_t e[2], uint64_t seed, uint64_t total, double timeout_s)
+{
+    ut_txarg_t t[2] = {{&e[0], 1, seed, total, 0}, {&e[1], 0, seed + 1, total, 0}};
+    pthread_t th;
+    VT_CHECK(pthread_create(&th, NULL, ut_tx_thread, &t[1]) == 0);
+    ut_tx_thread(&t[0]);
+    pthread_join(th, NULL);
+    VT_OK(t[0].st);
+    VT_OK(t[1].st);
+    for (int i = 0; i < 2; i++)
+        if (!ut_rx_wait(&e[i].rx, timeout_s))
+            VT_FAIL("endpoint %d: stream incomplete or wrong: %s (%llu of %llu bytes)", i,
+                    e[i].rx.err, (unsigned long long)e[i].rx.expect, (unsigned long long)total);
 }
 
 #endif

@@ -9,41 +9,28 @@
  *  - nranks == 0: a forked child of the tool, rows come back over a pipe;
  *  - nranks == 2: `vmmc run -n 2 --cpu-bind -- <self> bench --worker <suite>`,
  *    rank 0 prints its rows on stdout, which the launcher forwards to us.
- * Rows travel as tab-separated lines starting with ROW_TAG (see emit_*()).
+ * Rows travel as tab-separated lines starting with ROW_TAG: bench_report.c
+ * writes them, bench_rows.c reads them and computes the ratios.
  * The command line is parsed in bench_opts.c; the rows are printed and
  * charted in bench_out.c (bench_int.h holds what the three share). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <math.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
-#include <stdarg.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/types.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "bench.h"
 #include "bench_int.h"
 #include "cmds.h"
-
-#define ROW_TAG "@@vmmc-bench"
-#define BOUND_TAG "bound:" /* a row's reference that is its floor or ceiling */
-/* How far past its bound's extreme repetition a figure must be to be flagged:
- * the spread of repetitions on a quiet machine. */
-#define BOUND_MARGIN 0.03
 
 extern const bench_suite_t *const __start_vmmc_bench[];
 extern const bench_suite_t *const __stop_vmmc_bench[];
@@ -51,207 +38,6 @@ extern const bench_suite_t *const __stop_vmmc_bench[];
 /* The order suites run in and are printed in: the floor first. */
 const char *const suite_order[] = {"limits", "vmmc", "fm", "udp", "peers"};
 const size_t suite_order_n = sizeof suite_order / sizeof *suite_order;
-
-/* ------------------------------------------------------------------------- */
-/* Helpers for suites (bench.h)                                               */
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-double bench_n_half(const size_t *sizes, const double *bw, int n)
-{
-    double peak = 0;
-    for (int i = 0; i < n; i++)
-        if (bw[i] > peak)
-            peak = bw[i];
-    int i = 0;
-    while (i < n - 1 && bw[i] < peak / 2)
-        i++;
-    if (i == 0)
-        return (double)sizes[0];
-    double t = (peak / 2 - bw[i - 1]) / (bw[i] - bw[i - 1]);
-    return exp(log((double)sizes[i - 1]) + t * (log((double)sizes[i]) - log((double)sizes[i - 1])));
-}
-
-bench_stat_t bench_stats(double *samples, int n)
-{
-    bench_stat_t st = {0, 0, 0};
-    if (n <= 0)
-        return st;
-    qsort(samples, (size_t)n, sizeof *samples, cmp_double);
-    st.min = samples[0];
-    st.max = samples[n - 1];
-    st.median = n % 2 ? samples[n / 2] : (samples[n / 2 - 1] + samples[n / 2]) / 2;
-    return st;
-}
-
-double bench_now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
-}
-
-int bench_pin_cpu(int cpu)
-{
-    cpu_set_t s;
-    CPU_ZERO(&s);
-    CPU_SET(cpu, &s);
-    return sched_setaffinity(0, sizeof s, &s) ? -1 : 0;
-}
-
-/* Where the current (child) process writes its rows. */
-static FILE *g_rows;
-
-/* Text fields travel on one line between tabs: flatten tabs and newlines. */
-static void put_field(FILE *f, const char *s)
-{
-    fputc('\t', f);
-    for (; s && *s; s++)
-        fputc(*s == '\t' || *s == '\n' || *s == '\r' ? ' ' : *s, f);
-}
-
-void bench_report(bench_ctx_t *c, const char *metric, size_t size, const char *unit,
-                  bench_stat_t st, const char *ref)
-{
-    if (!g_rows || c->rank != 0)
-        return;
-    fputs(ROW_TAG "\trow", g_rows);
-    put_field(g_rows, c->transport ? c->transport : "-");
-    put_field(g_rows, metric);
-    fprintf(g_rows, "\t%zu", size);
-    put_field(g_rows, unit);
-    fprintf(g_rows, "\t%.17g\t%.17g\t%.17g", st.median, st.min, st.max);
-    put_field(g_rows, ref ? ref : "");
-    fputc('\n', g_rows);
-    fflush(g_rows);
-}
-
-void bench_report_bounded(bench_ctx_t *c, const char *metric, size_t size, const char *unit,
-                          bench_stat_t st, const char *bound)
-{
-    char ref[256];
-    snprintf(ref, sizeof ref, BOUND_TAG "%s", bound);
-    bench_report(c, metric, size, unit, st, ref);
-}
-
-void bench_note(bench_ctx_t *c, const char *fmt, ...)
-{
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (c->rank != 0) { /* other ranks' notes are diagnostics */
-        fprintf(stderr, "vmmc bench: rank %d: %s\n", c->rank, buf);
-        return;
-    }
-    if (!g_rows)
-        return;
-    fputs(ROW_TAG "\tnote", g_rows);
-    put_field(g_rows, buf);
-    fputc('\n', g_rows);
-    fflush(g_rows);
-}
-
-/* ------------------------------------------------------------------------- */
-/* Collected results                                                          */
-
-
-
-row_t *rows;
-size_t nrows;
-static size_t caprows;
-note_t *notes;
-size_t nnotes;
-static size_t capnotes;
-
-static void *xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n);
-    if (!q) {
-        fprintf(stderr, "vmmc bench: out of memory\n");
-        exit(1);
-    }
-    return q;
-}
-
-static char *xstrdup(const char *s)
-{
-    char *d = strdup(s ? s : "");
-    if (!d) {
-        fprintf(stderr, "vmmc bench: out of memory\n");
-        exit(1);
-    }
-    return d;
-}
-
-static void add_note(const char *suite, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void add_note(const char *suite, const char *fmt, ...)
-{
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (nnotes == capnotes) {
-        capnotes = capnotes ? 2 * capnotes : 16;
-        notes = xrealloc(notes, capnotes * sizeof *notes);
-    }
-    notes[nnotes].suite = xstrdup(suite);
-    notes[nnotes].text = xstrdup(buf);
-    nnotes++;
-}
-
-/* Parse one line from a suite; lines without the tag are diagnostics and go
- * to stderr. Returns 1 for a row or note, 0 otherwise. */
-static int parse_line(const char *suite, char *line)
-{
-    char *tag = strstr(line, ROW_TAG "\t");
-    if (!tag) {
-        if (*line)
-            fprintf(stderr, "[%s] %s\n", suite, line);
-        return 0;
-    }
-    char *f[12];
-    int n = 0;
-    char *save = NULL;
-    for (char *t = strtok_r(tag, "\t", &save); t && n < 12; t = strtok_r(NULL, "\t", &save))
-        f[n++] = t;
-    /* strtok_r drops empty fields: the only optional one is the last (ref). */
-    if (n >= 3 && !strcmp(f[1], "note")) {
-        add_note(suite, "%s", f[2]);
-        return 1;
-    }
-    if (n < 9 || strcmp(f[1], "row")) {
-        fprintf(stderr, "vmmc bench: [%s] malformed result line ignored\n", suite);
-        return 0;
-    }
-    if (nrows == caprows) {
-        caprows = caprows ? 2 * caprows : 64;
-        rows = xrealloc(rows, caprows * sizeof *rows);
-    }
-    row_t *r = &rows[nrows++];
-    memset(r, 0, sizeof *r);
-    r->suite = xstrdup(suite);
-    r->transport = xstrdup(f[2]);
-    r->metric = xstrdup(f[3]);
-    r->size = (size_t)strtoull(f[4], NULL, 10);
-    r->unit = xstrdup(f[5]);
-    r->value = strtod(f[6], NULL);
-    r->min = strtod(f[7], NULL);
-    r->max = strtod(f[8], NULL);
-    r->ref = n > 9 ? xstrdup(f[9]) : NULL;
-    if (r->ref && !strncmp(r->ref, BOUND_TAG, strlen(BOUND_TAG))) {
-        memmove(r->ref, r->ref + strlen(BOUND_TAG), strlen(r->ref) - strlen(BOUND_TAG) + 1);
-        r->bound = 1;
-    }
-    r->ratio = NAN;
-    return 1;
-}
 
 /* ------------------------------------------------------------------------- */
 /* Running suites                                                             */
@@ -544,121 +330,6 @@ static int run_worker(const opts_t *o)
         fprintf(stderr, "vmmc bench: rank %d: vmmc_finalize failed: %s (%s)\n", c.rank,
                 vmmc_strerror(frc), vmmc_last_error());
     return rc || frc ? 1 : 0;
-}
-
-/* ------------------------------------------------------------------------- */
-/* Ratios                                                                     */
-
-/* Time units are converted to ns; other units must match exactly. */
-static int unit_scale(const char *u, double *scale, const char **family)
-{
-    if (!strcmp(u, "ns")) {
-        *scale = 1;
-        *family = "time";
-    } else if (!strcmp(u, "us")) {
-        *scale = 1e3;
-        *family = "time";
-    } else if (!strcmp(u, "ms")) {
-        *scale = 1e6;
-        *family = "time";
-    } else {
-        *scale = 1;
-        *family = u;
-    }
-    return 0;
-}
-
-static double size_distance(size_t a, size_t b)
-{
-    return fabs(log2((double)(a ? a : 1)) - log2((double)(b ? b : 1)));
-}
-
-static void compute_ratios(void)
-{
-    for (size_t i = 0; i < nrows; i++) {
-        row_t *r = &rows[i];
-        if (!r->ref || !*r->ref)
-            continue;
-        const char *slash = strchr(r->ref, '/');
-        if (!slash)
-            continue;
-        size_t slen = (size_t)(slash - r->ref);
-        const row_t *best = NULL;
-        double bestd = INFINITY;
-        for (size_t j = 0; j < nrows; j++) {
-            const row_t *q = &rows[j];
-            if (q == r || strlen(q->suite) != slen || strncmp(q->suite, r->ref, slen) ||
-                strcmp(q->metric, slash + 1))
-                continue;
-            double d = size_distance(q->size, r->size);
-            /* same size wins; among equals prefer the same transport */
-            if (!strcmp(q->transport, r->transport))
-                d -= 0.01;
-            if (d < bestd) {
-                bestd = d;
-                best = q;
-            }
-        }
-        if (!best)
-            continue;
-        double s1, s2;
-        const char *f1, *f2;
-        unit_scale(r->unit, &s1, &f1);
-        unit_scale(best->unit, &s2, &f2);
-        if (strcmp(f1, f2) || best->value == 0)
-            continue;
-        r->ratio = (r->value * s1) / (best->value * s2);
-        char buf[256];
-        if (best->size)
-            snprintf(buf, sizeof buf, "%s@%zu", r->ref, best->size);
-        else
-            snprintf(buf, sizeof buf, "%s", r->ref);
-        r->ratio_to = xstrdup(buf);
-        /* A figure beyond its own floor or ceiling, measured the same way in
-         * this run, is impossible: flag it rather than let it be quoted.
-         * Beyond means past every repetition of the bound (below the floor's
-         * min, above the ceiling's max) by more than BOUND_MARGIN, so that
-         * neither the bound's noise nor the figure's raises the flag. */
-        if (r->bound && best->size == r->size) {
-            int is_time = !strcmp(f1, "time");
-            if (is_time ? r->value * s1 < best->min * s2 * (1 - BOUND_MARGIN)
-                        : r->value * s1 > best->max * s2 * (1 + BOUND_MARGIN)) {
-                char sz[32];
-                r->flag = is_time ? "below-floor" : "above-ceiling";
-                snprintf(sz, sizeof sz, "%zu B", r->size);
-                add_note(r->suite,
-                         "! %s at %s is %.3gx its %s %s, measured the same way in this run, "
-                         "and more than 3 %% beyond every repetition of it: impossible, so the "
-                         "two did not see "
-                         "the same machine (the cpus moved or other work ran) or the path "
-                         "skipped work it owes; do not quote it",
-                         r->metric, r->size ? sz : "-", r->ratio,
-                         is_time ? "floor" : "ceiling", r->ratio_to);
-            }
-        }
-    }
-}
-
-/* --bound METRIC:BOUND (both "suite/metric"): treat BOUND as METRIC's floor
- * (times) or ceiling (rates), as suites do for their own figures. */
-static void apply_bounds(const opts_t *o)
-{
-    for (int b = 0; b < o->nbounds; b++) {
-        const char *colon = strchr(o->bounds[b], ':');
-        const char *slash = strchr(o->bounds[b], '/');
-        if (!colon || !slash || slash > colon)
-            continue;
-        for (size_t i = 0; i < nrows; i++) {
-            row_t *r = &rows[i];
-            size_t sl = (size_t)(slash - o->bounds[b]), ml = (size_t)(colon - slash - 1);
-            if (strlen(r->suite) != sl || strncmp(r->suite, o->bounds[b], sl) ||
-                strlen(r->metric) != ml || strncmp(r->metric, slash + 1, ml))
-                continue;
-            free(r->ref);
-            r->ref = xstrdup(colon + 1);
-            r->bound = 1;
-        }
-    }
 }
 
 /* ------------------------------------------------------------------------- */

@@ -59,6 +59,18 @@ void bench_report_bounded(bench_ctx_t *c, const char *metric, size_t size, const
 void bench_note(bench_ctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 double bench_now_ns(void);       /* CLOCK_MONOTONIC in ns */
+
+/* In a loop that spins on a word another core writes: let that core (or
+ * this core's other hardware thread) have the memory bus meanwhile. */
+static inline void bench_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    __asm__ volatile("" ::: "memory");
+#endif
+}
+
 int bench_pin_cpu(int cpu);      /* pin the calling thread; 0 or -1 */
 
 typedef struct bench_suite {

@@ -1,5 +1,7 @@
-/* vmmc bench: what the framework's files share (bench.c runs the suites and
- * collects their rows; bench_out.c prints them as a table, CSV or JSON and
+/* vmmc bench: what the framework's files share (bench.c runs the suites;
+ * bench_report.c writes the result lines a suite reports; bench_rows.c
+ * reads them into rows and computes the ratios; bench_opts.c parses the
+ * command line; bench_out.c prints the rows as a table, CSV or JSON and
  * draws the charts). Not for suites: they use bench.h. */
 #ifndef VMMC_TOOLS_BENCH_INT_H
 #define VMMC_TOOLS_BENCH_INT_H
@@ -8,6 +10,10 @@
 #include <stdio.h>
 
 #include "bench.h"
+
+/* A result line: ROW_TAG, "row" or "note", then tab-separated fields. */
+#define ROW_TAG "@@vmmc-bench"
+#define BOUND_TAG "bound:" /* a row's reference that is its floor or ceiling */
 
 typedef struct row {
     char *suite, *transport, *metric, *unit, *ref;
@@ -40,14 +46,29 @@ typedef struct opts {
     int nsuites;
 } opts_t;
 
-/* The rows and notes of this run (bench.c). */
+/* The order suites run in and are printed in: the floor first (bench.c). */
+extern const char *const suite_order[];
+extern const size_t suite_order_n;
+
+/* bench_report.c: where this (suite's) process writes its result lines;
+ * NULL in the tool itself. */
+extern FILE *g_rows;
+
+/* bench_rows.c: the rows and notes of this run. */
 extern row_t *rows;
 extern size_t nrows;
 extern note_t *notes;
 extern size_t nnotes;
-/* The order suites run in and are printed in: the floor first. */
-extern const char *const suite_order[];
-extern const size_t suite_order_n;
+void *xrealloc(void *p, size_t n); /* exit(1) when out of memory */
+char *xstrdup(const char *s);      /* "" for NULL; exit(1) when out of memory */
+void add_note(const char *suite, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* One line from a suite; lines without ROW_TAG are diagnostics and go to
+ * stderr. Returns 1 for a row or note, 0 otherwise. */
+int parse_line(const char *suite, char *line);
+/* --bound METRIC:BOUND: make BOUND the floor or ceiling of METRIC's rows. */
+void apply_bounds(const opts_t *o);
+/* Each row's ratio to its reference; flags a figure beyond its bound. */
+void compute_ratios(void);
 
 /* bench_opts.c */
 int parse_opts(int argc, char **argv, opts_t *o);

@@ -35,10 +35,8 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
 #define HAVE_TSC 1
-#define cpu_relax() _mm_pause()
 #else
 #define HAVE_TSC 0
-#define cpu_relax() __asm__ volatile("" ::: "memory")
 #endif
 
 #include "bench.h"
@@ -147,7 +145,7 @@ static int cacheline(bench_ctx_t *c)
         for (uint64_t i = 1;; i++) {
             uint64_t v;
             while ((v = __atomic_load_n(ping, __ATOMIC_ACQUIRE)) != i && v != stop)
-                cpu_relax();
+                bench_cpu_relax();
             if (v == stop)
                 _exit(0);
             __atomic_store_n(pong, i, __ATOMIC_RELEASE);
@@ -160,7 +158,7 @@ static int cacheline(bench_ctx_t *c)
         seq++;
         __atomic_store_n(ping, seq, __ATOMIC_RELEASE);
         while (__atomic_load_n(pong, __ATOMIC_ACQUIRE) != seq)
-            cpu_relax();
+            bench_cpu_relax();
     }
     for (int r = 0; r < c->reps && rt; r++) {
         for (long k = 0; k < iters; k++) {
@@ -168,7 +166,7 @@ static int cacheline(bench_ctx_t *c)
             uint64_t t0 = ticks();
             __atomic_store_n(ping, seq, __ATOMIC_RELEASE);
             while (__atomic_load_n(pong, __ATOMIC_ACQUIRE) != seq)
-                cpu_relax();
+                bench_cpu_relax();
             rt[k] = ticks() - t0;
         }
         samples[r] = median_u64(rt, iters) / ticks_per_ns / 2;

@@ -19,6 +19,7 @@
 
 #include "bench.h"
 #include "bench_int.h"
+#include "bench_proc.h"
 
 /* ------------------------------------------------------------------------- */
 /* Output                                                                     */
@@ -328,24 +329,6 @@ void print_json(FILE *f, const opts_t *o)
 /* ------------------------------------------------------------------------- */
 /* Charts                                                                     */
 
-static int in_path(const char *prog)
-{
-    const char *path = getenv("PATH");
-    if (!path)
-        path = "/usr/bin:/bin";
-    char buf[PATH_MAX];
-    while (*path) {
-        size_t n = strcspn(path, ":");
-        snprintf(buf, sizeof buf, "%.*s/%s", (int)n, path, prog);
-        if (n && access(buf, X_OK) == 0)
-            return 1;
-        path += n;
-        if (*path)
-            path++;
-    }
-    return 0;
-}
-
 static int is_latency(const row_t *r)
 {
     size_t n = strlen(r->metric);
@@ -436,7 +419,7 @@ static void plot_chart(FILE *gp, const char *png, const char *title, const char 
 
 int check_gnuplot(void)
 {
-    if (in_path("gnuplot"))
+    if (proc_in_path("gnuplot", NULL, 0))
         return 0;
     fprintf(stderr, "vmmc bench: --plot needs gnuplot, which is not installed; install it with\n"
                     "    apt-get install -y gnuplot-nox\n");

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+/* Is @prog an executable in $PATH? Its full path into @full (if not NULL). */
 int proc_in_path(const char *prog, char *full, size_t n);
 pid_t proc_spawn(char *const argv[], char *const env[], int cpu, int outfd);
 void proc_stop_group(pid_t pid);

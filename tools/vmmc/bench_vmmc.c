@@ -106,7 +106,7 @@ int vb_wait_word(vb_t *v, volatile uint64_t *p, uint64_t val)
             if (rc == 0 && (spins & 63) == 63)
                 sched_yield();
         } else {
-            cpu_relax();
+            bench_cpu_relax();
         }
         if ((spins & 0xffff) == 0xffff) {
             double now = bench_now_ns();

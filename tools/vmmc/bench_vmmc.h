@@ -17,12 +17,6 @@
 #include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define cpu_relax() _mm_pause()
-#else
-#define cpu_relax() __asm__ volatile("" ::: "memory")
-#endif
 
 #include "bench.h"
 

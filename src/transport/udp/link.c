@@ -2,7 +2,8 @@
 #define _GNU_SOURCE /* sendmmsg, recvmmsg, ppoll */
 #endif
 /* UDP link: settings, set-up and teardown, counters. The send side is in
- * link_tx.c, the receive side and the progress thread in link_rx.c. */
+ * link_tx.c, the receive side in link_rx.c, the progress thread in
+ * link_progress.c. */
 #include "transport/udp/link_impl.h"
 
 #include <errno.h>

@@ -10,8 +10,6 @@
 
 #include "vmmc/vmmc.h"
 
-extern uint64_t vmmc_udp_cfg_ack_delay;
-
 /* ---- acknowledgements received (send side) ------------------------------ */
 
 /* RFC 6298's SRTT + 4 RTTVAR, but at most 3 SRTT and at least 1.5 SRTT:

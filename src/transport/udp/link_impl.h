@@ -1,5 +1,6 @@
 /* Private state of the UDP link, shared by link.c (set-up, send side) and
- * link_rx.c (progress thread: receive, acknowledge, retransmit, liveness). */
+ * link_rx.c (receive, deliver, acknowledge) and link_progress.c (the
+ * progress thread: timers, retransmit, liveness, sleeping). */
 #ifndef VMMC_UDP_LINK_IMPL_H
 #define VMMC_UDP_LINK_IMPL_H
 
@@ -52,7 +53,7 @@ typedef struct peer {
     txslot_t *tx;                       /* window slots, index seq % window */
     uint64_t srtt, rttvar, rto;         /* ns */
     int have_rtt;
-    /* Loss recovery (link_rx.c): rack_ns, the latest send time of a
+    /* Loss recovery (link_ack.c): rack_ns, the latest send time of a
      * datagram known delivered (RACK: what was sent well before it and is
      * still unacknowledged is lost); progress_ns, when new data was last
      * acknowledged or first sent (the tail-loss probe's clock); probed, a
@@ -119,7 +120,7 @@ struct vmmc_udp_link {
     atomic_int app_idle, skipping;
     /* When the progress thread's current sleep ends (0: it is not asleep):
      * an application poll that leaves a delayed ACK owed wakes it if that
-     * sleep would outlast the ACK's delay by far (link_rx.c). */
+     * sleep would outlast the ACK's delay by far (link_progress.c). */
     _Atomic uint64_t sleep_until;
     uint64_t seen_polls;                 /* progress thread: app_polls when it last looked */
     uint64_t recheck_ns;                 /* progress thread: current look-back interval */
@@ -222,7 +223,24 @@ int vmmc_udp__on_ack(vmmc_udp_link_t *l, peer_t *p, const vmmc_udp_hdr_t *h, uin
  * earlier deadline. */
 uint64_t vmmc_udp__loss_timers(vmmc_udp_link_t *l, peer_t *p, uint64_t now, uint64_t next);
 
-/* link_rx.c */
+/* The link's time settings (link.c). */
+extern uint64_t vmmc_udp_cfg_ack_delay, vmmc_udp_cfg_poll_quiet, vmmc_udp_cfg_poll_recheck;
+
+/* link_rx.c (the receive owner only) */
+/* Receive until the socket is empty (bounded per call); returns datagrams.
+ * @nested: from inside a callback, so data is stored, never delivered.
+ * @one: take a single datagram and return (an application poll that found
+ * nothing last time). */
+int vmmc_udp__rx_pass(vmmc_udp_link_t *l, int nested, int one);
+/* Publish the acknowledgements owed to every peer; send those due (all of
+ * them with @force), leave the others to vmmc_udp__owed_acks(). */
+void vmmc_udp__send_acks(vmmc_udp_link_t *l, int force, uint64_t now);
+/* Send the delayed ACKs whose time has come; returns the next such time. */
+uint64_t vmmc_udp__owed_acks(vmmc_udp_link_t *l, uint64_t now);
+/* The selective-ack bits of what @p holds above rcv_nxt. */
+uint64_t vmmc_udp__sack_bits(vmmc_udp_link_t *l, peer_t *p);
+
+/* link_progress.c */
 void *vmmc_udp__progress_main(void *arg);
 /* One nested pass from the progress thread itself (a callback that sends
  * waits for window space): receive and store, acknowledge, run timers. */

@@ -1,7 +1,9 @@
 /* Start a process with extra environment, capture its stdout and stderr,
- * wait for it with a deadline (then SIGKILL and fail). For the tool tests. */
-#ifndef VMMC_TESTS_TOOLS_SPAWN_H
-#define VMMC_TESTS_TOOLS_SPAWN_H
+ * wait for it with a deadline (then SIGKILL and fail); run the test program
+ * itself as the ranks of a job of the launcher. For tests that start
+ * processes: what they start dies with them. */
+#ifndef VMMC_TESTS_VSPAWN_H
+#define VMMC_TESTS_VSPAWN_H
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -184,6 +186,48 @@ static inline int count_substr(const char *s, const char *sub)
     for (const char *p = strstr(s, sub); p; p = strstr(p + 1, sub))
         n++;
     return n;
+}
+
+/* This test program's path, to start it again (as a job's ranks). */
+static inline const char *spawn_self(void)
+{
+    static char self[4096];
+    if (!self[0]) {
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        VT_CHECK(n > 0 && (size_t)n < sizeof self - 1);
+        self[n] = 0;
+    }
+    return self;
+}
+
+/* Run this program as a job of @np ranks, `VMMC run -n NP -- <self> ARGS`
+ * (@args ends with NULL), and print what the job wrote once it ended. A job
+ * still running after @timeout_s is killed and fails the test. The result
+ * is spawn_run()'s (one at a time). */
+static inline spawn_result_t *spawn_job(const char *vmmc, int np, const char *const args[],
+                                        double timeout_s)
+{
+    char n[16];
+    snprintf(n, sizeof n, "%d", np);
+    char *argv[32] = {(char *)vmmc, "run", "-n", n, "--", (char *)spawn_self()};
+    int k = 6;
+    for (int i = 0; args && args[i]; i++) {
+        VT_CHECK(k < 31);
+        argv[k++] = (char *)args[i];
+    }
+    argv[k] = NULL;
+    double t0 = vt_now();
+    spawn_result_t *r = spawn_run(argv, NULL, timeout_s, NULL, NULL);
+    printf("--- job stdout ---\n%s--- job stderr ---\n%s--- end (exit %d, %.2f s) ---\n", r->out,
+           r->err, exit_code(r->status), vt_now() - t0);
+    fflush(stdout);
+    return r;
+}
+
+/* Did the process write @s, on its stdout or its stderr? */
+static inline int spawn_said(const spawn_result_t *r, const char *s)
+{
+    return strstr(r->out, s) || strstr(r->err, s);
 }
 
 #endif

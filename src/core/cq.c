@@ -411,7 +411,8 @@ int vmmc_atomic_cq(vmmc_proxy_t *px, size_t off, vmmc_atomic_op_t op, int size, 
         return rc;
     if (px->ep != cq->ep)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_atomic_cq: queue of another endpoint");
-    cq_slot_t *s = post_begin(cq, px, VMMC_OP_ATOMIC, off, (size_t)size, context, &rc);
+    cq_slot_t *s = post_begin(cq, px, VMMC_OP_ATOMIC, off, (size_t)vmmc_atomic_width(size),
+                              context, &rc);
     if (!s)
         return rc;
     s->req.off = off;

@@ -31,6 +31,14 @@ static inline const char *ref_type_name(int size)
     }
 }
 
+static inline const char *ref_op_name(int op)
+{
+    static const char *const n[] = {"?", "add", "and", "or", "xor", "swap", "cswap", "read",
+                                    "min", "max", "prod", "land", "lor", "lxor", "mswap",
+                                    "cswap_ne", "cswap_le", "cswap_lt", "cswap_ge", "cswap_gt"};
+    return op >= 1 && op <= REF_OP_LAST ? n[op] : "?";
+}
+
 /* Bitwise and logical operations take integers only. */
 static inline int ref_valid(int op, int size)
 {

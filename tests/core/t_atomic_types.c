@@ -44,7 +44,7 @@ static void reference_all(void)
                         memcpy(&got, mem, (size_t)w);
                         if (old != vals[a] || got != want)
                             VT_FAIL("%s %s: word %llx operand %llx compare %llx: got %llx "
-                                    "(old %llx), want %llx", vmmc_atomic_op_name(op),
+                                    "(old %llx), want %llx", ref_op_name(op),
                                     ref_type_name(size), (unsigned long long)vals[a],
                                     (unsigned long long)vals[b], (unsigned long long)cmp,
                                     (unsigned long long)got, (unsigned long long)old,

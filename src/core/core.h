@@ -202,7 +202,8 @@ enum {
     CNT_NOTIFY_SENT, CNT_NOTIFY_RUN, CNT_NOTIFY_DROPPED,
     CNT_ASYNC_ENGINE, CNT_WAKEUPS_SENT, CNT_SLEEPS, CNT_IMPORTS, CNT_EXPORTS,
     CNT_REDIRECT_DIRECT, CNT_REDIRECT_COPIED, CNT_CTL_BAD, CNT_NOTIFY_REFUSED,
-    CNT_CONNECT_REFUSED, CNT_PEERS_ACCEPTED, CNT_ATOMICS_SERVED, CNT_ATOMICS_REFUSED, CNT_MAX
+    CNT_CONNECT_REFUSED, CNT_PEERS_ACCEPTED, CNT_ATOMICS_SERVED, CNT_ATOMICS_REFUSED,
+    CNT_NOTIFY_WAITED, CNT_MAX
 };
 
 /* ---- the endpoint ---- */
@@ -546,8 +547,9 @@ void vmmc_atomic_replied(vmmc_ep_t *ep, int rank, const struct vmmc_ctl_msg *m);
 /* Copy engine: carry out the queued operation @r and complete it into its
  * queue (after which @r belongs to the queue again). */
 void vmmc_cq_run(vmmc_req_int_t *r);
-/* Progress: a notification for an export with a queue. VMMC_ERR_AGAIN when
- * the queue is full (the notification stays queued, in order). */
+/* Progress: a notification for an export with a queue. When the queue is
+ * full it waits in the queue's backlog, in order, until a poll frees a slot;
+ * VMMC_ERR_NOMEM only if the backlog cannot grow. */
 int vmmc_cq_notify(vmmc_export_t *ex, const vmmc_nrec_t *rec);
 void vmmc_cq_ref(struct vmmc_cq *cq, int delta);
 

@@ -713,9 +713,11 @@ VMMC_API int vmmc_send_cq(vmmc_proxy_t *px, size_t offset, const void *src, size
 /** @brief Post a remote read that completes into @p cq. */
 VMMC_API int vmmc_fetch_cq(vmmc_proxy_t *px, size_t offset, void *dst, size_t len,
                            vmmc_cq_t *cq, void *context);
-/** @brief Post a remote atomic that completes into @p cq: the old value is
- *  in vmmc_completion_t.value when the export allows reads
- *  (VMMC_EXPORT_READ), else 0 (VMMC_ATOMIC_READ needs the right). */
+/** @brief Post a remote atomic that completes into @p cq: operations, types
+ *  (@p size with VMMC_ATOMIC_SIGNED or VMMC_ATOMIC_FLOAT) and checks as
+ *  vmmc_atomic(); the old value is in vmmc_completion_t.value when the
+ *  export allows reads (VMMC_EXPORT_READ), else 0 (VMMC_ATOMIC_READ needs
+ *  the right), and vmmc_completion_t.length is the width (4 or 8). */
 VMMC_API int vmmc_atomic_cq(vmmc_proxy_t *px, size_t offset, vmmc_atomic_op_t op, int size,
                             uint64_t operand, uint64_t compare, vmmc_cq_t *cq, void *context);
 /** @} */

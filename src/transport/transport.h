@@ -123,7 +123,8 @@ typedef struct vmmc_tl_ops {
      * called for redirectable exports (the core stages those too). */
     int (*putv)(struct vmmc_proxy *px, size_t off, const struct iovec *iov, int iovcnt,
                 int notify, uint64_t imm);
-    /* Remote atomic (vmmc_atomic_op_t @op on the @size-byte word at @off),
+    /* Remote atomic (vmmc_atomic_op_t @op on the word at @off; @size is its
+     * width, 4 or 8, or'ed with its type, VMMC_ATOMIC_SIGNED/FLOAT < 0x100),
      * executed at the target, ordered after earlier puts to the peer;
      * *@old gets the value before (0 unless @fetch). Alignment, bounds and
      * rights are checked by the core here and again by the target. NULL:

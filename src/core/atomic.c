@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/atomic_word.h"
 #include "core/ctl.h"
 #include "core/deliver.h"
 #include "core/export.h"
@@ -37,7 +38,7 @@ int vmmc_atomic_check(const vmmc_proxy_t *px, size_t off, int op, int size, int 
     if (rc != VMMC_OK)
         return rc;
     int w = vmmc_atomic_width(size);
-    if (off % (size_t)w)
+    if (off & (size_t)(w - 1)) /* w is 4 or 8 */
         return vmmc_error(VMMC_ERR_INVALID,
                           "atomic %s of %d bytes at offset %zu of '%s': not a multiple of %d",
                           vmmc_atomic_op_name(op), w, off, px->name, w);
@@ -226,7 +227,7 @@ int vmmc_deliver_atomic(vmmc_ep_t *ep, int sender, uint32_t export_id, uint32_t 
     else if (off > ex->len || (uint64_t)w > ex->len - off)
         rc = vmmc_error(VMMC_ERR_BOUNDS, "atomic of %d bytes at offset %llu is outside '%s' "
                         "(%zu bytes)", w, (unsigned long long)off, ex->name, ex->len);
-    else if ((uintptr_t)(ex->addr + off) % (uintptr_t)w)
+    else if ((uintptr_t)(ex->addr + off) & (uintptr_t)(w - 1))
         rc = vmmc_error(VMMC_ERR_INVALID, "atomic of %d bytes at offset %llu of '%s': the word "
                         "is not aligned in memory (the export starts at %p)", w,
                         (unsigned long long)off, ex->name, (void *)ex->addr);
@@ -267,7 +268,7 @@ int vmmc_atomic_exec(vmmc_proxy_t *px, size_t off, int op, int size, uint64_t op
                                 : NULL;
     if (base) {
         int w = vmmc_atomic_width(size);
-        if ((uintptr_t)(base + off) % (uintptr_t)w)
+        if ((uintptr_t)(base + off) & (uintptr_t)(w - 1))
             return vmmc_error(VMMC_ERR_INVALID,
                               "atomic %s of %d bytes at offset %zu of '%s': the word is not "
                               "aligned in memory",

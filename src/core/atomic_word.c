@@ -8,8 +8,8 @@
  * target again on whatever arrived.
  *
  * Integer ADD, AND, OR, XOR, SWAP, CSWAP and READ, and SWAP/READ of floats,
- * are the processor's own instructions. Everything else computes the new
- * word from the old one and installs it with a compare-and-swap, retried
+ * are the processor's own instructions (inline, atomic_word.h). Everything
+ * else computes the new word from the old one and installs it with a compare-and-swap, retried
  * until no other atomic came in between: atomic with respect to every other
  * atomic on the word, the exporter's own included. Floats are compared and
  * combined by C's operators in their own precision (so NaN and signed zero
@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "core/atomic_word.h"
 
 enum { K_UNSIGNED, K_SIGNED, K_FLOAT };
 
@@ -41,7 +42,7 @@ static const char *type_name(int size)
     return w == 4 ? "uint32" : "uint64";
 }
 
-int vmmc_atomic_valid(int op, int size)
+int vmmc_atomic_valid_slow(int op, int size)
 {
     if (op < VMMC_ATOMIC_ADD || op > VMMC_ATOMIC_CSWAP_GT)
         return vmmc_error(VMMC_ERR_INVALID, "atomic: unknown operation %d", op);
@@ -133,36 +134,11 @@ DEFINE_NEXT(next64, uint64_t, int64_t, double)
 
 _Static_assert(sizeof(float) == 4 && sizeof(double) == 8, "IEEE 754 binary32 and binary64");
 
-uint64_t vmmc_atomic_apply(void *p, int op, int size, uint64_t v, uint64_t c)
+uint64_t vmmc_atomic_apply_cas(void *p, int op, int size, uint64_t v, uint64_t c)
 {
     int w = vmmc_atomic_width(size);
     int kind = size & VMMC_ATOMIC_FLOAT ? K_FLOAT : size & VMMC_ATOMIC_SIGNED ? K_SIGNED
                                                                                : K_UNSIGNED;
-    /* The processor's instructions: integer ops it has, and moving bits. */
-    if ((kind != K_FLOAT && op <= VMMC_ATOMIC_READ) ||
-        op == VMMC_ATOMIC_SWAP || op == VMMC_ATOMIC_READ) {
-#define NATIVE(T)                                                                                 \
-        do {                                                                                      \
-            T *wp = p, x = (T)v;                                                                  \
-            switch (op) {                                                                         \
-            case VMMC_ATOMIC_ADD: return __atomic_fetch_add(wp, x, __ATOMIC_SEQ_CST);             \
-            case VMMC_ATOMIC_AND: return __atomic_fetch_and(wp, x, __ATOMIC_SEQ_CST);             \
-            case VMMC_ATOMIC_OR: return __atomic_fetch_or(wp, x, __ATOMIC_SEQ_CST);               \
-            case VMMC_ATOMIC_XOR: return __atomic_fetch_xor(wp, x, __ATOMIC_SEQ_CST);             \
-            case VMMC_ATOMIC_SWAP: return __atomic_exchange_n(wp, x, __ATOMIC_SEQ_CST);           \
-            case VMMC_ATOMIC_CSWAP: {                                                             \
-                T e = (T)c;                                                                       \
-                __atomic_compare_exchange_n(wp, &e, x, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);    \
-                return e;                                                                         \
-            }                                                                                     \
-            default: return __atomic_load_n(wp, __ATOMIC_SEQ_CST);                                \
-            }                                                                                     \
-        } while (0)
-        if (w == 4)
-            NATIVE(uint32_t);
-        NATIVE(uint64_t);
-#undef NATIVE
-    }
     /* Compute the new word from the old one; install it unless another
      * atomic changed the word meanwhile (then the CAS gives the new old). */
     if (w == 4) {

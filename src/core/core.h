@@ -525,19 +525,7 @@ int vmmc_atomic_exec(vmmc_proxy_t *px, size_t off, int op, int size, uint64_t op
 /* ... and after them (the caller's thread). */
 int vmmc_atomic_now(vmmc_proxy_t *px, size_t off, int op, int size, uint64_t operand,
                     uint64_t compare, uint64_t *old);
-/* atomic_word.c: @size is the width (4, 8) or'ed with the type flags
- * (VMMC_ATOMIC_SIGNED, VMMC_ATOMIC_FLOAT), as in vmmc_atomic(). */
-static inline int vmmc_atomic_width(int size)
-{
-    return size & ~(VMMC_ATOMIC_SIGNED | VMMC_ATOMIC_FLOAT);
-}
-/* Does (@op, @size) exist? VMMC_OK, or VMMC_ERR_INVALID with the reason. */
-int vmmc_atomic_valid(int op, int size);
-const char *vmmc_atomic_op_name(int op);
-/* The one place that applies an atomic to memory: the processor's own
- * __atomic instructions (sequentially consistent), or a compare-and-swap
- * loop for what it has none for. @p must be aligned, (@op, @size) valid. */
-uint64_t vmmc_atomic_apply(void *p, int op, int size, uint64_t operand, uint64_t compare);
+/* The word's arithmetic (validation, vmmc_atomic_apply): atomic_word.h. */
 struct vmmc_ctl_msg;
 /* Control thread: a peer's atomic request (executed here) and a reply. */
 void vmmc_atomic_serve(vmmc_ep_t *ep, int rank, const struct vmmc_ctl_msg *m);

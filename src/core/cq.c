@@ -28,6 +28,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "core/atomic_word.h"
 #include "core/core.h"
 
 #define CQ_ERR_MAX 160

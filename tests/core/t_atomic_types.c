@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "atomic_ref.h"
+#include "core/atomic_word.h"
 #include "core/core.h"
 #include "vtest.h"
 

@@ -320,7 +320,10 @@ typedef struct vmmc_export_params {
     void *handler_arg;
     struct vmmc_cq *cq;      /**< with VMMC_EXPORT_PARAM_CQ: notifications
                                   become completions (VMMC_OP_NOTIFY) in this
-                                  queue instead of handler calls */
+                                  queue instead of handler calls; while it is
+                                  full they wait, in order, and take the
+                                  slots its polls free before new operations
+                                  can (other exports' notifications go on) */
     void *cq_context;        /**< context of those completions */
 } vmmc_export_params_t;
 

@@ -5,7 +5,8 @@
  * to each, interleaved A, B, C. While A's queue stays full, B's handler and
  * C's queue must get all theirs, in order; then polling A's queue one
  * completion at a time yields all of A's, in order, with their offsets and
- * immediates (each poll lets the next waiting one in). Counted: exactly
+ * immediates (each poll lets the next waiting one in, before an atomic
+ * posted to that queue can take the slot). Counted: exactly
  * NOTES - 2 waited. A second round leaves records waiting in A's backlog
  * while A is unexported and its queue closed: nothing leaks (ASan), nothing
  * hangs.
@@ -66,8 +67,14 @@ int main(void)
         VT_OK(vmmc_export(ep, &p, &xb));
     }
     VT_OK(vmmc_barrier(ep));
-    vmmc_proxy_t *pa = NULL, *pb = NULL, *pc = NULL;
+    vmmc_proxy_t *pa = NULL, *pb = NULL, *pc = NULL, *pr = NULL;
+    static uint64_t word[8];
     if (me == 1) {
+        vmmc_export_params_t p = {.field_mask = VMMC_EXPORT_PARAM_FLAGS,
+                                  .flags = VMMC_EXPORT_READ, .name = "R", .addr = word,
+                                  .length = sizeof word};
+        vmmc_export_t *xr;
+        VT_OK(vmmc_export(ep, &p, &xr));
         VT_OK(vmmc_import(ep, 0, "A", 5000, &pa));
         VT_OK(vmmc_import(ep, 0, "B", 5000, &pb));
         VT_OK(vmmc_import(ep, 0, "C", 5000, &pc));
@@ -81,6 +88,7 @@ int main(void)
     }
     VT_OK(vmmc_barrier(ep));
     if (me == 0) {
+        VT_OK(vmmc_import(ep, 1, "R", 5000, &pr));
         /* B and C get everything while A's queue stays full. */
         int c_seen = 0;
         double t0 = vt_now();
@@ -112,8 +120,12 @@ int main(void)
         VT_CHECK(counter("notifications_waited") - waited0 == NOTES - 2);
         printf("B: %d handler calls, C: %d completions while A's queue was full; %llu waited\n",
                b_seen, c_seen, (unsigned long long)(counter("notifications_waited") - waited0));
-        /* A: all of them, in order, one per poll. */
+        /* A: all of them, in order, one per poll; a freed slot goes to the
+         * next waiting notification, not to a new operation. */
         for (int a_seen = 0; a_seen < NOTES;) {
+            if (a_seen < NOTES - 2)
+                VT_STATUS(VMMC_ERR_AGAIN,
+                          vmmc_atomic_cq(pr, 0, VMMC_ATOMIC_ADD, 8, 1, 0, qa, NULL));
             vmmc_completion_t c;
             int n = vmmc_cq_wait(qa, &c, 1, 20000);
             if (n != 1)
@@ -129,6 +141,11 @@ int main(void)
         }
         vmmc_completion_t c;
         VT_CHECK(vmmc_cq_poll(qa, &c, 1) == 0);
+        /* Room again: an operation posts and completes. */
+        int ctx_r;
+        VT_OK(vmmc_atomic_cq(pr, 0, VMMC_ATOMIC_ADD, 8, 5, 0, qa, &ctx_r));
+        VT_CHECK(vmmc_cq_wait(qa, &c, 1, 20000) == 1);
+        VT_CHECK(c.op == VMMC_OP_ATOMIC && c.status == VMMC_OK && c.context == &ctx_r);
         printf("A: %d completions in order after polling\n", NOTES);
     }
     /* Round two: A's backlog still holds records when A goes away. */

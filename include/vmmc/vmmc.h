@@ -320,7 +320,10 @@ typedef struct vmmc_export_params {
     void *handler_arg;
     struct vmmc_cq *cq;      /**< with VMMC_EXPORT_PARAM_CQ: notifications
                                   become completions (VMMC_OP_NOTIFY) in this
-                                  queue instead of handler calls */
+                                  queue instead of handler calls; while it is
+                                  full they wait, in order, and take the
+                                  slots its polls free before new operations
+                                  can (other exports' notifications go on) */
     void *cq_context;        /**< context of those completions */
 } vmmc_export_params_t;
 
@@ -552,30 +555,105 @@ VMMC_API int vmmc_sendv(vmmc_proxy_t *px, size_t offset, const vmmc_iov_t *iov, 
  *  it may still travel.) Fails with the peer's error if one cannot complete. */
 VMMC_API int vmmc_fence(vmmc_ep_t *ep, int peer);
 
-/** Remote atomic operations. Each reads the old value and writes the new one
- *  as one indivisible step with respect to every other vmmc atomic on the
- *  same location, whoever issues it (on this host they are the processor's
- *  own atomic instructions, so they are atomic with the exporter's
- *  __atomic/stdatomic operations on that word too). */
+/** Remote atomic operations on a word of the type given with the size (see
+ *  vmmc_atomic()). Each reads the old value and writes the new one as one
+ *  indivisible step with respect to every other vmmc atomic on the same
+ *  location, whoever issues it (on this host they are the processor's own
+ *  atomic instructions, so they are atomic with the exporter's
+ *  __atomic/stdatomic operations on that word too). In the formulas *p is
+ *  the word, operand and compare the arguments, as the word's type. */
 typedef enum vmmc_atomic_op {
-    VMMC_ATOMIC_ADD = 1,   /**< *p += operand */
-    VMMC_ATOMIC_AND = 2,   /**< *p &= operand */
-    VMMC_ATOMIC_OR = 3,    /**< *p |= operand */
-    VMMC_ATOMIC_XOR = 4,   /**< *p ^= operand */
-    VMMC_ATOMIC_SWAP = 5,  /**< *p = operand */
-    VMMC_ATOMIC_CSWAP = 6, /**< if (*p == compare) *p = operand */
-    VMMC_ATOMIC_READ = 7   /**< nothing written: fetch the value atomically */
+    VMMC_ATOMIC_ADD = 1,       /**< *p += operand (libfabric FI_SUM) */
+    VMMC_ATOMIC_AND = 2,       /**< *p &= operand (integers) */
+    VMMC_ATOMIC_OR = 3,        /**< *p |= operand (integers) */
+    VMMC_ATOMIC_XOR = 4,       /**< *p ^= operand (integers) */
+    VMMC_ATOMIC_SWAP = 5,      /**< *p = operand (FI_ATOMIC_WRITE) */
+    VMMC_ATOMIC_CSWAP = 6,     /**< if (compare == *p) *p = operand */
+    VMMC_ATOMIC_READ = 7,      /**< nothing written: fetch the value atomically */
+    VMMC_ATOMIC_MIN = 8,       /**< if (operand < *p) *p = operand */
+    VMMC_ATOMIC_MAX = 9,       /**< if (operand > *p) *p = operand */
+    VMMC_ATOMIC_PROD = 10,     /**< *p *= operand */
+    VMMC_ATOMIC_LAND = 11,     /**< *p = *p && operand (integers: 0 or 1) */
+    VMMC_ATOMIC_LOR = 12,      /**< *p = *p || operand (integers: 0 or 1) */
+    VMMC_ATOMIC_LXOR = 13,     /**< *p = !*p != !operand (integers: 0 or 1) */
+    VMMC_ATOMIC_MSWAP = 14,    /**< *p = (operand & compare) | (*p & ~compare) (integers) */
+    VMMC_ATOMIC_CSWAP_NE = 15, /**< if (compare != *p) *p = operand */
+    VMMC_ATOMIC_CSWAP_LE = 16, /**< if (compare <= *p) *p = operand */
+    VMMC_ATOMIC_CSWAP_LT = 17, /**< if (compare < *p) *p = operand */
+    VMMC_ATOMIC_CSWAP_GE = 18, /**< if (compare >= *p) *p = operand */
+    VMMC_ATOMIC_CSWAP_GT = 19  /**< if (compare > *p) *p = operand */
 } vmmc_atomic_op_t;
 
+/** The type of the word, or'ed into the size argument of vmmc_atomic() and
+ *  vmmc_atomic_cq(): 4 or 8 alone is an unsigned integer (uint32_t,
+ *  uint64_t); with VMMC_ATOMIC_SIGNED a two's complement signed integer
+ *  (int32_t, int64_t); with VMMC_ATOMIC_FLOAT an IEEE 754 float (4) or
+ *  double (8). Any other bit, or both flags, is VMMC_ERR_INVALID. */
+#define VMMC_ATOMIC_SIGNED 0x10
+#define VMMC_ATOMIC_FLOAT 0x20
+
+/** @brief The bits a double travels in (operand, compare, result). */
+static inline uint64_t vmmc_atomic_from_double(double d)
+{
+    uint64_t u;
+    __builtin_memcpy(&u, &d, sizeof u);
+    return u;
+}
+/** @brief The double in @p bits (a result of an 8-byte VMMC_ATOMIC_FLOAT atomic). */
+static inline double vmmc_atomic_to_double(uint64_t bits)
+{
+    double d;
+    __builtin_memcpy(&d, &bits, sizeof d);
+    return d;
+}
+/** @brief The bits a float travels in: its 32 bits in the low half. */
+static inline uint64_t vmmc_atomic_from_float(float f)
+{
+    uint32_t u;
+    __builtin_memcpy(&u, &f, sizeof u);
+    return u;
+}
+/** @brief The float in the low 32 bits of @p bits. */
+static inline float vmmc_atomic_to_float(uint64_t bits)
+{
+    uint32_t u = (uint32_t)bits;
+    float f;
+    __builtin_memcpy(&f, &u, sizeof f);
+    return f;
+}
+
 /**
- * @brief Remote atomic on the @p size-byte (4 or 8) unsigned integer at
- * @p offset of the imported region (a multiple of @p size, else
- * VMMC_ERR_INVALID). @p result, if not NULL, receives the value before the
- * operation (for 4 bytes, in its low 32 bits). Fetching (a @p result, or
- * VMMC_ATOMIC_READ) needs an export with VMMC_EXPORT_READ
- * (VMMC_ERR_PERMISSION otherwise). Ordered with the sender's sends to that
- * peer like a send. On another host the target's progress thread executes it
- * while the target computes.
+ * @brief Remote atomic on the word of @p size bytes (4 or 8, or'ed with
+ * VMMC_ATOMIC_SIGNED or VMMC_ATOMIC_FLOAT for its type) at @p offset of the
+ * imported region (a multiple of the size, else VMMC_ERR_INVALID).
+ *
+ * Values travel as their bits in a uint64_t: a 4-byte word's in the low 32
+ * bits (the high ones are ignored in @p operand and @p compare, and zero in
+ * @p result), a float's or double's as the vmmc_atomic_from_float/_double()
+ * helpers give them. @p result, if not NULL, receives the word before the
+ * operation.
+ *
+ * Types: ADD and PROD wrap around on integers (two's complement, signed
+ * or not); MIN, MAX and the ordered CSWAP_* compare as the type does (a
+ * signed -1 is less than 0, an unsigned one is the largest). The bitwise
+ * (AND, OR, XOR, MSWAP) and logical (LAND, LOR, LXOR) operations take
+ * integers only: on a float they are VMMC_ERR_INVALID. On floats every
+ * comparison and every arithmetic operation is C's, in the type's own
+ * precision: a NaN compares unequal and unordered with everything (so
+ * CSWAP never replaces a NaN, MIN and MAX with a NaN operand change
+ * nothing, a NaN in the word stays), -0.0 == +0.0 (CSWAP with compare 0.0
+ * replaces either; MIN(-0.0) leaves +0.0 alone), and ADD/PROD round to
+ * nearest and propagate NaN and infinity. SWAP and READ move the bits
+ * unchanged for every type. Operations the processor has no instruction for
+ * (float arithmetic, MIN, MAX, PROD, the logical ones, MSWAP, CSWAP_* and a
+ * float CSWAP) run as a compare-and-swap loop on the word, which keeps
+ * them atomic with all other atomics on it.
+ *
+ * Fetching (a @p result, or VMMC_ATOMIC_READ) needs an export with
+ * VMMC_EXPORT_READ (VMMC_ERR_PERMISSION otherwise). Ordered with the
+ * sender's sends to that peer like a send. On another host the target's
+ * progress thread executes it while the target computes; the target checks
+ * operation and type again, so a peer's forged request is refused there.
  */
 VMMC_API int vmmc_atomic(vmmc_proxy_t *px, size_t offset, vmmc_atomic_op_t op, int size,
                          uint64_t operand, uint64_t compare, uint64_t *result);
@@ -638,9 +716,11 @@ VMMC_API int vmmc_send_cq(vmmc_proxy_t *px, size_t offset, const void *src, size
 /** @brief Post a remote read that completes into @p cq. */
 VMMC_API int vmmc_fetch_cq(vmmc_proxy_t *px, size_t offset, void *dst, size_t len,
                            vmmc_cq_t *cq, void *context);
-/** @brief Post a remote atomic that completes into @p cq: the old value is
- *  in vmmc_completion_t.value when the export allows reads
- *  (VMMC_EXPORT_READ), else 0 (VMMC_ATOMIC_READ needs the right). */
+/** @brief Post a remote atomic that completes into @p cq: operations, types
+ *  (@p size with VMMC_ATOMIC_SIGNED or VMMC_ATOMIC_FLOAT) and checks as
+ *  vmmc_atomic(); the old value is in vmmc_completion_t.value when the
+ *  export allows reads (VMMC_EXPORT_READ), else 0 (VMMC_ATOMIC_READ needs
+ *  the right), and vmmc_completion_t.length is the width (4 or 8). */
 VMMC_API int vmmc_atomic_cq(vmmc_proxy_t *px, size_t offset, vmmc_atomic_op_t op, int size,
                             uint64_t operand, uint64_t compare, vmmc_cq_t *cq, void *context);
 /** @} */

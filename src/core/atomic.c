@@ -10,51 +10,23 @@
  *    message (CTL_ATOMIC_REQ) that the target's control thread executes
  *    with the same instructions, so atomics of all three kinds on one word
  *    are atomic together.
- * At the target every request is checked like any incoming write: the export
- * by id and generation, the capability token, the importer list, the bounds,
- * the alignment of the real address, and VMMC_EXPORT_READ when the old value
- * is asked for. */
+ * At the target every request is checked like any incoming write: the
+ * operation and the word's type (atomic_word.c: the size byte carries both
+ * width and type, so the transports' requests carry them unchanged), the
+ * export by id and generation, the capability token, the importer list, the
+ * bounds, the alignment of the real address, and VMMC_EXPORT_READ when the
+ * old value is asked for. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
+#include "core/atomic_word.h"
 #include "core/ctl.h"
 #include "core/deliver.h"
 #include "core/export.h"
 
 #define ATOMIC_FETCH_FLAG 0x100u
-
-uint64_t vmmc_atomic_apply(void *p, int op, int size, uint64_t v, uint64_t c)
-{
-#define APPLY(T)                                                                                  \
-    do {                                                                                          \
-        T *w = p, x = (T)v;                                                                       \
-        switch (op) {                                                                             \
-        case VMMC_ATOMIC_ADD: return __atomic_fetch_add(w, x, __ATOMIC_SEQ_CST);                  \
-        case VMMC_ATOMIC_AND: return __atomic_fetch_and(w, x, __ATOMIC_SEQ_CST);                  \
-        case VMMC_ATOMIC_OR: return __atomic_fetch_or(w, x, __ATOMIC_SEQ_CST);                    \
-        case VMMC_ATOMIC_XOR: return __atomic_fetch_xor(w, x, __ATOMIC_SEQ_CST);                  \
-        case VMMC_ATOMIC_SWAP: return __atomic_exchange_n(w, x, __ATOMIC_SEQ_CST);                \
-        case VMMC_ATOMIC_CSWAP: {                                                                 \
-            T e = (T)c;                                                                           \
-            __atomic_compare_exchange_n(w, &e, x, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);         \
-            return e;                                                                             \
-        }                                                                                         \
-        default: return __atomic_load_n(w, __ATOMIC_SEQ_CST);                                     \
-        }                                                                                         \
-    } while (0)
-    if (size == 4)
-        APPLY(uint32_t);
-    APPLY(uint64_t);
-#undef APPLY
-}
-
-static const char *op_name(int op)
-{
-    static const char *const n[] = {"?", "add", "and", "or", "xor", "swap", "cswap", "read"};
-    return op >= 1 && op <= 7 ? n[op] : "?";
-}
 
 int vmmc_atomic_check(const vmmc_proxy_t *px, size_t off, int op, int size, int fetch)
 {
@@ -62,24 +34,24 @@ int vmmc_atomic_check(const vmmc_proxy_t *px, size_t off, int op, int size, int 
         return vmmc_error(VMMC_ERR_INVALID, "atomic: NULL proxy");
     if (atomic_load_explicit(&px->state, memory_order_acquire) != PX_ACTIVE)
         return vmmc_proxy_state_error(px);
-    if (op < VMMC_ATOMIC_ADD || op > VMMC_ATOMIC_READ)
-        return vmmc_error(VMMC_ERR_INVALID, "atomic: unknown operation %d", op);
-    if (size != 4 && size != 8)
-        return vmmc_error(VMMC_ERR_INVALID, "atomic %s: size %d (4 or 8 bytes)", op_name(op), size);
-    if (off % (size_t)size)
+    int rc = vmmc_atomic_valid(op, size);
+    if (rc != VMMC_OK)
+        return rc;
+    int w = vmmc_atomic_width(size);
+    if (off & (size_t)(w - 1)) /* w is 4 or 8 */
         return vmmc_error(VMMC_ERR_INVALID,
                           "atomic %s of %d bytes at offset %zu of '%s': not a multiple of %d",
-                          op_name(op), size, off, px->name, size);
-    if (off > px->len || (size_t)size > px->len - off)
+                          vmmc_atomic_op_name(op), w, off, px->name, w);
+    if (off > px->len || (size_t)w > px->len - off)
         return vmmc_error(VMMC_ERR_BOUNDS,
                           "atomic %s of %d bytes at offset %zu is outside '%s' at rank %d "
                           "(%zu bytes); nothing was written",
-                          op_name(op), size, off, px->name, px->rank, px->len);
+                          vmmc_atomic_op_name(op), w, off, px->name, px->rank, px->len);
     if ((fetch || op == VMMC_ATOMIC_READ) && !(px->flags & VMMC_EXPORT_READ))
         return vmmc_error(VMMC_ERR_PERMISSION,
                           "atomic %s fetching from rank %d's '%s', which does not allow reads "
                           "(VMMC_EXPORT_READ)",
-                          op_name(op), px->rank, px->name);
+                          vmmc_atomic_op_name(op), px->rank, px->name);
     if (px->flags & VMMC_EXPORT_REDIRECTABLE)
         return vmmc_error(VMMC_ERR_UNSUPPORTED,
                           "atomic on rank %d's '%s': a redirectable export has no fixed place "
@@ -168,7 +140,7 @@ static int atomic_by_ctl(vmmc_proxy_t *px, size_t off, int op, int size, uint64_
         return rc;
     if (w.status != VMMC_OK)
         return vmmc_error(w.status, "atomic %s at offset %zu of '%s' refused by rank %d: %s",
-                          op_name(op), off, px->name, px->rank,
+                          vmmc_atomic_op_name(op), off, px->name, px->rank,
                           w.text[0] ? w.text : vmmc_strerror(w.status));
     if (old)
         *old = w.value;
@@ -230,10 +202,15 @@ int vmmc_deliver_atomic(vmmc_ep_t *ep, int sender, uint32_t export_id, uint32_t 
 {
     int rc = VMMC_OK;
     *old = 0;
-    if (op < VMMC_ATOMIC_ADD || op > VMMC_ATOMIC_READ || (size != 4 && size != 8)) {
+    /* What the wire said the operation and type are: never trusted. */
+    if (vmmc_atomic_valid(op, size) != VMMC_OK) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", vmmc_last_error());
         VMMC_COUNT(ep, CNT_ATOMICS_REFUSED, 1);
-        return vmmc_error(VMMC_ERR_INVALID, "atomic request: operation %d of size %d", op, size);
+        return vmmc_error(VMMC_ERR_INVALID, "atomic request from rank %d refused: %s", sender,
+                          why);
     }
+    int w = vmmc_atomic_width(size);
     pthread_mutex_lock(&ep->lock);
     vmmc_export_t *ex = vmmc_export_by_id(ep, export_id, gen);
     uint64_t want[2] = {0, 0};
@@ -247,12 +224,12 @@ int vmmc_deliver_atomic(vmmc_ep_t *ep, int sender, uint32_t export_id, uint32_t 
     else if (token[0] != want[0] || token[1] != want[1] || !importer_ok(ex, sender))
         rc = vmmc_error(VMMC_ERR_PERMISSION, "rank %d may not use '%s' at rank %d", sender,
                         ex->name, ep->rank);
-    else if (off > ex->len || (uint64_t)size > ex->len - off)
+    else if (off > ex->len || (uint64_t)w > ex->len - off)
         rc = vmmc_error(VMMC_ERR_BOUNDS, "atomic of %d bytes at offset %llu is outside '%s' "
-                        "(%zu bytes)", size, (unsigned long long)off, ex->name, ex->len);
-    else if ((uintptr_t)(ex->addr + off) % (uintptr_t)size)
+                        "(%zu bytes)", w, (unsigned long long)off, ex->name, ex->len);
+    else if ((uintptr_t)(ex->addr + off) & (uintptr_t)(w - 1))
         rc = vmmc_error(VMMC_ERR_INVALID, "atomic of %d bytes at offset %llu of '%s': the word "
-                        "is not aligned in memory (the export starts at %p)", size,
+                        "is not aligned in memory (the export starts at %p)", w,
                         (unsigned long long)off, ex->name, (void *)ex->addr);
     else if ((fetch || op == VMMC_ATOMIC_READ) && !(ex->flags & VMMC_EXPORT_READ))
         rc = vmmc_error(VMMC_ERR_PERMISSION, "'%s' does not allow reads (VMMC_EXPORT_READ)",
@@ -290,11 +267,12 @@ int vmmc_atomic_exec(vmmc_proxy_t *px, size_t off, int op, int size, uint64_t op
                  : px->map_base ? (char *)px->map_base + (px->raddr & 4095)
                                 : NULL;
     if (base) {
-        if ((uintptr_t)(base + off) % (uintptr_t)size)
+        int w = vmmc_atomic_width(size);
+        if ((uintptr_t)(base + off) & (uintptr_t)(w - 1))
             return vmmc_error(VMMC_ERR_INVALID,
                               "atomic %s of %d bytes at offset %zu of '%s': the word is not "
                               "aligned in memory",
-                              op_name(op), size, off, px->name);
+                              vmmc_atomic_op_name(op), w, off, px->name);
         uint64_t v = vmmc_atomic_apply(base + off, op, size, operand, compare);
         if (old)
             *old = v;

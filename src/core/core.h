@@ -448,9 +448,7 @@ int vmmc_atomic_exec(vmmc_proxy_t *px, size_t off, int op, int size, uint64_t op
 /* ... and after them (the caller's thread). */
 int vmmc_atomic_now(vmmc_proxy_t *px, size_t off, int op, int size, uint64_t operand,
                     uint64_t compare, uint64_t *old);
-/* The one place that applies an atomic to memory: the processor's own
- * __atomic instructions (sequentially consistent). @p must be aligned. */
-uint64_t vmmc_atomic_apply(void *p, int op, int size, uint64_t operand, uint64_t compare);
+/* The word's arithmetic (validation, vmmc_atomic_apply): atomic_word.h. */
 struct vmmc_ctl_msg;
 /* Control thread: a peer's atomic request (executed here) and a reply. */
 void vmmc_atomic_serve(vmmc_ep_t *ep, int rank, const struct vmmc_ctl_msg *m);
@@ -460,8 +458,9 @@ void vmmc_atomic_replied(vmmc_ep_t *ep, int rank, const struct vmmc_ctl_msg *m);
 /* Copy engine: carry out the queued operation @r and complete it into its
  * queue (after which @r belongs to the queue again). */
 void vmmc_cq_run(vmmc_req_int_t *r);
-/* Progress: a notification for an export with a queue. VMMC_ERR_AGAIN when
- * the queue is full (the notification stays queued, in order). */
+/* Progress: a notification for an export with a queue. When the queue is
+ * full it waits in the queue's backlog, in order, until a poll frees a slot;
+ * VMMC_ERR_NOMEM only if the backlog cannot grow. */
 int vmmc_cq_notify(vmmc_export_t *ex, const vmmc_nrec_t *rec);
 void vmmc_cq_ref(struct vmmc_cq *cq, int delta);
 

@@ -9,7 +9,12 @@
  * others run in the endpoint's copy engine (dma.c), in order with the
  * endpoint's other asynchronous operations to that peer, and complete from
  * there. Notifications of an export given this queue take a slot too, in
- * the progress engine (a full queue holds them back, in order).
+ * the progress engine. When none is free they wait in the queue's own
+ * backlog, in arrival order, and take the slots the application frees as
+ * it polls, before any new operation can: only the exports of this queue
+ * wait, never the endpoint's other notifications. The backlog grows as
+ * needed (every record that waited is counted: notifications_waited) and is
+ * empty whenever a slot is free.
  *
  * Waiting: completions are counted in `nready`; an eventfd is readable while
  * it is not zero (vmmc_cq_fd() puts it and the endpoint's event fd in one
@@ -23,6 +28,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "core/atomic_word.h"
 #include "core/core.h"
 
 #define CQ_ERR_MAX 160
@@ -43,6 +49,13 @@ typedef struct cq_slot {
     char err[CQ_ERR_MAX];
 } cq_slot_t;
 
+/* A notification that found no free slot. */
+typedef struct cq_wait {
+    vmmc_export_t *ex;
+    void *context;
+    vmmc_nrec_t rec;
+} cq_wait_t;
+
 struct vmmc_cq {
     vmmc_ep_t *ep;
     pthread_mutex_t lock;      /* slots' free list and the ready FIFO */
@@ -54,13 +67,50 @@ struct vmmc_cq {
     _Atomic uint32_t nready;
     _Atomic uint32_t running;  /* in the copy engine */
     _Atomic int users;         /* exports that notify into this queue */
-    _Atomic int held;          /* a notification waits for a free slot */
+    cq_wait_t *backlog;        /* notifications waiting for a slot (ring) */
+    size_t bcap, bhead, btail; /* capacity; counters, index % bcap */
     int evfd, epfd;
     char (*errs)[CQ_ERR_MAX];  /* error texts handed out by the last poll */
 };
 
+/* Queue the completion of slot @s; cq->lock held. */
+static void ready_push_locked(vmmc_cq_t *cq, cq_slot_t *s)
+{
+    cq->ready[cq->rtail++ % cq->depth] = (uint32_t)(s - cq->slots);
+    if (atomic_fetch_add_explicit(&cq->nready, 1, memory_order_release) == 0) {
+        uint64_t one = 1;
+        ssize_t w = write(cq->evfd, &one, sizeof one);
+        (void)w;
+    }
+}
+
+/* Slot @s holds a notification of @ex: queue it; cq->lock held. */
+static void notify_fill_locked(vmmc_cq_t *cq, cq_slot_t *s, vmmc_export_t *ex, void *context,
+                               const vmmc_nrec_t *rec)
+{
+    memset(&s->req, 0, sizeof s->req);
+    s->cq = cq;
+    s->context = context;
+    s->op = VMMC_OP_NOTIFY;
+    s->status = VMMC_OK;
+    s->err[0] = 0;
+    s->peer = rec->sender;
+    s->offset = rec->offset;
+    s->length = rec->length;
+    s->value = rec->imm;
+    s->export_ = ex;
+    ready_push_locked(cq, s);
+}
+
+/* Give slot @s back; a notification waiting in the backlog takes it at
+ * once, so the backlog is empty whenever a slot is free. */
 static void slot_free_locked(vmmc_cq_t *cq, cq_slot_t *s)
 {
+    if (cq->bhead != cq->btail) {
+        cq_wait_t *w = &cq->backlog[cq->bhead++ % cq->bcap];
+        notify_fill_locked(cq, s, w->ex, w->context, &w->rec);
+        return;
+    }
     s->next_free = cq->free_head;
     cq->free_head = (uint32_t)(s - cq->slots);
 }
@@ -87,12 +137,7 @@ static void complete(cq_slot_t *s, int status)
     else
         s->err[0] = 0;
     pthread_mutex_lock(&cq->lock);
-    cq->ready[cq->rtail++ % cq->depth] = (uint32_t)(s - cq->slots);
-    if (atomic_fetch_add_explicit(&cq->nready, 1, memory_order_release) == 0) {
-        uint64_t one = 1;
-        ssize_t w = write(cq->evfd, &one, sizeof one);
-        (void)w;
-    }
+    ready_push_locked(cq, s);
     pthread_mutex_unlock(&cq->lock);
 }
 
@@ -161,17 +206,20 @@ int vmmc_cq_close(vmmc_cq_t *cq)
     free(cq->slots);
     free(cq->ready);
     free(cq->errs);
+    free(cq->backlog);
     free(cq);
     return VMMC_OK;
 }
 
-/* Take up to @max completions (no progress). */
+/* Take up to @max completions (no progress). Each slot freed goes to the
+ * backlog's next notification first, which this call may then take too. */
 static int take(vmmc_cq_t *cq, vmmc_completion_t *out, int max)
 {
     if (!atomic_load_explicit(&cq->nready, memory_order_acquire))
         return 0;
     int n = 0;
     pthread_mutex_lock(&cq->lock);
+    uint64_t moved = cq->bhead;
     while (n < max && cq->rhead != cq->rtail) {
         cq_slot_t *s = &cq->slots[cq->ready[cq->rhead++ % cq->depth]];
         vmmc_completion_t *c = &out[n];
@@ -191,15 +239,18 @@ static int take(vmmc_cq_t *cq, vmmc_completion_t *out, int max)
         slot_free_locked(cq, s);
         n++;
     }
-    if (atomic_fetch_sub_explicit(&cq->nready, (uint32_t)n, memory_order_acq_rel) == (uint32_t)n) {
+    uint32_t left = atomic_fetch_sub_explicit(&cq->nready, (uint32_t)n, memory_order_acq_rel) -
+                    (uint32_t)n;
+    if (left == 0) {
         uint64_t v;
         ssize_t r = read(cq->evfd, &v, sizeof v);
         (void)r;
     }
+    moved = cq->bhead - moved;
     pthread_mutex_unlock(&cq->lock);
-    /* A notification held back for want of a slot can go now: whoever
-     * sleeps on the endpoint must run progress again. */
-    if (n && atomic_load_explicit(&cq->held, memory_order_acquire) && atomic_exchange(&cq->held, 0))
+    /* Notifications came in from the backlog and some are still there to
+     * take: another thread may sleep waiting for them. */
+    if (moved && left)
         vmmc_ep_wake(cq->ep);
     return n;
 }
@@ -411,7 +462,8 @@ int vmmc_atomic_cq(vmmc_proxy_t *px, size_t off, vmmc_atomic_op_t op, int size, 
         return rc;
     if (px->ep != cq->ep)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_atomic_cq: queue of another endpoint");
-    cq_slot_t *s = post_begin(cq, px, VMMC_OP_ATOMIC, off, (size_t)size, context, &rc);
+    cq_slot_t *s = post_begin(cq, px, VMMC_OP_ATOMIC, off, (size_t)vmmc_atomic_width(size),
+                              context, &rc);
     if (!s)
         return rc;
     s->req.off = off;
@@ -429,23 +481,33 @@ int vmmc_atomic_cq(vmmc_proxy_t *px, size_t off, vmmc_atomic_op_t op, int size, 
 int vmmc_cq_notify(vmmc_export_t *ex, const vmmc_nrec_t *rec)
 {
     vmmc_cq_t *cq = ex->cq;
-    cq_slot_t *s = slot_take(cq);
-    if (!s) {
-        atomic_store(&cq->held, 1);
-        /* A poll may have freed a slot before the flag was up: look again. */
-        if (!(s = slot_take(cq)))
-            return VMMC_ERR_AGAIN;
-        atomic_store(&cq->held, 0);
+    pthread_mutex_lock(&cq->lock);
+    if (cq->bhead == cq->btail && cq->free_head != CQ_NONE) {
+        cq_slot_t *s = &cq->slots[cq->free_head];
+        cq->free_head = s->next_free;
+        notify_fill_locked(cq, s, ex, ex->cq_context, rec);
+        pthread_mutex_unlock(&cq->lock);
+        return VMMC_OK;
     }
-    memset(&s->req, 0, sizeof s->req);
-    s->cq = cq;
-    s->context = ex->cq_context;
-    s->op = VMMC_OP_NOTIFY;
-    s->peer = rec->sender;
-    s->offset = rec->offset;
-    s->length = rec->length;
-    s->value = rec->imm;
-    s->export_ = ex;
-    complete(s, VMMC_OK);
+    /* No slot: wait in the backlog, behind the ones already there. */
+    if (cq->btail - cq->bhead == cq->bcap) {
+        size_t cap = cq->bcap ? cq->bcap * 2 : 64;
+        cq_wait_t *b = malloc(cap * sizeof *b);
+        if (!b) {
+            pthread_mutex_unlock(&cq->lock);
+            return vmmc_error(VMMC_ERR_NOMEM, "out of memory for the backlog of a full "
+                              "completion queue (%zu notifications wait)", cq->bcap);
+        }
+        for (size_t i = 0; i < cq->bcap; i++)
+            b[i] = cq->backlog[(cq->bhead + i) % cq->bcap];
+        free(cq->backlog);
+        cq->backlog = b;
+        cq->btail -= cq->bhead;
+        cq->bhead = 0;
+        cq->bcap = cap;
+    }
+    cq->backlog[cq->btail++ % cq->bcap] = (cq_wait_t){ex, ex->cq_context, *rec};
+    pthread_mutex_unlock(&cq->lock);
+    VMMC_COUNT(cq->ep, CNT_NOTIFY_WAITED, 1);
     return VMMC_OK;
 }

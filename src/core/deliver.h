@@ -20,10 +20,11 @@ int vmmc_deliver_write(struct vmmc_ep *ep, uint32_t export_id, uint32_t gen, con
                        uint64_t off, const void *src, size_t len, int head_last);
 int vmmc_deliver_read(struct vmmc_ep *ep, uint32_t export_id, uint32_t gen, const uint64_t token[2],
                       uint64_t off, void *dst, size_t len);
-/* Execute a remote atomic for @sender (vmmc_atomic_op_t @op on the
- * @size-byte word at @off), checked like a write plus the importer list,
- * the word's alignment in memory and, with @fetch, VMMC_EXPORT_READ; *@old
- * gets the value before (0 without @fetch). */
+/* Execute a remote atomic for @sender (vmmc_atomic_op_t @op on the word
+ * at @off; @size its width or'ed with its type, as in vmmc_atomic), checked
+ * like a write plus operation and type, the importer list, the word's
+ * alignment in memory and, with @fetch, VMMC_EXPORT_READ; *@old gets the
+ * value before (0 without @fetch). */
 int vmmc_deliver_atomic(struct vmmc_ep *ep, int sender, uint32_t export_id, uint32_t gen,
                         const uint64_t token[2], uint64_t off, int op, int size, int fetch,
                         uint64_t operand, uint64_t compare, uint64_t *old);

@@ -386,7 +386,7 @@ int vmmc_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *value)
         "async_sends_by_engine", "wakeups_sent", "sleeps", "imports_served", "exports",
         "redirect_bytes_direct", "redirect_bytes_copied", "control_messages_dropped",
         "notifications_refused", "connections_refused", "peers_accepted", "atomics_served",
-        "atomics_refused"};
+        "atomics_refused", "notifications_waited"};
     if (!ep || i < 0)
         return VMMC_ERR_NOT_FOUND;
     if (i >= CNT_MAX) /* then the transports' (udp: datagrams, drops by reason, ...) */

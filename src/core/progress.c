@@ -75,9 +75,13 @@ static int dispatch(vmmc_ep_t *ep)
             continue;
         }
         if (ex->cq) {
+            /* A full queue keeps the record in its own backlog, in order
+             * behind the others waiting there; the next record, of any
+             * export, goes on. Only running out of memory loses one. */
             if (vmmc_cq_notify(ex, &rec) != VMMC_OK) {
-                ep->pend_head--; /* the queue is full: retry, in order, at the next pass */
-                break;
+                VMMC_COUNT(ep, CNT_NOTIFY_DROPPED, 1);
+                vmmc_log(VMMC_LOG_ERROR, "%s: dropped", vmmc_last_error());
+                continue;
             }
             VMMC_COUNT(ep, CNT_NOTIFY_RUN, 1);
             n++;

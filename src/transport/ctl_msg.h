@@ -25,7 +25,8 @@ enum {
     CTL_REVOKE_ACK = 7, /* importer → exporter: id/gen is stale here, no copy under way */
     /* importer → exporter: a remote atomic on a region the importer cannot
      * map (atomic.c): export_id, gen, token as in the import reply;
-     * map_off = offset, kind = vmmc_atomic_op_t, flags = size | 0x100 when
+     * map_off = offset, kind = vmmc_atomic_op_t, flags = size (width or'ed
+     * with the type, as in vmmc_atomic: below 0x100) | 0x100 when
      * the old value is wanted, addr = operand, length = compare. */
     CTL_ATOMIC_REQ = 8,
     /* exporter → importer: id echoed, status, addr = the old value, text = why not */

@@ -83,7 +83,8 @@ enum {
     CNT_NOTIFY_SENT, CNT_NOTIFY_RUN, CNT_NOTIFY_DROPPED,
     CNT_ASYNC_ENGINE, CNT_WAKEUPS_SENT, CNT_SLEEPS, CNT_IMPORTS, CNT_EXPORTS,
     CNT_REDIRECT_DIRECT, CNT_REDIRECT_COPIED, CNT_CTL_BAD, CNT_NOTIFY_REFUSED,
-    CNT_CONNECT_REFUSED, CNT_PEERS_ACCEPTED, CNT_ATOMICS_SERVED, CNT_ATOMICS_REFUSED, CNT_MAX
+    CNT_CONNECT_REFUSED, CNT_PEERS_ACCEPTED, CNT_ATOMICS_SERVED, CNT_ATOMICS_REFUSED,
+    CNT_NOTIFY_WAITED, CNT_MAX
 };
 #define VMMC_COUNT(ep, c, n) \
     atomic_fetch_add_explicit(&((vmmc_tl_ep_t *)(ep))->counters[c], (n), memory_order_relaxed)
@@ -258,7 +259,8 @@ typedef struct vmmc_tl_ops {
      * called for redirectable exports (the core stages those too). */
     int (*putv)(struct vmmc_tl_proxy *px, size_t off, const struct iovec *iov, int iovcnt,
                 int notify, uint64_t imm);
-    /* Remote atomic (vmmc_atomic_op_t @op on the @size-byte word at @off),
+    /* Remote atomic (vmmc_atomic_op_t @op on the word at @off; @size is its
+     * width, 4 or 8, or'ed with its type, VMMC_ATOMIC_SIGNED/FLOAT < 0x100),
      * executed at the target, ordered after earlier puts to the peer;
      * *@old gets the value before (0 unless @fetch). Alignment, bounds and
      * rights are checked by the core here and again by the target. NULL:

@@ -5,8 +5,10 @@
  * value is exact, and no two fetch-adds of one process see the same old
  * value); a compare-and-swap lock guarding a non-atomic read-modify-write
  * (fetch, then send, then unlock: the send must land before the unlock);
- * and the refusals: alignment, bounds, unknown operation or size, fetching
- * from an export without VMMC_EXPORT_READ.
+ * and the refusals: alignment, bounds, unknown operation, size or type,
+ * fetching from an export without VMMC_EXPORT_READ; requests with a bad
+ * operation or type forged past the importer's checks are refused by the
+ * target.
  *
  * usage (under vmmc run -n N, N >= 2): t_atomic [adds per thread] */
 #include <pthread.h>
@@ -14,6 +16,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/core.h"
 #include "vtest.h"
 
 #define THREADS 3
@@ -88,14 +91,35 @@ static void every_op(vmmc_proxy_t *px, size_t off, int size)
     }
 }
 
-static void refusals(vmmc_proxy_t *pm, vmmc_proxy_t *pw, vmmc_proxy_t *po)
+static void refusals(vmmc_proxy_t *pm, vmmc_proxy_t *ph, vmmc_proxy_t *pw, vmmc_proxy_t *po)
 {
     uint64_t v = 0;
     VT_STATUS(VMMC_ERR_INVALID, vmmc_atomic(pm, 4, VMMC_ATOMIC_ADD, 8, 1, 0, &v));
     VT_STATUS(VMMC_ERR_INVALID, vmmc_atomic(pm, 2, VMMC_ATOMIC_ADD, 4, 1, 0, &v));
     VT_STATUS(VMMC_ERR_INVALID, vmmc_atomic(pm, 0, VMMC_ATOMIC_ADD, 2, 1, 0, &v));
     VT_STATUS(VMMC_ERR_INVALID, vmmc_atomic(pm, 0, 0, 8, 1, 0, &v));
-    VT_STATUS(VMMC_ERR_INVALID, vmmc_atomic(pm, 0, 8, 8, 1, 0, &v));
+    VT_STATUS(VMMC_ERR_INVALID, vmmc_atomic(pm, 0, VMMC_ATOMIC_CSWAP_GT + 1, 8, 1, 0, &v));
+    /* Types: bitwise or logical on a float, unknown type bits, both flags. */
+    VT_STATUS(VMMC_ERR_INVALID,
+              vmmc_atomic(pm, 0, VMMC_ATOMIC_XOR, 8 | VMMC_ATOMIC_FLOAT, 1, 0, &v));
+    VT_STATUS(VMMC_ERR_INVALID,
+              vmmc_atomic(ph, 0, VMMC_ATOMIC_LOR, 4 | VMMC_ATOMIC_FLOAT, 1, 0, NULL));
+    VT_STATUS(VMMC_ERR_INVALID, vmmc_atomic(pm, 0, VMMC_ATOMIC_ADD, 8 | 0x40, 1, 0, &v));
+    VT_STATUS(VMMC_ERR_INVALID, vmmc_atomic(
+        pm, 0, VMMC_ATOMIC_ADD, 8 | VMMC_ATOMIC_SIGNED | VMMC_ATOMIC_FLOAT, 1, 0, &v));
+    /* The same, forged past the importer's checks: the target refuses them
+     * (through its control thread on shm, its link thread over udp). */
+    uint64_t before;
+    VT_OK(vmmc_fetch(ph, OFF_WORK, &before, 8));
+    VT_STATUS(VMMC_ERR_INVALID, vmmc_atomic_exec(ph, OFF_WORK, VMMC_ATOMIC_XOR,
+                                                 8 | VMMC_ATOMIC_FLOAT, 1, 0, &v));
+    VT_STATUS(VMMC_ERR_INVALID,
+              vmmc_atomic_exec(ph, OFF_WORK, VMMC_ATOMIC_ADD, 8 | 0x40, 1, 0, NULL));
+    VT_STATUS(VMMC_ERR_INVALID,
+              vmmc_atomic_exec(ph, OFF_WORK, VMMC_ATOMIC_CSWAP_GT + 1, 8, 1, 0, &v));
+    uint64_t after;
+    VT_OK(vmmc_fetch(ph, OFF_WORK, &after, 8));
+    VT_CHECK(before == after);
     VT_STATUS(VMMC_ERR_INVALID, vmmc_atomic(NULL, 0, VMMC_ATOMIC_ADD, 8, 1, 0, &v));
     VT_STATUS(VMMC_ERR_BOUNDS, vmmc_atomic(pm, REGION, VMMC_ATOMIC_ADD, 8, 1, 0, &v));
     VT_STATUS(VMMC_ERR_BOUNDS, vmmc_atomic(pm, REGION, VMMC_ATOMIC_ADD, 4, 1, 0, &v));
@@ -158,7 +182,7 @@ int main(int argc, char **argv)
             every_op(px, OFF_WORK, 8);
             every_op(px, OFF_WORK + 16, 4);
         }
-        refusals(pm, pw, po);
+        refusals(pm, ph, pw, po);
     }
     VT_OK(vmmc_barrier(ep));
 
@@ -240,7 +264,8 @@ int main(int argc, char **argv)
         memcpy(&w, wo, 8);
         VT_CHECK(w == 10);
         /* Counted here: those this process executed for its peers (never
-         * the ones done in a mapping) and the two misaligned ones it refused. */
+         * the ones done in a mapping), the two misaligned ones it refused and
+         * the three forged ones. */
         uint64_t served = 0, refused = 0, v;
         const char *name;
         for (int i = 0; vmmc_counter_get(ep, i, &name, &v) == VMMC_OK; i++) {
@@ -252,7 +277,7 @@ int main(int argc, char **argv)
         printf("atomics served %llu, refused %llu\n", (unsigned long long)served,
                (unsigned long long)refused);
         VT_CHECK(served >= (uint64_t)(nranks - 1) * THREADS * (uint64_t)adds);
-        VT_CHECK(refused == 2);
+        VT_CHECK(refused == 5);
     }
     /* After unexport no atomic reaches the memory. */
     if (me == 0) {

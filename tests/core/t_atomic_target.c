@@ -2,7 +2,7 @@
  * or confused peer can drive it over udp or a control message: every field
  * of the request is checked before the word is touched (export id and
  * generation, capability token, importer list, bounds, the word's real
- * alignment, the read right for a fetch, operation and size), and a refused
+ * alignment, the read right for a fetch, operation, size and type), and a refused
  * request changes nothing and is counted. One process, white box. */
 #include <string.h>
 
@@ -71,7 +71,23 @@ int main(void)
     REFUSE(VMMC_ERR_INVALID, me, rw->id, rw->gen, tok, 4, VMMC_ATOMIC_ADD, 8, 0, 1, 0);
     REFUSE(VMMC_ERR_INVALID, me, odd->id, odd->gen, odd->token, 0, VMMC_ATOMIC_ADD, 8, 0, 1, 0);
     REFUSE(VMMC_ERR_INVALID, me, rw->id, rw->gen, tok, 0, 0, 8, 0, 1, 0);
-    REFUSE(VMMC_ERR_INVALID, me, rw->id, rw->gen, tok, 0, 8, 8, 0, 1, 0);
+    REFUSE(VMMC_ERR_INVALID, me, rw->id, rw->gen, tok, 0, VMMC_ATOMIC_CSWAP_GT + 1, 8, 0, 1, 0);
+    REFUSE(VMMC_ERR_INVALID, me, rw->id, rw->gen, tok, 0, 255, 8, 0, 1, 0);
+    /* The type in the size byte: bitwise and logical on floats, unknown
+     * bits, both flags, a type without a width. */
+    REFUSE(VMMC_ERR_INVALID, me, rw->id, rw->gen, tok, 0, VMMC_ATOMIC_AND,
+           8 | VMMC_ATOMIC_FLOAT, 1, 1, 0);
+    REFUSE(VMMC_ERR_INVALID, me, rw->id, rw->gen, tok, 0, VMMC_ATOMIC_MSWAP,
+           4 | VMMC_ATOMIC_FLOAT, 1, 1, 0);
+    REFUSE(VMMC_ERR_INVALID, me, rw->id, rw->gen, tok, 0, VMMC_ATOMIC_LXOR,
+           8 | VMMC_ATOMIC_FLOAT, 1, 1, 0);
+    REFUSE(VMMC_ERR_INVALID, me, rw->id, rw->gen, tok, 0, VMMC_ATOMIC_ADD, 8 | 0x40, 1, 1, 0);
+    REFUSE(VMMC_ERR_INVALID, me, rw->id, rw->gen, tok, 0, VMMC_ATOMIC_ADD, 0xff, 1, 1, 0);
+    REFUSE(VMMC_ERR_INVALID, me, rw->id, rw->gen, tok, 0, VMMC_ATOMIC_ADD,
+           8 | VMMC_ATOMIC_SIGNED | VMMC_ATOMIC_FLOAT, 1, 1, 0);
+    REFUSE(VMMC_ERR_INVALID, me, rw->id, rw->gen, tok, 0, VMMC_ATOMIC_ADD, VMMC_ATOMIC_FLOAT, 1,
+           1, 0);
+    VT_CHECK(strstr(vmmc_last_error(), "rank") != NULL);
     REFUSE(VMMC_ERR_INVALID, me, rw->id, rw->gen, tok, 0, VMMC_ATOMIC_ADD, 2, 0, 1, 0);
     REFUSE(VMMC_ERR_INVALID, me, rw->id, rw->gen, tok, 0, VMMC_ATOMIC_ADD, 16, 0, 1, 0);
     REFUSE(VMMC_ERR_PERMISSION, me, wo->id, wo->gen, wo->token, 0, VMMC_ATOMIC_ADD, 8, 1, 1, 0);
@@ -91,7 +107,15 @@ int main(void)
     uint32_t w;
     memcpy(&w, (char *)(mem + 24) + 8, 4);
     VT_CHECK(w == 9);
-    VT_CHECK(counter(ep, "atomics_served") == served0 + 3);
+    /* A typed one: a double added to the last word of the export. */
+    double d = 1.25;
+    memcpy(&mem[15], &d, 8);
+    VT_OK(vmmc_deliver_atomic(ep, me, rw->id, rw->gen, tok, 120, VMMC_ATOMIC_ADD,
+                              8 | VMMC_ATOMIC_FLOAT, 1, vmmc_atomic_from_double(2.5), 0, &old));
+    VT_CHECK(vmmc_atomic_to_double(old) == 1.25);
+    memcpy(&d, &mem[15], 8);
+    VT_CHECK(d == 3.75);
+    VT_CHECK(counter(ep, "atomics_served") == served0 + 4);
     VT_CHECK(counter(ep, "atomics_refused") == refused0 + (uint64_t)refused);
     /* After unexport: stale. */
     VT_OK(vmmc_unexport(rw));

@@ -7,18 +7,28 @@
  *   and vmmc_send: no increment is lost, so atomics are ordered with sends;
  * - every op at both sizes, wrapping, the word next to it untouched;
  * - refusals: misaligned, bad size or op, out of bounds, fetching from an
- *   export without VMMC_EXPORT_READ. */
+ *   export without VMMC_EXPORT_READ;
+ * - typed atomics: every operation on every type (signed, unsigned, float,
+ *   double) against a plain C reference, with vmmc_atomic and with
+ *   vmmc_atomic_cq, the bytes next to each word untouched; bitwise and
+ *   logical operations on floats and unknown type bits refused by both;
+ *   threads of every other rank adding 1.0 to a double and a float lose no
+ *   update. */
 #include <pthread.h>
 
+#include "atomic_ref.h"
 #include "conf.h"
 
 #define NT 4
 #define MAXR 4
 #define K 1500      /* fetch-adds per thread and counter */
 #define LOCKS 150   /* lock rounds per thread */
+#define KF 400      /* float and double adds per thread and counter */
 #define W 4000      /* bytes per export (a mapped one: its page's tail guards it) */
 /* Word offsets in each export. */
-enum { C64 = 0, C32 = 8, LOCK = 64, GUARDED = 128, OPS = 256 };
+enum { C64 = 0, C32 = 8, DBL = 16, FLT = 24, LOCK = 64, GUARDED = 128, OPS = 256, TYPED = 1024 };
+#define CASES 3     /* value triples per operation and type */
+#define CELL 16     /* a word and the guard bytes after it */
 
 static vmmc_ep_t *ep;
 static int me, np;
@@ -49,6 +59,14 @@ static void *adder(void *arg)
                             (unsigned long long)mine[i - 1]);
             }
             VT_OK(vmmc_send(olds_px, OLD_IDX(x, c, me, t) * 8, mine, sizeof mine, 0));
+        }
+    /* Floats: a compare-and-swap loop at whoever executes it. */
+    for (int x = 0; x < 2; x++)
+        for (int i = 0; i < KF; i++) {
+            VT_OK(at(px[x], DBL, VMMC_ATOMIC_ADD, 8 | VMMC_ATOMIC_FLOAT,
+                     vmmc_atomic_from_double(1.0), 0, NULL));
+            VT_OK(at(px[x], FLT, VMMC_ATOMIC_ADD, 4 | VMMC_ATOMIC_FLOAT,
+                     vmmc_atomic_from_float(1.0f), 0, NULL));
         }
     /* The lock: acquire with CSWAP, increment a plain word, release. */
     for (int x = 0; x < 2; x++)
@@ -134,6 +152,101 @@ static void every_op(vmmc_proxy_t *p, const char *name)
     VT_OK(at(p, W - 4, VMMC_ATOMIC_ADD, 4, 0, 0, &r));
 }
 
+/* Every operation on every type (rank 1 only): one cell per (operation,
+ * case) set by one send, the operations (with vmmc_atomic, or all posted
+ * to a queue), then one fetch of all cells against the reference. */
+static void typed_ops(vmmc_proxy_t *p, const char *name, int use_cq)
+{
+    enum { NCELLS = REF_OP_LAST * CASES };
+    unsigned char img[NCELLS * CELL], back[NCELLS * CELL];
+    vmmc_cq_t *cq = NULL;
+    if (use_cq)
+        VT_OK(vmmc_cq_open(ep, NCELLS, &cq));
+    for (int t = 0; t < REF_NTYPES; t++) {
+        int size = ref_types[t], w = size & 15, posted = 0;
+        uint64_t vals[16], init[NCELLS], opnd[NCELLS], cmp[NCELLS];
+        int nv = ref_values(size, vals);
+        memset(img, 0x5A, sizeof img);
+        for (int op = 1; op <= REF_OP_LAST; op++)
+            for (int k = 0; k < CASES; k++) {
+                int i = (op - 1) * CASES + k;
+                init[i] = vals[(op * 3 + k * 5 + t) % nv];
+                opnd[i] = vals[(op * 7 + k * 3 + 1) % nv];
+                cmp[i] = k == 0 ? init[i] : k == 1 ? opnd[i] : vals[(op + k + t) % nv];
+                memcpy(img + i * CELL, &init[i], (size_t)w);
+            }
+        VT_OK(vmmc_send(p, TYPED, img, sizeof img, 0));
+        for (int op = 1; op <= REF_OP_LAST; op++)
+            for (int k = 0; k < CASES; k++) {
+                int i = (op - 1) * CASES + k;
+                size_t off = TYPED + (size_t)i * CELL;
+                if (!ref_valid(op, size)) {
+                    uint64_t r = 7;
+                    VT_STATUS(VMMC_ERR_INVALID, at(p, off, op, size, opnd[i], cmp[i], &r));
+                    VT_CHECK(r == 7);
+                    VT_STATUS(VMMC_ERR_INVALID, vmmc_atomic_cq(p, off, op, size, opnd[i], cmp[i],
+                                                               cq ? cq : (vmmc_cq_t *)1, NULL));
+                    continue;
+                }
+                if (use_cq) {
+                    VT_OK(vmmc_atomic_cq(p, off, op, size, opnd[i], cmp[i], cq, &init[i]));
+                    posted++;
+                    continue;
+                }
+                uint64_t old = 0xdeadbeef;
+                VT_OK(at(p, off, op, size, opnd[i], cmp[i], &old));
+                if (old != init[i])
+                    VT_FAIL("[%s] %s: %s on %s: old %llx, the word was %llx", conf_transport(),
+                            name, ref_op_name(op), ref_type_name(size),
+                            (unsigned long long)old, (unsigned long long)init[i]);
+            }
+        for (double t0 = vt_now(); posted > 0;) {
+            vmmc_completion_t c[8];
+            int n = vmmc_cq_wait(cq, c, 8, 100);
+            VT_CHECK(n >= 0);
+            for (int j = 0; j < n; j++) {
+                VT_CHECK(c[j].status == VMMC_OK && c[j].op == VMMC_OP_ATOMIC &&
+                         c[j].length == (size_t)w);
+                uint64_t *want = c[j].context;
+                if (c[j].value != *want)
+                    VT_FAIL("[%s] %s: queued %s: old %llx, the word was %llx", conf_transport(),
+                            name, ref_type_name(size), (unsigned long long)c[j].value,
+                            (unsigned long long)*want);
+            }
+            posted -= n;
+            if (vt_now() - t0 > conf_timeout())
+                VT_FAIL("[%s] %d queued atomics never completed", conf_transport(), posted);
+        }
+        VT_OK(vmmc_fetch(p, TYPED, back, sizeof back));
+        for (int op = 1; op <= REF_OP_LAST; op++)
+            for (int k = 0; k < CASES; k++) {
+                int i = (op - 1) * CASES + k;
+                uint64_t want = ref_valid(op, size)
+                                    ? ref_apply(op, size, init[i], opnd[i], cmp[i])
+                                    : init[i];
+                memcpy(img + i * CELL, &want, (size_t)w);
+                if (memcmp(img + i * CELL, back + i * CELL, CELL)) {
+                    uint64_t got = 0;
+                    memcpy(&got, back + i * CELL, (size_t)w);
+                    VT_FAIL("[%s] %s%s: %s on %s %llx with %llx (compare %llx): %llx, want %llx "
+                            "(or a byte beside it changed)", conf_transport(), name,
+                            use_cq ? " (queued)" : "", ref_op_name(op),
+                            ref_type_name(size), (unsigned long long)init[i],
+                            (unsigned long long)opnd[i], (unsigned long long)cmp[i],
+                            (unsigned long long)got, (unsigned long long)want);
+                }
+            }
+    }
+    uint64_t r;
+    VT_STATUS(VMMC_ERR_INVALID, at(p, TYPED, VMMC_ATOMIC_ADD, 8 | 0x40, 1, 0, &r));
+    VT_STATUS(VMMC_ERR_INVALID,
+              at(p, TYPED, VMMC_ATOMIC_ADD, 8 | VMMC_ATOMIC_SIGNED | VMMC_ATOMIC_FLOAT, 1, 0, &r));
+    VT_STATUS(VMMC_ERR_INVALID, at(p, TYPED, VMMC_ATOMIC_ADD, VMMC_ATOMIC_FLOAT, 1, 0, &r));
+    VT_STATUS(VMMC_ERR_INVALID, at(p, TYPED + 4, VMMC_ATOMIC_ADD, 8 | VMMC_ATOMIC_FLOAT, 1, 0, &r));
+    if (cq)
+        VT_OK(vmmc_cq_close(cq));
+}
+
 int main(void)
 {
     ep = conf_init(0);
@@ -176,6 +289,10 @@ int main(void)
     if (me == 1) {
         every_op(px[0], names[0]);
         every_op(px[1], names[1]);
+        for (int q = 0; q < 2; q++) {
+            typed_ops(px[0], names[0], q);
+            typed_ops(px[1], names[1], q);
+        }
     }
     VT_OK(vmmc_barrier(ep));
     if (me == 0) {
@@ -200,6 +317,13 @@ int main(void)
                                         conf_transport(), names[x], (unsigned long long)v);
                         }
             }
+            double d;
+            float f;
+            memcpy(&d, reg[x].p + DBL, 8);
+            memcpy(&f, reg[x].p + FLT, 4);
+            if (d != (double)((np - 1) * NT * KF) || f != (float)((np - 1) * NT * KF))
+                VT_FAIL("[%s] %s: double %.1f and float %.1f after %d adds of 1.0 each",
+                        conf_transport(), names[x], d, (double)f, (np - 1) * NT * KF);
             uint64_t g, lk;
             memcpy(&g, reg[x].p + GUARDED, 8);
             memcpy(&lk, reg[x].p + LOCK, 8);
@@ -216,7 +340,8 @@ int main(void)
             conf_guard_check(&reg[k]);
         free(seen);
     }
-    conf_ok(me, "atomics: counters exact, lock held, every op and refusal as documented");
+    conf_ok(me, "atomics: counters exact (integer and float), lock held, every op on every type "
+                "and refusal as documented");
     VT_OK(vmmc_barrier(ep));
     VT_OK(vmmc_finalize(ep));
     if (me == 0) {

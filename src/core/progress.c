@@ -75,6 +75,23 @@ static void drain_remote(vmmc_ep_t *ep)
     pthread_mutex_unlock(&ep->remote_lock);
 }
 
+/* The open transports' queued notification records into the FIFO. */
+static inline int drain_transports(vmmc_ep_t *ep)
+{
+    int n = 0;
+    for (int i = 0; ep->tl_drain[i]; i++)
+        n += ep->tl_drain[i](ep, pending_push);
+    return n;
+}
+
+static inline int progress_transports(vmmc_ep_t *ep)
+{
+    int n = 0;
+    for (int i = 0; ep->tl_progress[i]; i++)
+        n += ep->tl_progress[i](ep);
+    return n;
+}
+
 /* A record comes from memory or datagrams its sender wrote: it must name a
  * range inside the export, and the sender must be one that may import it. */
 static int notify_allowed(const vmmc_export_t *ex, const vmmc_nrec_t *rec)
@@ -138,14 +155,14 @@ int vmmc_progress(vmmc_ep_t *ep)
     if (tl_progress_ep == ep || pthread_mutex_trylock(&ep->progress_lock) != 0)
         return 0; /* from inside a handler, or another thread is progressing */
     tl_progress_ep = ep;
-    vmmc_tl_drain_all(ep, pending_push);
+    drain_transports(ep);
     drain_remote(ep);
     int n = dispatch(ep);
     int nh = atomic_load_explicit(&ep->nhooks, memory_order_acquire);
     for (int i = 0; i < nh; i++)
         if (ep->hooks[i].poll)
             n += ep->hooks[i].poll(ep->hooks[i].arg);
-    n += vmmc_tl_progress_all(ep);
+    n += progress_transports(ep);
     if (n > 0)
         vmmc_wait_note_work(ep, n); /* wakes threads that sleep while we handle events */
     tl_progress_ep = NULL;
@@ -158,7 +175,7 @@ void vmmc_progress_drain(vmmc_ep_t *ep)
     /* Inside a handler the queue is being dispatched: leave it alone. */
     if (tl_progress_ep == ep || pthread_mutex_trylock(&ep->progress_lock) != 0)
         return; /* (or another thread progresses, and drains) */
-    int n = vmmc_tl_drain_all(ep, pending_push);
+    int n = drain_transports(ep);
     pthread_mutex_unlock(&ep->progress_lock);
     if (n > 0)
         vmmc_ep_wake(ep); /* they run at the next progress, maybe another thread's */

@@ -20,10 +20,16 @@ int vmmc_in_progress(const vmmc_ep_t *ep)
     return tl_progress_ep == ep;
 }
 
+/* The FIFO of notifications not yet run: ep->pending, a ring whose
+ * capacity is a power of two (256, doubled when full), indexed by the
+ * free-running counters pend_head and pend_tail masked: no division per
+ * record. Only the thread that holds progress_lock touches it. */
+#define PEND_SLOT(ep, i) (&(ep)->pending[(i) & ((ep)->pend_cap - 1)])
+
 static void pending_push(vmmc_ep_t *ep, const vmmc_nrec_t *rec)
 {
     if (ep->pend_tail - ep->pend_head == ep->pend_cap) {
-        size_t cap = ep->pend_cap ? ep->pend_cap * 2 : 256;
+        size_t cap = ep->pend_cap ? ep->pend_cap * 2 : 256; /* stays a power of two */
         vmmc_nrec_t *n = malloc(cap * sizeof *n);
         if (!n) {
             VMMC_COUNT(ep, CNT_NOTIFY_DROPPED, 1);
@@ -32,14 +38,15 @@ static void pending_push(vmmc_ep_t *ep, const vmmc_nrec_t *rec)
         }
         size_t cnt = ep->pend_tail - ep->pend_head;
         for (size_t i = 0; i < cnt; i++)
-            n[i] = ep->pending[(ep->pend_head + i) % ep->pend_cap];
+            n[i] = *PEND_SLOT(ep, ep->pend_head + i);
         free(ep->pending);
         ep->pending = n;
         ep->pend_cap = cap;
         ep->pend_head = 0;
         ep->pend_tail = cnt;
     }
-    ep->pending[ep->pend_tail++ % ep->pend_cap] = *rec;
+    *PEND_SLOT(ep, ep->pend_tail) = *rec;
+    ep->pend_tail++;
 }
 
 void vmmc_notify_enqueue_local(vmmc_ep_t *ep, const vmmc_nrec_t *rec)
@@ -112,18 +119,23 @@ static int dispatch(vmmc_ep_t *ep)
     int n = 0;
     while (ep->pend_head != ep->pend_tail &&
            atomic_load_explicit(&ep->notify_blocked, memory_order_acquire) == 0) {
-        vmmc_nrec_t rec = ep->pending[ep->pend_head++ % ep->pend_cap];
-        vmmc_export_t *ex = vmmc_export_by_id(ep, rec.export_id, rec.gen);
+        /* Read in place: nothing is pushed while a handler runs (pushes need
+         * progress_lock, which this thread holds, and a progress or drain
+         * from inside the handler returns at once), and the handler gets
+         * its own copy (note). */
+        const vmmc_nrec_t *rec = PEND_SLOT(ep, ep->pend_head);
+        ep->pend_head++;
+        vmmc_export_t *ex = vmmc_export_by_id(ep, rec->export_id, rec->gen);
         if (!ex) {
             VMMC_COUNT(ep, CNT_NOTIFY_DROPPED, 1); /* unexported meanwhile */
             continue;
         }
-        if (!notify_allowed(ex, &rec)) {
+        if (!notify_allowed(ex, rec)) {
             VMMC_COUNT(ep, CNT_NOTIFY_REFUSED, 1);
             continue;
         }
-        if (ex->cq) {
-            if (vmmc_cq_notify(ex, &rec) != VMMC_OK) {
+        if (VMMC_UNLIKELY(ex->cq != NULL)) {
+            if (vmmc_cq_notify(ex, rec) != VMMC_OK) {
                 ep->pend_head--; /* the queue is full: retry, in order, at the next pass */
                 break;
             }
@@ -133,7 +145,7 @@ static int dispatch(vmmc_ep_t *ep)
         }
         if (!ex->handler)
             continue; /* no handler means no notification */
-        vmmc_notification_t note = {ex, rec.sender, rec.offset, rec.length, rec.imm};
+        vmmc_notification_t note = {ex, rec->sender, rec->offset, rec->length, rec->imm};
         atomic_fetch_add(&ep->notify_blocked, 1);
         tl_handler_depth++;
         ex->handler(ep, &note, ex->handler_arg);

@@ -12,8 +12,8 @@
 
 #include "core/export.h"
 
-static __thread const vmmc_ep_t *tl_progress_ep;
-static __thread int tl_handler_depth;
+static __thread const vmmc_ep_t *tl_progress_ep VMMC_TLS_FAST;
+static __thread int tl_handler_depth VMMC_TLS_FAST;
 
 int vmmc_in_progress(const vmmc_ep_t *ep)
 {

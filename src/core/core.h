@@ -141,20 +141,21 @@ typedef int (*vmmc_put_fn)(struct vmmc_proxy *px, size_t off, const void *src, s
                            int notify, uint64_t imm);
 
 struct vmmc_proxy {
-    /* hot: the send path reads only this cache line */
+    /* hot: a send, with its notification, reads only this cache line
+     * (64 bytes; proxies are allocated on a line of their own) */
     char *base;                /* mapped region (PX_KIND_MAPPED, no redirection) or NULL */
     size_t len;
     _Atomic int state;
     int kind;
     vmmc_peer_t *peer;
     vmmc_put_fn put;
-    int (*get)(struct vmmc_proxy *px, size_t off, void *dst, size_t len);
     /* with base: queue a notification after the core's stores */
     int (*notify)(struct vmmc_proxy *px, size_t off, size_t len, uint64_t imm, int nonblock);
+    vmmc_ep_t *ep;
     uint32_t export_id;
     uint32_t gen;
     /* cold */
-    vmmc_ep_t *ep;
+    int (*get)(struct vmmc_proxy *px, size_t off, void *dst, size_t len);
     int rank;
     unsigned flags;
     uintptr_t raddr;           /* exporter's address (pvw) */
@@ -171,6 +172,8 @@ struct vmmc_proxy {
     char name[VMMC_NAME_MAX];
     struct vmmc_proxy *next;   /* ep->proxies list */
 };
+_Static_assert(offsetof(struct vmmc_proxy, gen) + sizeof(uint32_t) <= 64,
+               "the fields a send reads fit in one cache line");
 
 /* ---- requests (overlay of the public vmmc_request_t) ---- */
 /* REQ_FETCH: vmmc_fetch_async (src is the destination); REQ_CQ: an

@@ -228,6 +228,12 @@ struct vmmc_ep {
     size_t pend_head, pend_tail, pend_cap;
     vmmc_hook_t hooks[VMMC_MAX_HOOKS];
     _Atomic int nhooks;
+    /* The open transports' drain and progress operations in registry
+     * order, NULL-terminated: set once every transport is open (tl.c), so
+     * progress calls them without walking the registry. */
+    int (*tl_drain[VMMC_TL_MAX + 1])(vmmc_ep_t *ep, void (*push)(vmmc_ep_t *ep,
+                                                                 const struct vmmc_nrec *rec));
+    int (*tl_progress[VMMC_TL_MAX + 1])(vmmc_ep_t *ep);
     pthread_mutex_t hooks_lock; /* arm calls vs. hook add/remove (poll calls hold progress_lock) */
     uint64_t spin_ns;
 
@@ -272,8 +278,6 @@ void vmmc_tl_stop_all(vmmc_ep_t *ep);
 void vmmc_tl_close_all(vmmc_ep_t *ep);
 int vmmc_tl_listen_all(vmmc_ep_t *ep);
 int vmmc_tl_flush_all(vmmc_ep_t *ep);
-int vmmc_tl_drain_all(vmmc_ep_t *ep, void (*push)(vmmc_ep_t *ep, const struct vmmc_nrec *rec));
-int vmmc_tl_progress_all(vmmc_ep_t *ep);
 /* The endpoint is about to sleep: 1 when a transport has work pending. */
 int vmmc_tl_arm_all(vmmc_ep_t *ep);
 /* The transport that reaches the peer at @card best, or NULL. */

@@ -24,7 +24,9 @@ static const vmmc_cfg_entry_t core_entries[] = {
      VMMC_CFG_TIME, &vmmc_core_cfg.dma_spin_ns, 0, 10000000000ull},
     {"ASYNC_INLINE", "16K", "asynchronous sends up to this size are done inline by the caller",
      VMMC_CFG_SIZE, &vmmc_core_cfg.async_inline_max},
-    {"NOTIFY_QUEUE", "256", "notification records queued per sender before it waits",
+    {"NOTIFY_QUEUE", "256",
+     "notification records queued per sender before it waits (a power of two finds ring slots "
+     "without a division)",
      VMMC_CFG_INT, &vmmc_core_cfg.notify_queue, 2, 1 << 20},
     {"MAX_EXPORTS", "4096", "exports per endpoint", VMMC_CFG_INT, &vmmc_core_cfg.max_exports,
      1, 1 << 24},

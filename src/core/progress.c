@@ -14,18 +14,24 @@
 
 #include "core/export.h"
 
-static __thread const vmmc_ep_t *tl_progress_ep;
-static __thread int tl_handler_depth;
+static __thread const vmmc_ep_t *tl_progress_ep VMMC_TLS_FAST;
+static __thread int tl_handler_depth VMMC_TLS_FAST;
 
 int vmmc_in_progress(const vmmc_ep_t *ep)
 {
     return tl_progress_ep == ep;
 }
 
+/* The FIFO of notifications not yet run: ep->pending, a ring whose
+ * capacity is a power of two (256, doubled when full), indexed by the
+ * free-running counters pend_head and pend_tail masked: no division per
+ * record. Only the thread that holds progress_lock touches it. */
+#define PEND_SLOT(ep, i) (&(ep)->pending[(i) & ((ep)->pend_cap - 1)])
+
 static void pending_push(vmmc_ep_t *ep, const vmmc_nrec_t *rec)
 {
     if (ep->pend_tail - ep->pend_head == ep->pend_cap) {
-        size_t cap = ep->pend_cap ? ep->pend_cap * 2 : 256;
+        size_t cap = ep->pend_cap ? ep->pend_cap * 2 : 256; /* stays a power of two */
         vmmc_nrec_t *n = malloc(cap * sizeof *n);
         if (!n) {
             VMMC_COUNT(ep, CNT_NOTIFY_DROPPED, 1);
@@ -34,14 +40,32 @@ static void pending_push(vmmc_ep_t *ep, const vmmc_nrec_t *rec)
         }
         size_t cnt = ep->pend_tail - ep->pend_head;
         for (size_t i = 0; i < cnt; i++)
-            n[i] = ep->pending[(ep->pend_head + i) % ep->pend_cap];
+            n[i] = *PEND_SLOT(ep, ep->pend_head + i);
         free(ep->pending);
         ep->pending = n;
         ep->pend_cap = cap;
         ep->pend_head = 0;
         ep->pend_tail = cnt;
     }
-    ep->pending[ep->pend_tail++ % ep->pend_cap] = *rec;
+    *PEND_SLOT(ep, ep->pend_tail) = *rec;
+    ep->pend_tail++;
+}
+
+/* The open transports' queued notification records into the FIFO. */
+static inline int drain_transports(vmmc_ep_t *ep)
+{
+    int n = 0;
+    for (int i = 0; ep->tl_drain[i]; i++)
+        n += ep->tl_drain[i](ep, pending_push);
+    return n;
+}
+
+static inline int progress_transports(vmmc_ep_t *ep)
+{
+    int n = 0;
+    for (int i = 0; ep->tl_progress[i]; i++)
+        n += ep->tl_progress[i](ep);
+    return n;
 }
 
 /* A record comes from memory or datagrams its sender wrote: it must name a
@@ -64,21 +88,26 @@ static int dispatch(vmmc_ep_t *ep)
     int n = 0;
     while (ep->pend_head != ep->pend_tail &&
            atomic_load_explicit(&ep->notify_blocked, memory_order_acquire) == 0) {
-        vmmc_nrec_t rec = ep->pending[ep->pend_head++ % ep->pend_cap];
-        vmmc_export_t *ex = vmmc_export_by_id(ep, rec.export_id, rec.gen);
+        /* Read in place: nothing is pushed while a handler runs (pushes need
+         * progress_lock, which this thread holds, and a progress or drain
+         * from inside the handler returns at once), and the handler gets
+         * its own copy (note). */
+        const vmmc_nrec_t *rec = PEND_SLOT(ep, ep->pend_head);
+        ep->pend_head++;
+        vmmc_export_t *ex = vmmc_export_by_id(ep, rec->export_id, rec->gen);
         if (!ex) {
             VMMC_COUNT(ep, CNT_NOTIFY_DROPPED, 1); /* unexported meanwhile */
             continue;
         }
-        if (!notify_allowed(ex, &rec)) {
+        if (!notify_allowed(ex, rec)) {
             VMMC_COUNT(ep, CNT_NOTIFY_REFUSED, 1);
             continue;
         }
-        if (ex->cq) {
+        if (VMMC_UNLIKELY(ex->cq != NULL)) {
             /* A full queue keeps the record in its own backlog, in order
              * behind the others waiting there; the next record, of any
              * export, goes on. Only running out of memory loses one. */
-            if (vmmc_cq_notify(ex, &rec) != VMMC_OK) {
+            if (vmmc_cq_notify(ex, rec) != VMMC_OK) {
                 VMMC_COUNT(ep, CNT_NOTIFY_DROPPED, 1);
                 vmmc_log(VMMC_LOG_ERROR, "%s: dropped", vmmc_last_error());
                 continue;
@@ -89,7 +118,7 @@ static int dispatch(vmmc_ep_t *ep)
         }
         if (!ex->handler)
             continue; /* no handler means no notification */
-        vmmc_notification_t note = {ex, rec.sender, rec.offset, rec.length, rec.imm};
+        vmmc_notification_t note = {ex, rec->sender, rec->offset, rec->length, rec->imm};
         atomic_fetch_add(&ep->notify_blocked, 1);
         tl_handler_depth++;
         ex->handler(ep, &note, ex->handler_arg);
@@ -111,13 +140,13 @@ int vmmc_progress(vmmc_ep_t *ep)
     if (tl_progress_ep == ep || pthread_mutex_trylock(&ep->progress_lock) != 0)
         return 0; /* from inside a handler, or another thread is progressing */
     tl_progress_ep = ep;
-    vmmc_tl_drain_all(ep, pending_push);
+    drain_transports(ep);
     int n = dispatch(ep);
     int nh = atomic_load_explicit(&ep->nhooks, memory_order_acquire);
     for (int i = 0; i < nh; i++)
         if (ep->hooks[i].poll)
             n += ep->hooks[i].poll(ep->hooks[i].arg);
-    n += vmmc_tl_progress_all(ep);
+    n += progress_transports(ep);
     if (n > 0)
         vmmc_wait_note_work(ep, n); /* wakes threads that sleep while we handle events */
     tl_progress_ep = NULL;
@@ -130,7 +159,7 @@ void vmmc_progress_drain(vmmc_ep_t *ep)
     /* Inside a handler the queue is being dispatched: leave it alone. */
     if (tl_progress_ep == ep || pthread_mutex_trylock(&ep->progress_lock) != 0)
         return; /* (or another thread progresses, and drains) */
-    int n = vmmc_tl_drain_all(ep, pending_push);
+    int n = drain_transports(ep);
     pthread_mutex_unlock(&ep->progress_lock);
     if (n > 0)
         vmmc_ep_wake(ep); /* they run at the next progress, maybe another thread's */

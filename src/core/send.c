@@ -75,8 +75,17 @@ int vmmc_send_check(const vmmc_proxy_t *px, size_t off, const void *src, size_t 
     return send_checks(px, off, src, len, flags);
 }
 
-static inline int send_now(vmmc_proxy_t *px, size_t off, const void *src, size_t len,
-                           unsigned flags, uint64_t imm)
+/* A source for sends of length 0 that came with a NULL one: the short path
+ * below copies from a source it need not test (memcpy's source must not be
+ * NULL, even for 0 bytes). */
+static const unsigned char no_bytes[1];
+
+/* The send itself, after the checks; @src is never NULL. Inlined into each
+ * caller so vmmc_send() is one function: no call, no spill on the 8-byte
+ * path. */
+static inline __attribute__((always_inline)) int send_now(vmmc_proxy_t *px, size_t off,
+                                                          const void *src, size_t len,
+                                                          unsigned flags, uint64_t imm)
 {
     /* Keep order with asynchronous sends still in the copy engine. */
     if (VMMC_UNLIKELY(atomic_load_explicit(&px->peer->async_inflight, memory_order_acquire))) {
@@ -92,8 +101,7 @@ static inline int send_now(vmmc_proxy_t *px, size_t off, const void *src, size_t
         return px->put(&px->view, off, src, len, (int)flags, imm);
     }
     if (VMMC_LIKELY(px->base != NULL)) {
-        if (VMMC_LIKELY(len != 0)) /* length 0 may come with a NULL source */
-            memcpy(px->base + off, src, len);
+        memcpy(px->base + off, src, len);
         atomic_signal_fence(memory_order_release);
         if (VMMC_LIKELY(!(flags & VMMC_SEND_NOTIFY)))
             return VMMC_OK;
@@ -107,20 +115,38 @@ static inline int send_now(vmmc_proxy_t *px, size_t off, const void *src, size_t
     return px->put(&px->view, off, src, len, (int)flags, imm);
 }
 
-int vmmc_send(vmmc_proxy_t *px, size_t off, const void *src, size_t len, unsigned flags)
+/* What the short path leaves: every refused send, and a valid one of length
+ * 0 with a NULL source (its one test, !src, stands for both). */
+static VMMC_COLD int send_slow(vmmc_proxy_t *px, size_t off, const void *src, size_t len,
+                               unsigned flags, uint64_t imm)
 {
     int rc = send_checks(px, off, src, len, flags);
-    if (VMMC_UNLIKELY(rc != VMMC_OK))
+    if (rc != VMMC_OK)
         return rc;
+    return send_now(px, off, src ? src : no_bytes, len, flags, imm);
+}
+
+/* send_checks() with the NULL-source test folded into one: passes only
+ * sends that send_checks() passes, with a source that is not NULL. */
+static inline int send_fast_ok(const vmmc_proxy_t *px, size_t off, const void *src, size_t len,
+                               unsigned flags)
+{
+    return px && atomic_load_explicit(&px->state, memory_order_relaxed) == PX_ACTIVE &&
+           off <= px->len && len <= px->len - off && src && !(flags & ~(unsigned)SEND_FLAGS);
+}
+
+int vmmc_send(vmmc_proxy_t *px, size_t off, const void *src, size_t len, unsigned flags)
+{
+    if (VMMC_UNLIKELY(!send_fast_ok(px, off, src, len, flags)))
+        return send_slow(px, off, src, len, flags, 0);
     return send_now(px, off, src, len, flags, 0);
 }
 
 int vmmc_send_imm(vmmc_proxy_t *px, size_t off, const void *src, size_t len, unsigned flags,
                   uint64_t imm)
 {
-    int rc = send_checks(px, off, src, len, flags);
-    if (VMMC_UNLIKELY(rc != VMMC_OK))
-        return rc;
+    if (VMMC_UNLIKELY(!send_fast_ok(px, off, src, len, flags)))
+        return send_slow(px, off, src, len, flags, imm);
     return send_now(px, off, src, len, flags, imm);
 }
 
@@ -141,7 +167,7 @@ int vmmc_send_async(vmmc_proxy_t *px, size_t off, const void *src, size_t len, u
     }
     r->type = REQ_SEND;
     if (len <= vmmc_core_cfg.async_inline_max) {
-        rc = send_now(px, off, src, len, flags, 0);
+        rc = send_now(px, off, src ? src : no_bytes, len, flags, 0);
         atomic_store_explicit(&r->status, rc, memory_order_relaxed);
         return rc;
     }

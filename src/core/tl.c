@@ -43,6 +43,23 @@ int vmmc_tl_check_choice(void)
     return vmmc_error(VMMC_ERR_INVALID, "VMMC_TRANSPORT=%s: use auto%s", c, names);
 }
 
+/* The operations progress calls, of the transports open on @ep, where
+ * progress finds them in one load (ep->tl_drain, ep->tl_progress). */
+static void hot_ops_set(vmmc_ep_t *ep)
+{
+    int nd = 0, np = 0;
+    for (int i = 0; vmmc_tl_all[i]; i++) {
+        if (!ep->state[i])
+            continue;
+        if (vmmc_tl_all[i]->drain)
+            ep->tl_drain[nd++] = vmmc_tl_all[i]->drain;
+        if (vmmc_tl_all[i]->progress)
+            ep->tl_progress[np++] = vmmc_tl_all[i]->progress;
+    }
+    ep->tl_drain[nd] = NULL;
+    ep->tl_progress[np] = NULL;
+}
+
 int vmmc_tl_open_all(vmmc_ep_t *ep, char *card, size_t cap)
 {
     ep->up = &vmmc_tl_up;
@@ -56,6 +73,7 @@ int vmmc_tl_open_all(vmmc_ep_t *ep, char *card, size_t cap)
         if ((rc = t->ep_open(ep, card + used, cap - used)) != VMMC_OK)
             return rc;
     }
+    hot_ops_set(ep);
     return VMMC_OK;
 }
 
@@ -79,6 +97,8 @@ void vmmc_tl_stop_all(vmmc_ep_t *ep)
 
 void vmmc_tl_close_all(vmmc_ep_t *ep)
 {
+    ep->tl_drain[0] = NULL;
+    ep->tl_progress[0] = NULL;
     for (int i = 0; vmmc_tl_all[i]; i++)
         if (ep->state[i] && vmmc_tl_all[i]->ep_close)
             vmmc_tl_all[i]->ep_close(ep);
@@ -104,24 +124,6 @@ int vmmc_tl_flush_all(vmmc_ep_t *ep)
             return rc;
     }
     return VMMC_OK;
-}
-
-int vmmc_tl_drain_all(vmmc_ep_t *ep, void (*push)(vmmc_ep_t *ep, const struct vmmc_nrec *rec))
-{
-    int n = 0;
-    for (int i = 0; vmmc_tl_all[i]; i++)
-        if (ep->state[i] && vmmc_tl_all[i]->drain)
-            n += vmmc_tl_all[i]->drain(ep, push);
-    return n;
-}
-
-int vmmc_tl_progress_all(vmmc_ep_t *ep)
-{
-    int n = 0;
-    for (int i = 0; vmmc_tl_all[i]; i++)
-        if (ep->state[i] && vmmc_tl_all[i]->progress)
-            n += vmmc_tl_all[i]->progress(ep);
-    return n;
 }
 
 int vmmc_tl_arm_all(vmmc_ep_t *ep)

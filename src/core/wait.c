@@ -55,10 +55,10 @@ static void membar_init(void)
 }
 
 /* The endpoint whose eventfd this thread owns right now (no self-wakes). */
-static __thread vmmc_ep_t *tl_owner;
+static __thread vmmc_ep_t *tl_owner VMMC_TLS_FAST;
 /* The endpoint this thread waits on (vmmc_wait*, or the service thread):
  * its progress calls are not the application's epoll loop. */
-static __thread vmmc_ep_t *tl_waiting;
+static __thread vmmc_ep_t *tl_waiting VMMC_TLS_FAST;
 
 static void sleeper_fence(void)
 {

@@ -142,19 +142,21 @@ typedef struct vmmc_tl_peer {
  * fills put/get/notify, base, and the fields it keeps for itself (raddr,
  * pid, map_base, map_len, rctl). */
 #define VMMC_TL_PROXY_FIELDS                                                           \
+    /* hot: a send, with its notification, reads only these (64 bytes; the   \
+     * core allocates proxies on a cache line of their own) */                 \
     char *base;                  /* mapped region (stores reach it) or NULL */          \
     size_t len;                                                                        \
     _Atomic int state;           /* PX_* */                                            \
     int kind;                    /* PX_KIND_* */                                       \
     struct vmmc_peer *peer;      /* the core peer: VMMC_TL_PEER(px->peer) views it */ \
     vmmc_put_fn put;                                                                   \
-    int (*get)(struct vmmc_tl_proxy *px, size_t off, void *dst, size_t len);           \
     /* with base: queue a notification after the core's stores */                      \
     int (*notify)(struct vmmc_tl_proxy *px, size_t off, size_t len, uint64_t imm, int nonblock); \
+    struct vmmc_ep *ep;                                                                \
     uint32_t export_id;                                                                \
     uint32_t gen;                                                                      \
     /* cold */                                                                         \
-    struct vmmc_ep *ep;                                                                \
+    int (*get)(struct vmmc_tl_proxy *px, size_t off, void *dst, size_t len);           \
     int rank;                    /* the exporter's handle */                           \
     unsigned flags;              /* its export flags */                                \
     uintptr_t raddr;             /* exporter's address (copy path) */                  \
@@ -169,6 +171,8 @@ typedef struct vmmc_tl_peer {
 typedef struct vmmc_tl_proxy {
     VMMC_TL_PROXY_FIELDS
 } vmmc_tl_proxy_t;
+_Static_assert(offsetof(vmmc_tl_proxy_t, gen) + sizeof(uint32_t) <= 64,
+               "the fields a send reads fit in one cache line");
 
 #define VMMC_TL_EP(ep) ((vmmc_tl_ep_t *)(ep))
 /* How messages name handle @h: "rank" for a rank of the job, else "peer". */

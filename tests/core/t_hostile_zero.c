@@ -2,7 +2,9 @@
  * and on udp): a send of 0 bytes at an offset within 0..length is a no-op
  * that completes, and with VMMC_SEND_NOTIFY still delivers its
  * notification, in order with the others; a fetch of 0 bytes completes at
- * once; an offset past the end is still VMMC_ERR_BOUNDS. */
+ * once; an offset past the end is still VMMC_ERR_BOUNDS. With the argument
+ * "mapped" the export is a whole vmmc_mem_alloc() allocation that grants
+ * reads, so on shm the sends take the mapped short path. */
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -28,15 +30,21 @@ static void on_note(vmmc_ep_t *ep, const vmmc_notification_t *n, void *arg)
     atomic_store(&nseen, i + 1);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    int mapped = argc > 1 && !strcmp(argv[1], "mapped");
     vt_require_transport();
     vmmc_ep_t *ep;
     VT_OK(vmmc_init(NULL, &ep));
     int me = vmmc_rank(ep), n = vmmc_size(ep);
     if (n != 2)
         VT_SKIP("needs 2 ranks, has %d", n);
-    unsigned char *buf = malloc(LEN);
+    unsigned char *buf = NULL;
+    if (mapped)
+        VT_OK(vmmc_mem_alloc(ep, LEN, (void **)&buf));
+    else
+        buf = malloc(LEN);
+    VT_CHECK(buf != NULL);
     memset(buf, 0xEE, LEN);
     if (me == 0) {
         vmmc_export_params_t p = {0};
@@ -53,6 +61,9 @@ int main(void)
     if (me == 1) {
         vmmc_proxy_t *px;
         VT_OK(vmmc_import(ep, 0, "z", 10000, &px));
+        void *map = NULL;
+        if (mapped && !vt_remote()) /* the path this variant is for */
+            VT_OK(vmmc_proxy_map(px, &map));
         unsigned char one = 0x42;
         VT_OK(vmmc_send(px, 0, NULL, 0, 0));
         VT_OK(vmmc_send(px, LEN, &one, 0, 0));     /* at the very end: still within */
@@ -84,8 +95,9 @@ int main(void)
         VT_CHECK(buf[11] == 0x42 && buf[10] == 0xEE && buf[12] == 0xEE && buf[0] == 0xEE);
     }
     VT_OK(vmmc_barrier(ep));
-    VT_OK(vmmc_finalize(ep));
-    free(buf);
+    VT_OK(vmmc_finalize(ep)); /* releases library memory */
+    if (!mapped)
+        free(buf);
     printf("rank %d: ok\n", me);
     return 0;
 }

@@ -12,7 +12,9 @@
  * inside sends never free room, and each declares the other dead after
  * VMMC_UDP_PEER_TIMEOUT (docs/udp.md, limits).
  *
- * usage: conf_full_ring [N]   (default 20000) */
+ * usage: conf_full_ring [N [Q]]   (default 20000 notifications, a queue of
+ * Q = 4 records; a Q that is not a power of two takes the rings' other
+ * slot arithmetic) */
 #include "conf.h"
 
 static long nmsg = 20000;
@@ -33,7 +35,7 @@ static void on_msg(vmmc_ep_t *e, const vmmc_notification_t *n, void *arg)
 
 int main(int argc, char **argv)
 {
-    setenv("VMMC_NOTIFY_QUEUE", "4", 1);
+    setenv("VMMC_NOTIFY_QUEUE", argc > 2 ? argv[2] : "4", 1);
     if (!strncmp(conf_transport(), "udp", 3))
         VT_SKIP("udp bounds notifications not yet run: both senders would wait (docs/udp.md)");
     vmmc_ep_t *ep = conf_init(2);

@@ -233,7 +233,7 @@ int vmmc_shm_notify(vmmc_tl_proxy_t *px, size_t off, size_t len, uint64_t imm, i
             sp->tail_cache = atomic_load_explicit(&sp->ring->tail, memory_order_acquire);
         }
     }
-    shm_rec_t *slot = &sp->ring->rec[sp->head % sp->nrec];
+    shm_rec_t *slot = &sp->ring->rec[shm_ring_slot(sp->head, sp->nrec)];
     slot->r.export_id = px->export_id;
     slot->r.gen = px->gen;
     slot->r.sender = VMMC_TL_EP(ep)->rank;
@@ -260,7 +260,7 @@ int vmmc_shm_drain(vmmc_ep_t *ep, vmmc_shm_rec_fn fn)
         int rank = in->handle;
         uint64_t tail = in->tail, t0 = tail;
         for (uint32_t k = 0; k < s->nrec; k++) {
-            shm_rec_t *slot = &in->ring->rec[tail % s->nrec];
+            shm_rec_t *slot = &in->ring->rec[shm_ring_slot(tail, s->nrec)];
             if (atomic_load_explicit(&slot->seq, memory_order_acquire) != tail + 1)
                 break;
             vmmc_nrec_t rec = slot->r;

@@ -38,6 +38,16 @@ typedef struct shm_rec {
 } shm_rec_t;
 _Static_assert(sizeof(shm_rec_t) == 64, "a notification record is one cache line");
 
+/* The slot of record number @i in a ring of @n: a mask for a power of two
+ * (VMMC_NOTIFY_QUEUE's default, 256), a division only for other sizes. A
+ * 64-bit division costs tens of cycles, and a notification crossed three. */
+static inline uint32_t shm_ring_slot(uint64_t i, uint32_t n)
+{
+    if (__builtin_expect((n & (n - 1)) == 0, 1))
+        return (uint32_t)(i & (n - 1));
+    return (uint32_t)(i % n);
+}
+
 /* A notification ring: its own memfd segment, shared by the receiver and ONE
  * sender. `tail` is the receiver's published consumption point; the receiver
  * keeps its own copy and never trusts the shared one. */

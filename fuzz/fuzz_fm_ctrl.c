@@ -203,6 +203,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                       .ring_size = RING, .packet_size = PACKET, .max_handlers = 8};
     if (fm_init(&fake_ep, &pa, &fm) != VMMC_OK)
         abort();
+    if (fake_peer_imports() != VMMC_OK) /* rank 1's ring here */
+        abort();
     if (vmmc_mem_alloc(&fake_ep, BIG, (void **)&cmem) != VMMC_OK)
         abort();
     while (step_input())

@@ -226,6 +226,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                       .ring_size = RING, .packet_size = PACKET, .max_handlers = 8};
     if (fm_init(&fake_ep, &pa, &fm) != VMMC_OK)
         abort();
+    if (fake_peer_imports() != VMMC_OK) /* rank 1's ring here */
+        abort();
     if (vmmc_mem_alloc(&fake_ep, 16384 + 64, (void **)&cmem) != VMMC_OK)
         abort();
     fm_handler_t hs[] = {h_all_mem, h_pieces, h_prefix, h_header_then_mem, h_nothing, h_overask};

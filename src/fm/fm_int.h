@@ -268,6 +268,8 @@ typedef struct fm_peer {
     int zc_ok;                  /* its handlers took placement lately (start: yes) */
     unsigned zc_skip;           /* large messages to send plainly before probing again */
     unsigned zc_miss;           /* "none" answers (or timeouts) in a row, at most 5 */
+    atomic_int has_ring;        /* ctrl, ring, rR, credit_word are set (release; fm_ring.c;
+                                 * here in a hole, so the struct keeps its 1024 bytes) */
     const char *split_nokey;    /* last send piece that could not be keyed */
     uint64_t oseq;              /* split-copy offers made to it */
     unsigned bad_desc_warned;   /* descriptors whose key was too short */
@@ -294,7 +296,6 @@ typedef struct fm_peer {
     atomic_int conn;            /* FM_PC_*: its region for us imported (fm_peer.c) */
     atomic_int cbusy;           /* one thread at a time connects */
     vmmc_export_t *xexp;        /* our ring for it, once made (fm_ring.c) */
-    atomic_int has_ring;        /* ctrl, ring, rR, credit_word are set (release) */
 } fm_peer_t;
 
 /* The peers that have a ring here, in the order their rings were made: what

@@ -162,7 +162,7 @@ int vmmc_import(vmmc_ep_t *ep, int rank, const char *name, int timeout_ms, vmmc_
     return VMMC_OK;
 }
 int vmmc_unimport(vmmc_proxy_t *px) { return px ? VMMC_OK : VMMC_ERR_INVALID; }
-/* (fm_init imports at once; these serve channels opened later, not fuzzed.) */
+/* (FM imports rank 1's region on its first send.) */
 int vmmc_import_start(vmmc_ep_t *ep, int rank, const char *name, int timeout_ms,
                       vmmc_proxy_t **px)
 {
@@ -231,6 +231,36 @@ int vmmc_progress_hook_remove(vmmc_ep_t *ep, vmmc_progress_fn_t poll, void *arg)
     (void)ep, (void)poll, (void)arg;
     fake_poll = fake_arm = NULL;
     return VMMC_OK;
+}
+
+/* Rings are made when the peer first imports them: FM's function for the
+ * "fm.ring." prefix, which fake_peer_imports() calls as the core would when
+ * rank 1's import of its ring arrives. */
+static vmmc_demand_fn_t fake_demand;
+static void *fake_demand_arg;
+
+int vmmc_export_on_demand(vmmc_ep_t *ep, const char *prefix, vmmc_demand_fn_t fn, void *arg)
+{
+    (void)ep;
+    if (!strcmp(prefix, "fm.ring.")) {
+        fake_demand = fn;
+        fake_demand_arg = arg;
+    }
+    return VMMC_OK;
+}
+
+int vmmc_export_on_demand_remove(vmmc_ep_t *ep, const char *prefix)
+{
+    (void)ep;
+    if (!strcmp(prefix, "fm.ring."))
+        fake_demand = NULL;
+    return VMMC_OK;
+}
+
+static inline int fake_peer_imports(void)
+{
+    return fake_demand ? fake_demand(&fake_ep, "fm.ring.1", 1, fake_demand_arg)
+                       : VMMC_ERR_NOT_FOUND;
 }
 
 /* Keys: (magic, which side, offset, length). Ours name one of our
@@ -313,6 +343,8 @@ static inline fm_t *fake_fm_open(const uint8_t *data, size_t size, size_t region
                       .ring_size = ring, .packet_size = packet, .max_handlers = 8};
     fm_t *fm;
     if (fm_init(&fake_ep, &pa, &fm) != VMMC_OK)
+        abort();
+    if (fake_peer_imports() != VMMC_OK) /* rank 1's ring here */
         abort();
     return fm;
 }

@@ -29,7 +29,8 @@
  * holds up another sender's short ones by more than a few packets.
  *
  * How it moves: each rank exports one receive ring per sender (memory from
- * vmmc_mem_alloc()). A sender writes packets (16-byte header + payload, on
+ * vmmc_mem_alloc()), made when that sender first imports it or is first
+ * sent to, so ranks that never talk hold nothing for each other. A sender writes packets (16-byte header + payload, on
  * 64-byte boundaries) straight into the receiver's ring — through a mapping
  * of the ring when the core offers one (vmmc_proxy_map()), else with
  * vmmc_send() — and wakes a sleeping receiver with vmmc_signal(). The receiver
@@ -169,8 +170,12 @@ typedef struct fm_params {
 
 /**
  * @brief Open FM's channel 0 on @p ep for the whole job. Collective: every
- * rank of the job must call it; it exports this rank's rings, waits in a
- * barrier, and imports one ring at every peer. @p params may be NULL.
+ * rank of the job must call it; it waits in a barrier, so every rank has
+ * the channel open when it returns. Rings are made and imported as each
+ * pair of ranks first talks; a non-blocking send (FM_NONBLOCK, or from a
+ * handler) to a rank not reached yet waits for that connection (one control
+ * round trip, no handler runs meanwhile) rather than return VMMC_ERR_AGAIN.
+ * @p params may be NULL.
  * Errors: VMMC_ERR_INVALID (bad parameters, e.g. a ring smaller than two
  * packets), VMMC_ERR_EXISTS (channel 0 already open on @p ep),
  * VMMC_ERR_NOMEM, VMMC_ERR_PEER_DEAD (a rank died during the set-up).
@@ -181,17 +186,18 @@ VMMC_API int fm_init(vmmc_ep_t *ep, const fm_params_t *params, fm_t **fm);
  * @brief Open channel @p channel (0 .. FM_CHANNEL_MAX - 1) of FM on @p ep.
  * Not collective: each rank that takes part opens the channel when it is
  * ready (with the same id), and ranks may open and close channels at any
- * time. It exports this rank's rings of the channel, one per rank of the
- * job; a rank's ring for us is imported when we first send to it (or first
- * receive from it), so a rank that never talks to another on this channel
- * costs it nothing but its ring.
+ * time. It makes no ring at open: our ring for a peer is made when the
+ * peer first imports it (its first send to us) or when we first send to
+ * it, and the peer's ring for us is imported then too, so a rank that never
+ * talks to another on this channel costs it no ring (counters "rings",
+ * "ring_bytes"; requests for ring names a peer has no right to are refused
+ * and counted in "ring_refused").
  *
  * A channel also reaches the endpoint's peers beyond the job (handles from
  * vmmc_connect() and vmmc_listen(); an endpoint from vmmc_ep_open() has
- * only those): a ring for such a peer is made on the first send to it, or,
- * for a peer that connected to us, by an fm_extract() that finds nothing
- * to do, so a side that only receives must extract for its peers' first
- * sends to go through.
+ * only those): a ring for such a peer is made on the first send to it, or
+ * when its first import of its ring (named after the hash of its address)
+ * arrives.
  *
  * Sending on a channel the destination has not opened (yet): a blocking
  * send waits for it to open the channel (extracting this channel
@@ -203,7 +209,8 @@ VMMC_API int fm_init(vmmc_ep_t *ep, const fm_params_t *params, fm_t **fm);
  * VMMC_ERR_STALE; close the channel on both sides before reusing its id.
  *
  * At most VMMC_FM_CHANNELS channels are open on one endpoint; each takes
- * its rings (bounded by VMMC_FM_RING_TOTAL), a staging packet per peer it
+ * its rings (one per peer it talks with, bounded by VMMC_FM_RING_TOTAL), a
+ * staging packet per peer it
  * sends to and a stack per sender whose message is in progress.
  * Errors: VMMC_ERR_INVALID (bad id or parameters), VMMC_ERR_EXISTS (the
  * channel is open on @p ep already), VMMC_ERR_AGAIN (VMMC_FM_CHANNELS

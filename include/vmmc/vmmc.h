@@ -348,6 +348,49 @@ VMMC_API int vmmc_unexport(vmmc_export_t *ex);
 /** @brief Base address and length of an export. */
 VMMC_API void *vmmc_export_addr(const vmmc_export_t *ex);
 VMMC_API size_t vmmc_export_length(const vmmc_export_t *ex);
+
+/**
+ * @brief Exports made when a peer first asks for them: called when peer
+ * @p peer asks to import @p name, which starts with a prefix registered with
+ * vmmc_export_on_demand() and is not exported.
+ *
+ * Context: the thread that received the request (the endpoint's control
+ * thread, or a transport's receive thread), without the endpoint's locks
+ * held: it may call vmmc_mem_alloc() and vmmc_export() (the usual way to
+ * accept), but must not block for long (other peers' requests wait behind
+ * it), must not wait for a reply from a peer, and must not call
+ * vmmc_export_on_demand_remove(). @p peer is the handle the transport
+ * authenticated the request as coming from, never a field of the request.
+ * @p name is valid during the call only.
+ *
+ * Every peer can ask for any name, so the function decides: return VMMC_OK
+ * after exporting @p name (or when it exists already; the request is then
+ * answered as any import is, permissions included; without an export it
+ * waits for the name, within the importer's deadline), or a negative status
+ * to refuse it at once: the importer gets that status, with the text this
+ * thread's last vmmc error gives.
+ */
+typedef int (*vmmc_demand_fn_t)(vmmc_ep_t *ep, const char *name, int peer, void *arg);
+
+/**
+ * @brief Let @p fn create exports whose names start with @p prefix (1..63
+ * bytes) when peers first import them (see vmmc_demand_fn_t). Requests for
+ * such names that are waiting here already are handed to @p fn before this
+ * returns (from this thread). A request is handed over once, after the core
+ * has counted it against the requester's limit of waiting imports, so a
+ * flood of requests costs at most that many calls per peer.
+ * VMMC_ERR_EXISTS if @p prefix overlaps a registered one (either starts with
+ * the other); a prefix that overlaps the reserved "vmmc.mem." is
+ * VMMC_ERR_INVALID.
+ */
+VMMC_API int vmmc_export_on_demand(vmmc_ep_t *ep, const char *prefix, vmmc_demand_fn_t fn,
+                                   void *arg);
+/**
+ * @brief Stop creating exports for @p prefix. Returns once no call of its
+ * function is running (so its argument may be freed then); exports it made
+ * stay. VMMC_ERR_NOT_FOUND if @p prefix is not registered.
+ */
+VMMC_API int vmmc_export_on_demand_remove(vmmc_ep_t *ep, const char *prefix);
 /** @} */
 
 /* ------------------------------------------------------------------------- */

@@ -184,6 +184,7 @@ struct vmmc_ep {
     vmmc_proxy_t *proxies;
     uint64_t next_req_id;
     void *pending_imports;     /* imports waiting for a name to be exported */
+    void *demand;              /* vmmc_export_on_demand() prefixes (demand.c), under lock */
     vmmc_export_t *dead_exports;/* unexported handles, freed at finalize */
     vmmc_proxy_t *dead_proxies; /* unimported handles, freed at finalize */
 

@@ -8,13 +8,6 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct pending_import {
-    int rank;
-    uint64_t id;
-    char name[VMMC_NAME_MAX];
-    struct pending_import *next;
-} pending_import_t;
-
 /* Pending imports (name not exported yet) hang off the endpoint. */
 static pending_import_t **pending_of(vmmc_ep_t *ep)
 {
@@ -89,6 +82,11 @@ static void reply(vmmc_ep_t *ep, int rank, uint64_t id, vmmc_export_t *ex, int s
         vmmc_debug("could not answer rank %d's import: %s", rank, vmmc_last_error());
 }
 
+void vmmc_export_refuse(vmmc_ep_t *ep, int rank, uint64_t id, int status, const char *text)
+{
+    reply(ep, rank, id, NULL, status, text);
+}
+
 static void answer(vmmc_ep_t *ep, int rank, uint64_t id, vmmc_export_t *ex)
 {
     if (!permitted(ex, rank)) {
@@ -142,6 +140,15 @@ void vmmc_export_serve_import(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m)
             snprintf(pi->name, sizeof pi->name, "%s", m->name);
             pi->next = *pending_of(ep);
             *pending_of(ep) = pi;
+            /* A layer may make the export now (vmmc_export_on_demand):
+             * queued first, so its vmmc_export() answers the request as
+             * any other, and the limit above bounds the calls. */
+            struct vmmc_demand *d = vmmc_demand_match(ep, m->name);
+            if (d) {
+                pthread_mutex_unlock(&ep->lock);
+                vmmc_demand_call(ep, d, rank, m->id, m->name);
+                return;
+            }
         } else {
             reply(ep, rank, m->id, NULL, VMMC_ERR_NOMEM, "exporter out of memory");
         }
@@ -534,6 +541,7 @@ void vmmc_export_all_destroy(vmmc_ep_t *ep)
         free(pi);
     }
     *pending_of(ep) = NULL;
+    vmmc_demand_destroy(ep);
 }
 
 void *vmmc_export_addr(const vmmc_export_t *ex)

@@ -5,6 +5,27 @@
 #include "core/core.h"
 #include "core/ctl.h"
 
+/* An import request waiting for its name to be exported (export.c). */
+typedef struct pending_import {
+    int rank;
+    uint64_t id;
+    char name[VMMC_NAME_MAX];
+    struct pending_import *next;
+} pending_import_t;
+
+/* demand.c: exports made on a peer's first request (vmmc_export_on_demand).
+ * Under ep->lock: the registration whose prefix @name starts with, marked
+ * busy (NULL if none). Then, without ep->lock: hand the request (just queued
+ * as pending, rank @rank, id @id) to it; this ends the busy mark and refuses
+ * the request if the function declined it. */
+struct vmmc_demand;
+struct vmmc_demand *vmmc_demand_match(vmmc_ep_t *ep, const char *name);
+void vmmc_demand_call(vmmc_ep_t *ep, struct vmmc_demand *d, int rank, uint64_t id,
+                      const char *name);
+void vmmc_demand_destroy(vmmc_ep_t *ep);
+/* export.c: answer @rank's request @id with a refusal. Caller holds ep->lock. */
+void vmmc_export_refuse(vmmc_ep_t *ep, int rank, uint64_t id, int status, const char *text);
+
 /* Control-thread handlers for incoming control messages. */
 void vmmc_export_serve_import(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m);
 void vmmc_export_revoke_acked(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m);

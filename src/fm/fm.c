@@ -72,6 +72,8 @@ static const char *const cnt_names[FM_C_COUNT] = {
     [FM_C_ZC_POST] = "zcopy_desc",        [FM_C_ZC_WAIT] = "zcopy_wait",
     [FM_C_SPLIT_SENT] = "split_bytes_sent", [FM_C_SPLIT_RECV] = "split_bytes_recv",
     [FM_C_SPLIT_VOID] = "split_bytes_void",
+    [FM_C_RINGS] = "rings",               [FM_C_RING_BYTES] = "ring_bytes",
+    [FM_C_RING_REFUSED] = "ring_refused",
 };
 
 int fm_counter_get(const fm_t *fm, int i, const char **name, uint64_t *value)

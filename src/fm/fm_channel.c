@@ -201,9 +201,9 @@ void fm_channel_release(fm_t *fm)
     pthread_mutex_unlock(&reg_lock);
 }
 
-/* Open channel @channel: the rings (one allocation per sender, exported to
- * it alone), then, for fm_init() (@collective), a barrier and every peer's
- * region imported at once. */
+/* Open channel @channel: no ring yet (fm_ring.c makes each when its peer
+ * first imports it or we first send to it); for fm_init() (@collective), a
+ * barrier, so that every rank has the channel open when it returns. */
 static int channel_open(vmmc_ep_t *ep, int channel, const fm_params_t *params, int collective,
                         fm_t **out, const char *who)
 {
@@ -223,7 +223,6 @@ static int channel_open(vmmc_ep_t *ep, int channel, const fm_params_t *params, i
     atomic_init(&fm->rx_owner, 0);
     atomic_init(&fm->rlock, 0);
     atomic_init(&fm->nslots, fm->size > 0 ? fm->size : 0);
-    fm->known = fm->size;
     pthread_mutex_init(&fm->xlock, NULL);
     {
         char a[VMMC_ADDR_MAX];
@@ -241,40 +240,19 @@ static int channel_open(vmmc_ep_t *ep, int channel, const fm_params_t *params, i
         goto fail;
     fm->handlers = calloc((size_t)fm->max_handlers, sizeof *fm->handlers);
     fm->peers = calloc((size_t)fm->size, sizeof *fm->peers);
-    fm->exports = calloc((size_t)fm->size, sizeof *fm->exports);
-    if (!fm->handlers || !fm->peers || !fm->exports) {
+    if (!fm->handlers || !fm->peers) {
         st = vmmc_error(VMMC_ERR_NOMEM, "%s: no memory for %d peers", who, fm->size);
         goto fail;
     }
-    /* Each sender's ring and control lines are an allocation of their own,
-     * exported whole to that sender alone: the core maps only a whole
-     * allocation, and a mapping of one allocation reaches nothing of the
-     * other senders' rings. Reads are granted too (a writable page is
-     * readable anyway): the sender sees only what it wrote and what we
-     * write back to it (credits, descriptors, the offer word). */
-    size_t region = FM_CTRL + fm->ring_size;
-    for (int r = 0; r < fm->size; r++) {
-        fm_peer_t *p = &fm->peers[r];
-        void *mem;
-        if ((st = vmmc_mem_alloc(ep, region, &mem)) != VMMC_OK)
-            goto fail;
-        fm_peer_init(fm, p, r, mem);
-        if (r == fm->rank)
-            continue;
-        char name[64];
-        fm_ring_name(fm, r, name, sizeof name);
-        if ((st = fm_ring_export(fm, p, name, region, &fm->exports[r])) != VMMC_OK)
-            goto fail;
-    }
-    if ((st = fm_peer_self(fm, &fm->peers[fm->rank])) != VMMC_OK)
+    for (int r = 0; r < fm->size; r++)
+        fm_peer_base(fm, &fm->peers[r], r);
+    /* From here on a peer's first import makes its ring (requests that came
+     * before the channel was open are served now). */
+    if ((st = fm_demand_register(fm)) != VMMC_OK)
         goto fail;
-    if (collective) {
-        if (fm->size > 1 && (st = vmmc_barrier(ep)) != VMMC_OK)
-            goto fail;
-        for (int r = 0; r < fm->size; r++)
-            if (r != fm->rank && (st = fm_peer_connect_now(fm, &fm->peers[r])) != VMMC_OK)
-                goto fail;
-    }
+    if (collective && fm->size > 1 && (st = vmmc_barrier(ep)) != VMMC_OK)
+        goto fail;
+    fm->collective = collective;
     if ((st = fm_channel_list(fm)) != VMMC_OK)
         goto fail;
     *out = fm;
@@ -314,8 +292,8 @@ int fm_finalize(fm_t *fm)
         for (int r = 0; fm->peers && r < fm->size; r++)
             free(fm->peers[r].staging);
         fm_xpeer_free_all(fm, 1);
+        fm_act_free_all(fm);
         fm_ctx_free_all(fm);
-        free(fm->exports);
         free(fm->peers);
         free(fm->handlers);
         free(fm);
@@ -333,6 +311,8 @@ int fm_finalize(fm_t *fm)
             if (p && p->ss.open)
                 return vmmc_error(VMMC_ERR_BUSY, "fm_finalize: a message to rank %d is open", r);
         }
+        /* No ring is made from now on (this waits for one being made). */
+        fm_demand_remove(fm);
         /* Peers we talk to learn it now: their sends to us fail. */
         for (int r = 0; r < n; r++) {
             fm_peer_t *p = fm_peer_at(fm, r);
@@ -347,16 +327,14 @@ int fm_finalize(fm_t *fm)
             if (p->px)
                 vmmc_unimport(p->px);
             free(p->staging);
-            if (fm->exports && fm->exports[r])
-                vmmc_unexport(fm->exports[r]);
-            if (p->ctrl)
-                vmmc_mem_free(fm->ep, p->ctrl);
+            fm_ring_free(fm, p);
         }
     }
+    fm_demand_remove(fm); /* (an open that failed before the peers' table) */
     fm_xpeer_free_all(fm, 0);
+    fm_act_free_all(fm);
     fm_ctx_free_all(fm);
     pthread_mutex_destroy(&fm->xlock);
-    free(fm->exports);
     free(fm->peers);
     free(fm->handlers);
     free(fm);

@@ -186,6 +186,9 @@ enum {
     FM_C_SPLIT_SENT,
     FM_C_SPLIT_RECV,
     FM_C_SPLIT_VOID,
+    FM_C_RINGS,
+    FM_C_RING_BYTES,
+    FM_C_RING_REFUSED,
     FM_C_COUNT
 };
 
@@ -265,6 +268,8 @@ typedef struct fm_peer {
     int zc_ok;                  /* its handlers took placement lately (start: yes) */
     unsigned zc_skip;           /* large messages to send plainly before probing again */
     unsigned zc_miss;           /* "none" answers (or timeouts) in a row, at most 5 */
+    atomic_int has_ring;        /* ctrl, ring, rR, credit_word are set (release; fm_ring.c;
+                                 * here in a hole, so the struct keeps its 1024 bytes) */
     const char *split_nokey;    /* last send piece that could not be keyed */
     uint64_t oseq;              /* split-copy offers made to it */
     unsigned bad_desc_warned;   /* descriptors whose key was too short */
@@ -290,11 +295,20 @@ typedef struct fm_peer {
     /* --- connecting (last: the hot fields above keep their lines) --- */
     atomic_int conn;            /* FM_PC_*: its region for us imported (fm_peer.c) */
     atomic_int cbusy;           /* one thread at a time connects */
-    vmmc_export_t *xexp;        /* a peer beyond the job (fm_xpeer.c): our ring for it */
+    vmmc_export_t *xexp;        /* our ring for it, once made (fm_ring.c) */
 } fm_peer_t;
 
-/* fm_peer_t::conn: a peer's region for us is imported when first needed
- * (channels from fm_channel_open()) or at once (fm_init()). px, map, R,
+/* The peers that have a ring here, in the order their rings were made: what
+ * extract and the progress hook poll (fm_ring.c). Entries are appended
+ * under xlock and never removed; a full array is copied into a larger one,
+ * and the old one is kept (readers may hold it) until the channel closes. */
+typedef struct fm_act {
+    struct fm_act *prev;        /* the array this one replaced */
+    int cap;
+    fm_peer_t *p[];
+} fm_act_t;
+
+/* fm_peer_t::conn: a peer's region for us is imported when first needed. px, map, R,
  * paymax and staging are valid once READY is seen (acquire). FORKED: the
  * channel is a copy inherited through fork() (fm_fork.c): never ready, and
  * connecting fails with VMMC_ERR_ENDPOINT. */
@@ -328,7 +342,8 @@ struct fm {
     int max_handlers;
     fm_hentry_t *handlers;
     fm_peer_t *peers;
-    vmmc_export_t **exports;
+    _Atomic(fm_act_t *) act;    /* peers with a ring here (fm_ring.c) */
+    _Atomic int nact;
     atomic_int rlock;           /* receive side: extract vs the progress hook */
     int in_extract;
     int in_handler;
@@ -351,10 +366,12 @@ struct fm {
     int listed;                 /* in the endpoint's table: its progress hook serves us */
     struct fm_ep *fep;          /* the endpoint's channel table (fm_channel.c) */
     int open_wait_ms;           /* a send waits this long for a peer to open the channel */
+    int collective;             /* fm_init(): every rank has the channel open, so even a
+                                 * non-blocking send waits for its first connection */
     int forked;                 /* inherited through fork(): every call fails (fm_fork.c) */
     /* --- peers beyond the job's ranks (fm_xpeer.c) --- */
     _Atomic int nslots;         /* peer slots: size + the highest such handle seen + 1 */
-    int known;                  /* the endpoint's handles looked at for rings */
+    int demand;                 /* ring names registered with vmmc_export_on_demand() */
     uint64_t self_hash;         /* hash of this endpoint's address (ring names) */
     pthread_mutex_t xlock;      /* creating one */
     _Atomic(fm_peer_t *) *xdir[FM_XCHUNKS];
@@ -419,9 +436,11 @@ void fm_channel_release(struct fm *fm);
 /* fm_peer.c: connecting to a peer on this channel. */
 void fm_ring_name(const struct fm *fm, int importer, char *buf, size_t cap);
 int fm_peer_self(struct fm *fm, fm_peer_t *p);
-int fm_peer_connect_now(struct fm *fm, fm_peer_t *p);
 int fm_peer_step(struct fm *fm, fm_peer_t *p);
-int fm_peer_connect(struct fm *fm, fm_peer_t *p, int nb);
+/* How fm_peer_connect() waits: extracting this channel meanwhile (a blocking
+ * send), not at all (VMMC_ERR_AGAIN), or without running handlers. */
+enum { FM_CONNECT_WAIT, FM_CONNECT_NB, FM_CONNECT_QUIET };
+int fm_peer_connect(struct fm *fm, fm_peer_t *p, int how);
 VMMC_COLD int fm_peer_stale(struct fm *fm, fm_peer_t *p);
 void fm_peer_tell_closed(struct fm *fm, fm_peer_t *p);
 static inline int fm_peer_ready(fm_peer_t *p)
@@ -449,14 +468,33 @@ static inline int fm_nslots(const struct fm *fm)
     return atomic_load_explicit(&fm->nslots, memory_order_acquire);
 }
 int fm_xpeer_get(struct fm *fm, int h, fm_peer_t **out, const char *who);
-void fm_xpeer_discover(struct fm *fm);
 void fm_xpeer_free_all(struct fm *fm, int local);
-/* Receive-side set-up of a peer: its ring and control lines in @mem. */
-void fm_peer_init(struct fm *fm, fm_peer_t *p, int h, void *mem);
-/* Export a peer's ring to that peer alone (fm_xpeer.c). */
-int fm_ring_export(struct fm *fm, fm_peer_t *p, const char *name, size_t region,
-                   vmmc_export_t **ex);
 uint64_t fm_addr_hash(const void *a, size_t n);
+
+/* fm_ring.c: a peer's ring here, made when it is first needed (the peer
+ * imports it, or we first send to the peer: its credits come back there). */
+void fm_peer_base(struct fm *fm, fm_peer_t *p, int h);
+int fm_ring_make_locked(struct fm *fm, fm_peer_t *p); /* caller holds xlock */
+int fm_peer_ring(struct fm *fm, fm_peer_t *p);
+static inline int fm_peer_has_ring(fm_peer_t *p)
+{
+    return atomic_load_explicit(&p->has_ring, memory_order_acquire);
+}
+/* Release @p's ring (its export and memory). */
+void fm_ring_free(struct fm *fm, fm_peer_t *p);
+void fm_act_free_all(struct fm *fm);
+static inline int fm_act_n(const struct fm *fm)
+{
+    return atomic_load_explicit(&((struct fm *)fm)->nact, memory_order_acquire);
+}
+/* The active array, to be loaded after fm_act_n(): it holds at least that many. */
+static inline fm_act_t *fm_act(const struct fm *fm)
+{
+    return atomic_load_explicit(&((struct fm *)fm)->act, memory_order_acquire);
+}
+/* Let peers' first imports make their rings; and stop that (at close). */
+int fm_demand_register(struct fm *fm);
+void fm_demand_remove(struct fm *fm);
 void fm_export_name(const struct fm *fm, int h, char *buf, size_t cap);
 void fm_import_name(const struct fm *fm, const fm_peer_t *p, char *buf, size_t cap);
 

@@ -3,10 +3,11 @@
  * Everything this rank writes to peer B on a channel (packets, credits for
  * B's ring here, credit requests, descriptors) goes into one region B
  * exports for us: "fm.ring.<us>" on channel 0, "fm.<c>.ring.<us>" on
- * channel c, so no byte can land in another channel's ring. fm_init()
- * imports every peer's region at once (after its barrier); a channel from
- * fm_channel_open() imports B's region when it first needs it (a send to B,
- * or credits to give back to B), without blocking: the import waits at B
+ * channel c, so no byte can land in another channel's ring. A channel
+ * imports B's region when it first needs it (a send to B, or credits to
+ * give back to B), without blocking; B makes the region when our request
+ * arrives (fm_ring.c), or, if B has not opened the channel yet, when it
+ * does. Until then the import waits at B
  * for the name to appear, as long as VMMC_IMPORT_TIMEOUT (a new request
  * follows if the channel is still wanted then): a blocking send gives up
  * after open_wait_ms, and the next send finds the same request waiting.
@@ -100,22 +101,6 @@ static int peer_setup(fm_t *fm, fm_peer_t *p, int fresh)
     return peer_buffers(fm, p);
 }
 
-/* fm_init(): import @p's region now (the barrier made sure it exists). */
-int fm_peer_connect_now(fm_t *fm, fm_peer_t *p)
-{
-    char name[64];
-    fm_import_name(fm, p, name, sizeof name);
-    int st = vmmc_import(fm->ep, p->rank, name, -1, &p->px);
-    if (st != VMMC_OK) {
-        p->px = NULL;
-        return st;
-    }
-    if ((st = peer_setup(fm, p, 0)) != VMMC_OK)
-        return st;
-    atomic_store_explicit(&p->conn, FM_PC_READY, memory_order_release);
-    return VMMC_OK;
-}
-
 VMMC_COLD int fm_peer_stale(fm_t *fm, fm_peer_t *p)
 {
     return vmmc_error(VMMC_ERR_STALE, "fm: rank %d closed FM channel %d; cannot send to it",
@@ -140,6 +125,13 @@ int fm_peer_step(fm_t *fm, fm_peer_t *p)
     int st;
     if (atomic_load_explicit(&p->conn, memory_order_relaxed) == FM_PC_READY) {
         st = VMMC_OK;
+        goto out;
+    }
+    /* Our ring for it first: its credits for what we send come back there. */
+    if ((st = fm_peer_ring(fm, p)) != VMMC_OK)
+        goto out;
+    if (p->rank == fm->rank) {
+        st = fm_peer_self(fm, p);
         goto out;
     }
     if (fm_peer_closed(p)) {
@@ -190,7 +182,7 @@ static uint64_t now_ms(void)
  * while the peer has not answered), else wait for it, at most open_wait_ms,
  * serving this channel's own receive side meanwhile, as a sender waiting for
  * credits does. */
-int fm_peer_connect(fm_t *fm, fm_peer_t *p, int nb)
+int fm_peer_connect(fm_t *fm, fm_peer_t *p, int nb) /* FM_CONNECT_* */
 {
     uint64_t t0 = now_ms();
     for (;;) {
@@ -199,21 +191,26 @@ int fm_peer_connect(fm_t *fm, fm_peer_t *p, int nb)
             st = VMMC_INPROGRESS; /* the import's own deadline: a new one starts */
         if (st != VMMC_INPROGRESS)
             return st;
-        if (nb) {
+        if (nb == FM_CONNECT_NB) {
             FM_CNT(fm, FM_C_AGAIN, 1);
             return VMMC_ERR_AGAIN;
         }
         if (now_ms() - t0 >= (uint64_t)fm->open_wait_ms)
             return vmmc_error(VMMC_ERR_TIMEOUT, "fm: rank %d did not open FM channel %d within "
                               "%d ms", p->rank, fm->channel, fm->open_wait_ms);
-        int n = 0;
-        if (!fm_busy(fm)) {
-            fm_rlock(fm);
-            fm->in_extract = 1;
-            n = fm_extract_locked(fm, fm->packet_size);
-            fm->in_extract = 0;
-            fm_runlock(fm);
+        if (nb == FM_CONNECT_QUIET || fm_busy(fm)) {
+            /* A non-blocking send or a handler on fm_init()'s channel: no
+             * handler runs meanwhile; the core's control thread (or the
+             * transport's receive thread) completes the import. */
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+            continue;
         }
+        fm_rlock(fm);
+        fm->in_extract = 1;
+        int n = fm_extract_locked(fm, fm->packet_size);
+        fm->in_extract = 0;
+        fm_runlock(fm);
         if (n <= 0) {
             int w = vmmc_wait(fm->ep, 2);
             if (w < 0 && w != VMMC_ERR_PEER_DEAD)

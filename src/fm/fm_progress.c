@@ -126,7 +126,7 @@ int fm_dead_check(fm_t *fm)
         }
         uint64_t w0;
         uint32_t len;
-        if (!p->broken && peek_at(p, p->tail, p->rseq, &w0, &len))
+        if (!p->broken && fm_peer_has_ring(p) && peek_at(p, p->tail, p->rseq, &w0, &len))
             continue; /* it left packets: take them first */
         p->rdead = 1;
         /* A peer beyond the job that leaves is retired, not a dead rank of
@@ -157,12 +157,6 @@ int fm_extract_wait(fm_t *fm, size_t max_bytes, int timeout_ms)
         int r = fm_extract(fm, max_bytes);
         if (r != 0)
             return r;
-        if (vmmc_peer_count(fm->ep) > fm->known) {
-            /* Before sleeping: peers that connected get rings (fm_xpeer.c). */
-            fm_rlock(fm);
-            fm_xpeer_discover(fm);
-            fm_runlock(fm);
-        }
         if (fm->ndead)
             return vmmc_error(VMMC_ERR_PEER_DEAD, "fm: a rank of the job died and nothing is "
                               "left to extract");
@@ -195,10 +189,11 @@ int fm_extract_wait(fm_t *fm, size_t max_bytes, int timeout_ms)
 /* Senders waiting for credits whose credit word has changed since. */
 static int credit_waits(fm_t *fm)
 {
-    int n = 0, slots = fm_nslots(fm);
-    for (int r = 0; r < slots; r++) {
-        fm_peer_t *p = fm_peer_at(fm, r);
-        if (p && atomic_load_explicit(&p->swaiting, memory_order_relaxed) &&
+    int n = 0, na = fm_act_n(fm);
+    fm_act_t *act = fm_act(fm);
+    for (int i = 0; i < na; i++) {
+        fm_peer_t *p = act->p[i];
+        if (atomic_load_explicit(&p->swaiting, memory_order_relaxed) &&
             atomic_load_explicit(p->credit_word, memory_order_acquire) !=
                 atomic_load_explicit(&p->swait_credit, memory_order_relaxed))
             n++;
@@ -216,10 +211,11 @@ int fm_hook_poll(void *arg)
     fm_t *fm = arg;
     if (!rtrylock(fm))
         return 0;
-    int ev = 0, n = fm_nslots(fm);
-    for (int r = 0; r < n; r++) {
-        fm_peer_t *p = fm_peer_at(fm, r);
-        if (!p || p->broken || p->rdead)
+    int ev = 0, n = fm_act_n(fm);
+    fm_act_t *act = fm_act(fm);
+    for (int i = 0; i < n; i++) {
+        fm_peer_t *p = act->p[i];
+        if (p->broken || p->rdead)
             continue;
         uint64_t w0;
         uint32_t len;
@@ -250,10 +246,11 @@ int fm_hook_arm(void *arg)
     fm_t *fm = arg;
     if (!rtrylock(fm))
         return 1;
-    int pending = 0, n = fm_nslots(fm);
-    for (int r = 0; r < n && !pending; r++) {
-        fm_peer_t *p = fm_peer_at(fm, r);
-        if (!p || p->broken || p->rdead)
+    int pending = 0, n = fm_act_n(fm);
+    fm_act_t *act = fm_act(fm);
+    for (int i = 0; i < n && !pending; i++) {
+        fm_peer_t *p = act->p[i];
+        if (p->broken || p->rdead)
             continue;
         /* The endpoint is about to sleep: give back credits held in a batch,
          * so that an idle receiver never holds its senders up. */

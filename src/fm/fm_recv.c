@@ -280,18 +280,20 @@ int fm_extract_locked(fm_t *fm, size_t max_bytes)
     int64_t budget = max_bytes > (size_t)INT64_MAX ? INT64_MAX : (int64_t)max_bytes;
     if (budget == 0)
         budget = 1;
-    int n = fm_nslots(fm), npk = 0, progress;
-    unsigned start = fm->rr;
+    /* Only the peers that have a ring here (the active list). */
+    int n = fm_act_n(fm), npk = 0, progress;
+    fm_act_t *act = fm_act(fm);
+    unsigned start = fm->rr < (unsigned)n ? fm->rr : 0;
     do {
         progress = 0;
         for (int i = 0; i < n; i++) {
             unsigned idx = start + (unsigned)i;
             if (idx >= (unsigned)n)
                 idx -= (unsigned)n;
-            fm_peer_t *p = fm_peer_at(fm, (int)idx);
+            fm_peer_t *p = act->p[idx];
             uint64_t w0;
             uint32_t len;
-            if (VMMC_UNLIKELY(!p || p->broken || p->rdead))
+            if (VMMC_UNLIKELY(p->broken || p->rdead))
                 continue;
             if (!peek_at(p, p->tail, p->rseq, &w0, &len))
                 continue;
@@ -331,21 +333,9 @@ int fm_extract_locked(fm_t *fm, size_t max_bytes)
     } while (progress);
     fm->rr = start + 1 >= (unsigned)n ? 0 : start + 1;
 credits:
-    if (VMMC_UNLIKELY(n > fm->size))
-        goto credits_all;
     /* Senders that asked for credits get them now. */
     for (int i = 0; i < n; i++) {
-        fm_peer_t *p = &fm->peers[i];
-        req_check(p);
-        if (VMMC_UNLIKELY(p->req_pending) && p->tail > p->returned)
-            fm_credit_return(fm, p);
-    }
-    return npk;
-credits_all:
-    for (int i = 0; i < n; i++) {
-        fm_peer_t *p = fm_peer_at(fm, i);
-        if (!p)
-            continue;
+        fm_peer_t *p = act->p[i];
         req_check(p);
         if (VMMC_UNLIKELY(p->req_pending) && p->tail > p->returned)
             fm_credit_return(fm, p);
@@ -365,10 +355,7 @@ int fm_extract(fm_t *fm, size_t max_bytes)
     fm_rlock(fm);
     fm->in_extract = 1;
     int r = fm_extract_locked(fm, max_bytes);
-    if (VMMC_UNLIKELY(r == 0) && (++fm->empty_polls & 63) == 1 &&
-        vmmc_peer_count(fm->ep) > fm->known)
-        fm_xpeer_discover(fm); /* peers that connected to this endpoint get rings */
-    if (VMMC_UNLIKELY(r == 0) && fm->empty_polls >= 4096) {
+    if (VMMC_UNLIKELY(r == 0) && ++fm->empty_polls >= 4096) {
         fm->empty_polls = 0;
         if (fm_now_s() - fm->last_dead_check > 0.01)
             r = fm_dead_check(fm);

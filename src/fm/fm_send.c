@@ -226,8 +226,12 @@ static int begin_locked(fm_t *fm, fm_peer_t *p, size_t max_length, int handler, 
     if (VMMC_UNLIKELY(!fm_peer_ready(p))) {
         if (atomic_load_explicit(&p->conn, memory_order_relaxed) == FM_PC_FORKED)
             return fm_forked_error(fm, "fm_begin_message");
-        /* First message to it on this channel: import its ring. */
-        int st = fm_peer_connect(fm, p, nb);
+        /* First message to it on this channel: import its ring. On
+         * fm_init()'s channel the peer has it open, so even a non-blocking
+         * send waits for that (a control-plane round trip, once per peer),
+         * as when fm_init() connected to every peer at once. */
+        int st = fm_peer_connect(fm, p, !nb ? FM_CONNECT_WAIT
+                                        : fm->collective ? FM_CONNECT_QUIET : FM_CONNECT_NB);
         if (st != VMMC_OK)
             return st;
     }

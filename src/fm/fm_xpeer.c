@@ -15,14 +15,12 @@
  * whose address hashed alike would still be refused.
  *
  * When rings appear. A sender creates its state for a peer, and its ring
- * for that peer, on its first send. The receiving side learns of a peer
- * that connected to it (accepted, vmmc_listen()) from the endpoint's peer
- * count, which extract looks at on every 64th call that finds nothing to do,
- * and fm_extract_wait() before it sleeps: it then
- * creates a ring for each new handle, and the peer's import, which the core
- * keeps waiting at this endpoint until the name appears, completes. So every
- * peer the endpoint has (not only those that use this channel) gets a ring
- * on every channel that extracts: R + 256 bytes plus its fm_peer_t. */
+ * for that peer, on its first send; the receiving side when the peer's first
+ * import of its ring arrives (fm_ring.c: the core hands the request to FM,
+ * which checks the name against the hash of that peer's address). So a peer
+ * that never uses the channel costs a NULL pointer here, and a peer that
+ * uses it R + 256 bytes plus its fm_peer_t.
+ */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -68,39 +66,6 @@ void fm_import_name(const fm_t *fm, const fm_peer_t *p, char *buf, size_t cap)
         xname(fm, fm->self_hash, buf, cap);
 }
 
-/* Export @p's ring (@region bytes at p->ctrl) under @name to that peer alone,
- * readable: an allocation of its own, so the peer maps it. */
-int fm_ring_export(fm_t *fm, fm_peer_t *p, const char *name, size_t region, vmmc_export_t **ex)
-{
-    vmmc_export_params_t ep_params = {
-        .field_mask = VMMC_EXPORT_PARAM_IMPORTERS | VMMC_EXPORT_PARAM_FLAGS,
-        .name = name,
-        .addr = p->ctrl,
-        .length = region,
-        .flags = VMMC_EXPORT_READ,
-        .importers = &p->rank,
-        .num_importers = 1,
-    };
-    return vmmc_export(fm->ep, &ep_params, ex);
-}
-
-/* Receive-side set-up of @p (its ring and control lines in @mem). */
-void fm_peer_init(fm_t *fm, fm_peer_t *p, int h, void *mem)
-{
-    p->fm = fm;
-    p->rank = h;
-    p->ctrl = mem;
-    p->ring = p->ctrl + FM_CTRL;
-    p->rR = fm->ring_size;
-    p->rseq = 1;
-    p->seen_seq = 1;
-    p->credit_word = (_Atomic uint64_t *)(p->ctrl + FM_CREDIT_OFF);
-    p->ss.fm = p->rs.fm = fm;
-    p->ss.peer = p->rs.peer = p;
-    p->ss.kind = FM_SEND;
-    p->rs.kind = FM_RECV;
-}
-
 static void xpeer_free(fm_t *fm, fm_peer_t *p, int local)
 {
     if (local) { /* a child's copy after fork(): the core's objects are the parent's */
@@ -111,10 +76,7 @@ static void xpeer_free(fm_t *fm, fm_peer_t *p, int local)
     if (p->px)
         vmmc_unimport(p->px);
     free(p->staging);
-    if (p->xexp)
-        vmmc_unexport(p->xexp);
-    if (p->ctrl)
-        vmmc_mem_free(fm->ep, p->ctrl);
+    fm_ring_free(fm, p);
     free(p);
 }
 
@@ -150,24 +112,14 @@ int fm_xpeer_get(fm_t *fm, int h, fm_peer_t **out, const char *who)
         __atomic_store_n(&fm->xdir[x / FM_XCHUNK], c, __ATOMIC_RELEASE);
     }
     p = aligned_alloc(FM_LINE, (sizeof *p + FM_LINE - 1) & ~(size_t)(FM_LINE - 1));
-    void *mem = NULL;
-    size_t region = FM_CTRL + fm->ring_size;
     if (!p) {
         st = vmmc_error(VMMC_ERR_NOMEM, "%s: no memory for peer %d", who, h);
         goto out;
     }
     memset(p, 0, sizeof *p);
-    if ((st = vmmc_mem_alloc(fm->ep, region, &mem)) != VMMC_OK) {
+    fm_peer_base(fm, p, h);
+    if ((st = fm_ring_make_locked(fm, p)) != VMMC_OK) {
         free(p);
-        p = NULL;
-        goto out;
-    }
-    fm_peer_init(fm, p, h, mem);
-    char name[64];
-    fm_export_name(fm, h, name, sizeof name);
-    if ((st = fm_ring_export(fm, p, name, region, &p->xexp)) != VMMC_OK) {
-        p->xexp = NULL;
-        xpeer_free(fm, p, 0);
         p = NULL;
         goto out;
     }
@@ -179,20 +131,6 @@ out:
     if (st == VMMC_OK)
         *out = p;
     return st;
-}
-
-/* Peers the endpoint gained since we last looked get their rings. */
-void fm_xpeer_discover(fm_t *fm)
-{
-    int n = vmmc_peer_count(fm->ep);
-    if (n <= fm->known)
-        return;
-    for (int h = fm->known > fm->size ? fm->known : fm->size; h < n; h++) {
-        fm_peer_t *p;
-        if (fm_xpeer_get(fm, h, &p, "fm") != VMMC_OK)
-            return; /* (tried again at the next look) */
-        fm->known = h + 1;
-    }
 }
 
 void fm_xpeer_free_all(fm_t *fm, int local)

@@ -62,6 +62,8 @@ int main(void)
     if (vmmc_size(ep) != 2)
         VT_SKIP("needs 2 ranks");
     int me = vmmc_rank(ep);
+    /* (Rings are made on first use: connect now, to see whether they map.) */
+    VT_OK(fm_peer_connect(fm, &fm->peers[1 - me], FM_CONNECT_WAIT));
     if (!fm->peers[1 - me].map)
         VT_SKIP("the rings are not mapped here");
     uint8_t *src;

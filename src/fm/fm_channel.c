@@ -250,6 +250,9 @@ static int channel_open(vmmc_ep_t *ep, int channel, const fm_params_t *params, i
      * before the channel was open are served now). */
     if ((st = fm_demand_register(fm)) != VMMC_OK)
         goto fail;
+    /* Our own ring (sends to ourselves) at once: no peer's, no export. */
+    if ((st = fm_peer_ring(fm, &fm->peers[fm->rank])) != VMMC_OK)
+        goto fail;
     if (collective && fm->size > 1 && (st = vmmc_barrier(ep)) != VMMC_OK)
         goto fail;
     fm->collective = collective;

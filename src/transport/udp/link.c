@@ -225,6 +225,12 @@ void vmmc_udp_link_wake(vmmc_udp_link_t *l)
     wake_thread(l);
 }
 
+void vmmc_udp_link_retry(vmmc_udp_link_t *l)
+{
+    atomic_store(&l->retry, 1);
+    wake_thread(l);
+}
+
 void vmmc_udp_link_close(vmmc_udp_link_t *l, int timeout_ms)
 {
     if (!l)

@@ -72,8 +72,17 @@ typedef int (*vmmc_udp_accept_fn)(void *arg, uint32_t peer, uint32_t region, uin
  * owner (progress thread or a poller); must not block. */
 typedef int (*vmmc_udp_unknown_fn)(void *arg, const vmmc_udp_hdr_t *h, const uint8_t *dgram,
                                    const struct sockaddr *from, socklen_t fromlen, uint32_t *id);
-/* A peer was declared dead (@clean: it said goodbye). Progress thread. */
+/* A peer was declared dead. @clean: 0 it fell silent (or was killed), 1 it
+ * said goodbye, VMMC_UDP_DOWN_REFUSED it refused us (an authenticated
+ * refusal answered our handshake: it does not listen). Progress thread. */
+#define VMMC_UDP_DOWN_REFUSED 2
 typedef void (*vmmc_udp_dead_fn)(void *arg, uint32_t peer, int clean);
+/* A thread other than the receive owner starts (@begin 1) or ends (0)
+ * waiting in the link for a peer: window room, acknowledgements or a
+ * delivery report. Called without any link lock held, so the layer above
+ * may make room for what the peer sends us meanwhile (the peer may itself
+ * be waiting for that: see udp.c). */
+typedef void (*vmmc_udp_waiting_fn)(void *arg, int begin);
 
 typedef struct vmmc_udp_link_params {
     uint32_t self;                 /* this endpoint's wire id (src of its datagrams) */
@@ -90,6 +99,7 @@ typedef struct vmmc_udp_link_params {
     vmmc_udp_deliver_fn deliver;
     vmmc_udp_accept_fn accept;     /* NULL: accept every region token */
     vmmc_udp_dead_fn dead;         /* may be NULL */
+    vmmc_udp_waiting_fn waiting;   /* may be NULL */
     vmmc_udp_unknown_fn unknown;   /* may be NULL: datagrams of unknown peers are dropped */
     /* Called by the progress thread on every pass (after receiving and the
      * timers), e.g. to send queued messages without blocking
@@ -111,6 +121,10 @@ void vmmc_udp_link_close(vmmc_udp_link_t *l, int timeout_ms);
  * number of fragments delivered. Lets a thread that polls anyway skip the
  * progress thread's wake-up. */
 int vmmc_udp_link_poll(vmmc_udp_link_t *l);
+
+/* The receive callback has room again (it refused data while busy): offer
+ * what it refused at once rather than after the busy back-off. Any thread. */
+void vmmc_udp_link_retry(vmmc_udp_link_t *l);
 
 /* The polling thread is about to sleep (or will not poll for a while):
  * the progress thread takes the socket back at once instead of after its

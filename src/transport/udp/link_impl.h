@@ -9,7 +9,7 @@
 #include "transport/udp/link.h"
 
 enum { PEER_NONE = 0, PEER_ALIVE = 1, PEER_DEAD = 2, PEER_GONE = 3 };
-enum { DOWN_TIMEOUT = 0, DOWN_KILLED = 1, DOWN_BYE = 2 }; /* why a peer went down */
+enum { DOWN_TIMEOUT = 0, DOWN_KILLED = 1, DOWN_BYE = 2, DOWN_REFUSED = 3 }; /* why a peer went down */
 
 #define RX_BATCH 16     /* datagrams per recvmmsg in the progress loop */
 #define RX_BATCH_NESTED 4
@@ -143,6 +143,9 @@ struct vmmc_udp_link {
      * burst may be arriving: receive in batches). */
     int acks_pending, rx_backlog, rx_streak;
     int ack_now;                         /* a keep-alive asks for the ACKs at once */
+    /* The receive callback has room again (vmmc_udp_link_retry): the receive
+     * owner ends every peer's busy back-off and offers held data at once. */
+    atomic_int retry;
 
     vmmc_udp_counters_t c;               /* receive owner's counters, and peers_dead */
 };

@@ -403,6 +403,15 @@ static int rx_pass(vmmc_udp_link_t *l, int nested, int one)
     }
     if (one)
         nb = 1;
+    if (VMMC_UNLIKELY(atomic_load_explicit(&l->retry, memory_order_relaxed)) &&
+        atomic_exchange(&l->retry, 0)) {
+        /* The receiver made room: what it refused is offered below. */
+        FOR_PEERS(l, i, p) {
+            if (atomic_load_explicit(&p->busy_until, memory_order_relaxed))
+                atomic_store_explicit(&p->busy_until, 1, memory_order_relaxed);
+            p->busy_streak = 0;
+        }
+    }
     for (int round = 0; round < 64 && !atomic_load_explicit(&l->stop, memory_order_relaxed);
          round++) {
         /* Only the in/out fields change between calls (the bindings may

@@ -148,19 +148,37 @@ static int peer_status(vmmc_udp_link_t *l, peer_t *p, uint32_t id)
     return VMMC_OK;
 }
 
+/* Tell the layer above that this thread starts (@begin) or ends waiting
+ * for @p, with p->lock dropped meanwhile (the hook may take the layer's own
+ * locks). Caller holds p->lock; the state may change while it is dropped. */
+static void waiting_hook(vmmc_udp_link_t *l, peer_t *p, int begin)
+{
+    if (!l->p.waiting)
+        return;
+    pthread_mutex_unlock(&p->lock);
+    l->p.waiting(l->p.arg, begin);
+    pthread_mutex_lock(&p->lock);
+}
+
 /* Wait for window space (or death). Caller holds p->lock. */
 static int wait_window(vmmc_udp_link_t *l, peer_t *p, uint32_t id)
 {
-    int in_progress_thread = vmmc_udp__rx_owner(l);
+    int in_progress_thread = vmmc_udp__rx_owner(l), hooked = 0;
     while (p->state == PEER_ALIVE && !atomic_load(&l->closing)) {
         uint32_t wnd = p->peer_wnd < l->window ? p->peer_wnd : l->window;
         if (p->snd_nxt - p->snd_una < wnd)
-            return VMMC_OK;
+            break;
         CNT_TX(p, window_waits, 1);
         if (in_progress_thread) {
             pthread_mutex_unlock(&p->lock);
             vmmc_udp__progress_nested(l, 1000000);
             pthread_mutex_lock(&p->lock);
+        } else if (!hooked) {
+            /* The peer may be waiting for us as we wait for it (each
+             * receiver holding back the other's data): the layer above
+             * makes room before this thread sleeps, then look again. */
+            hooked = 1;
+            waiting_hook(l, p, 1);
         } else {
             /* This thread stops polling while it waits: the acks come
              * through the progress thread. */
@@ -170,6 +188,10 @@ static int wait_window(vmmc_udp_link_t *l, peer_t *p, uint32_t id)
             pthread_cond_timedwait(&p->cond, &p->lock, &ts);
         }
     }
+    if (hooked)
+        waiting_hook(l, p, 0);
+    if (p->state == PEER_ALIVE && !atomic_load(&l->closing))
+        return VMMC_OK;
     return peer_status(l, p, id);
 }
 
@@ -339,11 +361,14 @@ static int vmmc_udp__wait(vmmc_udp_link_t *l, uint32_t id, int timeout_ms, int d
     struct timespec ts;
     if (timeout_ms >= 0)
         abs_deadline(&ts, (uint64_t)timeout_ms * 1000000ull);
-    int in_progress_thread = vmmc_udp__rx_owner(l);
+    int in_progress_thread = vmmc_udp__rx_owner(l), hooked = 0;
     int st = VMMC_OK;
     pthread_mutex_lock(&p->lock);
-    if (!in_progress_thread && outstanding(p, delivered))
+    if (!in_progress_thread && outstanding(p, delivered)) {
         vmmc_udp_link_idle(l); /* the reports come through the progress thread */
+        hooked = 1;             /* and the peer may wait for us: see wait_window */
+        waiting_hook(l, p, 1);
+    }
     while (outstanding(p, delivered)) {
         if (p->state != PEER_ALIVE) {
             st = peer_status(l, p, id);
@@ -374,6 +399,8 @@ static int vmmc_udp__wait(vmmc_udp_link_t *l, uint32_t id, int timeout_ms, int d
             pthread_cond_timedwait(&p->cond, &p->lock, &t2);
         }
     }
+    if (hooked)
+        waiting_hook(l, p, 0);
     pthread_mutex_unlock(&p->lock);
     return st;
 }

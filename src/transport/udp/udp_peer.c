@@ -225,6 +225,7 @@ static int link_start(udp_ep_t *u)
     p.dead = link_dead;
     p.unknown = on_unknown;
     p.tick = vmmc_udp__tick;
+    p.waiting = vmmc_udp__waiting;
     p.arg = u;
     vmmc_udp_link_t *l;
     if ((rc = vmmc_udp_link_open(&p, &l)) != VMMC_OK)

@@ -312,7 +312,7 @@ static const struct {
     C(drop_version), C(drop_header), C(drop_auth), C(drop_unknown_peer), C(drop_bad_token),
     C(drop_window), C(drop_duplicate), C(drop_bad_ack), C(drop_replay), C(drop_dead_peer),
     C(peers_dead), C(loss_probes),
-    C(send_errors), C(window_waits), C(deliver_busy),
+    C(send_errors), C(window_waits), C(deliver_busy), C(refusals_sent), C(refused_by_peer),
 };
 #undef C
 

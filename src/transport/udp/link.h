@@ -150,6 +150,14 @@ int vmmc_udp_link_add_peer(vmmc_udp_link_t *l, uint32_t id, const struct sockadd
 int vmmc_udp_link_add_peer_id(vmmc_udp_link_t *l, uint32_t id, uint32_t rid,
                               const struct sockaddr *addr, socklen_t alen,
                               const uint8_t token[VMMC_UDP_TOKEN_SIZE]);
+/* Refuse the handshake @h (authenticated with vmmc_udp_link_auth_from, as
+ * sent by wire id h->src with link secret @token, from @from): send it a
+ * REFUSE under the key of the link from us to it, so that it fails its
+ * operations to us at once instead of after its peer timeout. Receive owner
+ * (the unknown callback). */
+void vmmc_udp_link_refuse(vmmc_udp_link_t *l, const vmmc_udp_hdr_t *h,
+                          const struct sockaddr *from, socklen_t fromlen,
+                          const uint8_t token[VMMC_UDP_TOKEN_SIZE]);
 /* Check @dgram's tag (decoded into @h) as sent by the endpoint of wire id
  * h->src with link secret @token: VMMC_OK or VMMC_ERR_PERMISSION. */
 int vmmc_udp_link_auth_from(const vmmc_udp_link_t *l, const uint8_t *dgram,
@@ -206,6 +214,8 @@ typedef struct vmmc_udp_counters {
     uint64_t drop_unknown_peer, drop_bad_token, drop_window, drop_duplicate, drop_bad_ack;
     uint64_t drop_replay, loss_probes;
     uint64_t drop_dead_peer, peers_dead, send_errors, window_waits, deliver_busy;
+    /* Handshakes refused (REFUSE sent), and refusals taken from peers. */
+    uint64_t refusals_sent, refused_by_peer;
 } vmmc_udp_counters_t;
 void vmmc_udp_link_counters(vmmc_udp_link_t *l, vmmc_udp_counters_t *c);
 int vmmc_udp_link_counter_get(vmmc_udp_link_t *l, int i, const char **name, uint64_t *value);

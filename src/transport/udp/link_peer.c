@@ -7,6 +7,7 @@
 
 #include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/uio.h>
 #include <string.h>
 
 #include "util/log.h"
@@ -44,6 +45,31 @@ int vmmc_udp_link_auth_from(const vmmc_udp_link_t *l, const uint8_t *dgram,
     vmmc_udp_key_t k;
     vmmc_udp_key_derive(&k, token, h->src, l->p.token, l->p.self);
     return vmmc_udp_auth(dgram, h, &k) == VMMC_UDP_OK ? VMMC_OK : VMMC_ERR_PERMISSION;
+}
+
+void vmmc_udp_link_refuse(vmmc_udp_link_t *l, const vmmc_udp_hdr_t *h,
+                          const struct sockaddr *from, socklen_t fromlen,
+                          const uint8_t token[VMMC_UDP_TOKEN_SIZE])
+{
+    vmmc_udp_key_t k;
+    vmmc_udp_key_derive(&k, l->p.token, l->p.self, token, h->src);
+    vmmc_udp_hdr_t r;
+    memset(&r, 0, sizeof r);
+    r.type = VMMC_UDP_T_REFUSE;
+    r.src = l->p.self;
+    r.offset = 1; /* its control counter: the first thing it gets from us */
+    uint8_t buf[VMMC_UDP_HDR_SIZE];
+    struct iovec iov = {buf, vmmc_udp_encode(buf, &r, 0, &k)};
+    struct mmsghdr m;
+    memset(&m, 0, sizeof m);
+    m.msg_hdr.msg_iov = &iov;
+    m.msg_hdr.msg_iovlen = 1;
+    m.msg_hdr.msg_name = (void *)from;
+    m.msg_hdr.msg_namelen = fromlen;
+    /* Not retried: a lost refusal is answered again when the handshake is
+     * retransmitted. */
+    if (l->b.sendmmsg(l->b.ctx, l->fd, &m, 1) == 1)
+        CNT(l, refusals_sent, 1);
 }
 
 int vmmc_udp_link_add_peer_id(vmmc_udp_link_t *l, uint32_t id, uint32_t rid,
@@ -156,7 +182,7 @@ void vmmc_udp__peer_down(vmmc_udp_link_t *l, uint32_t id, int state, int why)
         return;
     vmmc_debug("udp link: peer %u %s", id, state == PEER_GONE ? "left" : "declared dead");
     if (l->p.dead)
-        l->p.dead(l->p.arg, id, state == PEER_GONE);
+        l->p.dead(l->p.arg, id, why == DOWN_REFUSED ? VMMC_UDP_DOWN_REFUSED : state == PEER_GONE);
     /* Counted before the state changes: whoever sees the peer down sees
      * it counted. */
     CNT(l, peers_dead, 1);

@@ -206,6 +206,17 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
         CNT_RX(l, drop_dead_peer, 1);
         return;
     }
+    if (VMMC_UNLIKELY(h.type == VMMC_UDP_T_REFUSE)) {
+        /* The peer will not take our handshake. Only as its first word: once
+         * anything of it was accepted, it took us (a refusal then is old). */
+        if (p->ctl_rx || p->rcv_nxt != 1) {
+            CNT_RX(l, drop_replay, 1);
+            return;
+        }
+        CNT_RX(l, refused_by_peer, 1);
+        vmmc_udp__peer_down(l, id, PEER_DEAD, DOWN_REFUSED);
+        return;
+    }
     int32_t d = 0;
     if (h.type != VMMC_UDP_T_DATA) {
         /* Unsequenced: a fresh control counter, or a replay (or one

@@ -141,8 +141,9 @@ static int peer_status(vmmc_udp_link_t *l, peer_t *p, uint32_t id)
         return vmmc_error(VMMC_ERR_ENDPOINT, "udp link: closing");
     if (p->state == PEER_DEAD)
         return vmmc_error(VMMC_ERR_PEER_DEAD, "udp link: peer %u is dead (%s)", id,
-                          p->down_why == DOWN_KILLED ? "reported dead"
-                                                     : "no answer within the peer timeout");
+                          p->down_why == DOWN_KILLED    ? "reported dead"
+                          : p->down_why == DOWN_REFUSED ? "refused: not listening"
+                                                        : "no answer within the peer timeout");
     if (p->state == PEER_GONE)
         return vmmc_error(VMMC_ERR_PEER_DEAD, "udp link: peer %u has left", id);
     return VMMC_OK;

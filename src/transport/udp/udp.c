@@ -348,6 +348,8 @@ static int udp_ctl_send(vmmc_ep_t *ep, vmmc_tl_peer_t *peer, const vmmc_ctl_msg_
         return vmmc_error(VMMC_ERR_UNSUPPORTED, "udp cannot pass file descriptors");
     udp_ep_t *u = U(ep);
     int alive = u->link ? vmmc_udp_link_peer_alive(u->link, (uint32_t)peer->rank) : 0;
+    if (alive == 0 && vmmc_tl_peer_error(peer) != VMMC_OK)
+        return VMMC_ERR_PEER_DEAD; /* with the core's reason */
     if (alive != 1)
         return alive == 0 ? vmmc_error(VMMC_ERR_PEER_DEAD, "rank %d is dead (udp)", peer->rank)
                           : vmmc_error(VMMC_ERR_PEER_UNREACHABLE,

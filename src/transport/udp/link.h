@@ -79,9 +79,10 @@ typedef int (*vmmc_udp_unknown_fn)(void *arg, const vmmc_udp_hdr_t *h, const uin
 typedef void (*vmmc_udp_dead_fn)(void *arg, uint32_t peer, int clean);
 /* A thread other than the receive owner starts (@begin 1) or ends (0)
  * waiting in the link for a peer: window room, acknowledgements or a
- * delivery report. Called without any link lock held, so the layer above
- * may make room for what the peer sends us meanwhile (the peer may itself
- * be waiting for that: see udp.c). */
+ * delivery report. The start is called without any link lock held, so the
+ * layer above may make room for what the peer sends us meanwhile (the peer
+ * may itself be waiting for that: see udp.c); the end may be called with a
+ * link lock held, and must not block. */
 typedef void (*vmmc_udp_waiting_fn)(void *arg, int begin);
 
 typedef struct vmmc_udp_link_params {

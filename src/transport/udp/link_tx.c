@@ -149,15 +149,21 @@ static int peer_status(vmmc_udp_link_t *l, peer_t *p, uint32_t id)
     return VMMC_OK;
 }
 
-/* Tell the layer above that this thread starts (@begin) or ends waiting
- * for @p, with p->lock dropped meanwhile (the hook may take the layer's own
- * locks). Caller holds p->lock; the state may change while it is dropped. */
+/* Tell the layer above that this thread starts (@begin: with p->lock
+ * dropped meanwhile, since it may take the layer's own locks; the window
+ * and the state may change meanwhile, so look again after) or ends waiting
+ * for @p (under p->lock: whatever the caller checked stays true). Caller
+ * holds p->lock. */
 static void waiting_hook(vmmc_udp_link_t *l, peer_t *p, int begin)
 {
     if (!l->p.waiting)
         return;
+    if (!begin) {
+        l->p.waiting(l->p.arg, 0);
+        return;
+    }
     pthread_mutex_unlock(&p->lock);
-    l->p.waiting(l->p.arg, begin);
+    l->p.waiting(l->p.arg, 1);
     pthread_mutex_lock(&p->lock);
 }
 
@@ -192,7 +198,7 @@ static int wait_window(vmmc_udp_link_t *l, peer_t *p, uint32_t id)
     if (hooked)
         waiting_hook(l, p, 0);
     if (p->state == PEER_ALIVE && !atomic_load(&l->closing))
-        return VMMC_OK;
+        return VMMC_OK; /* room: the loop saw it, and p->lock was held since */
     return peer_status(l, p, id);
 }
 

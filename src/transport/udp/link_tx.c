@@ -253,7 +253,7 @@ static inline int link_sendv(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec
         }
         size_t n = left < l->payload ? left : l->payload;
         txslot_t *t = &p->tx[p->snd_nxt % l->window];
-        if (VMMC_UNLIKELY(!t->buf) && !(t->buf = malloc(l->dgram))) {
+        if (vmmc_udp__slot_buf(l, &t->buf, &t->cap, VMMC_UDP_HDR_SIZE + n) != 0) {
             st = vmmc_error(VMMC_ERR_NOMEM, "udp link: out of memory for the send window");
             break;
         }

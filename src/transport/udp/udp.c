@@ -81,8 +81,9 @@ static int udp_drain(vmmc_ep_t *ep, void (*push)(vmmc_ep_t *ep, const vmmc_nrec_
     return (int)n;
 }
 
-/* A thread of this endpoint starts (@begin) or ends waiting for a peer in
- * the link (no link lock held). Two endpoints that send each other
+/* A thread of this endpoint starts (@begin: no lock of the link held) or
+ * ends (a count down, maybe under a link lock) waiting for a peer in the
+ * link or for a read's reply. Two endpoints that send each other
  * notifying writes without running their notifications would otherwise
  * wait for each other for ever: each one's queue is full, so each link
  * holds back the other's writes, so neither sender gets room. As a shm

@@ -138,7 +138,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if ((mode & 1) && len >= VMMC_UDP_HDR_MIN && len <= sizeof F.fixed[i]) {
             uint8_t *b = F.fixed[i];
             memcpy(b, data + pos, len);
-            b[3] = (uint8_t)(1 + (b[3] & 3)); /* a valid type */
+            b[3] = (uint8_t)(1 + b[3] % 5); /* a valid type (REFUSE included) */
             b[4] &= 7;                        /* no sack, no imm: the 64-byte header */
             if (b[3] != VMMC_UDP_T_DATA) {
                 len = VMMC_UDP_HDR_MIN;       /* control: no payload, no flags */

@@ -12,7 +12,11 @@
  *     announced to the accept callback;
  *   - an endpoint that closed: the first operation fails, it does not hang;
  *   - on shm, a control connection that says garbage, or HELLO with an
- *     address of another process, is closed and counted.
+ *     address of another process, is closed and counted;
+ *   - over udp, a refused handshake is answered with an authenticated
+ *     refusal: the connector fails within half its peer timeout (not after
+ *     it) with "refused: not listening"; a refusal with a bad tag, from
+ *     another address, or after the peer took us, is ignored and counted.
  * Runs over shm, and over udp with VMMC_TRANSPORT=udp. */
 #include <errno.h>
 #include <poll.h>
@@ -33,6 +37,22 @@
 #include "vtest.h"
 
 extern char **environ;
+
+/* Over udp, a refused connect must fail well within the peer timeout (it
+ * is answered, not waited out): half of it, a generous bound. */
+static double refusal_bound(void)
+{
+    return (double)vmmc_udp_settings()->peer_timeout_ns / 2e9;
+}
+
+/* A refused operation over udp: fast, and says why. */
+static void udp_refused(int rc, double secs)
+{
+    VT_CHECK(rc == VMMC_ERR_PEER_DEAD);
+    VT_CHECK(strstr(vmmc_last_error(), "refused: not listening") != NULL);
+    if (secs >= refusal_bound())
+        VT_FAIL("refused after %.2f s: the peer timeout was waited out", secs);
+}
 
 static uint64_t counter(vmmc_ep_t *ep, const char *name)
 {
@@ -65,9 +85,12 @@ static int child(const char *text)
     VT_OK(vmmc_connect(ep, addr, len, &peer));
     VT_CHECK(peer == 1);
     vmmc_proxy_t *px;
+    double t0 = vt_now();
     int rc = vmmc_import(ep, peer, "x", 5000, &px);
     printf("child: import: %s (%s)\n", vmmc_strerror(rc), rc ? vmmc_last_error() : "");
     VT_CHECK(rc == VMMC_OK || rc == VMMC_ERR_PEER_UNREACHABLE || rc == VMMC_ERR_PEER_DEAD);
+    if (rc != VMMC_OK && vt_remote())
+        udp_refused(rc, vt_now() - t0);
     if (rc == VMMC_OK) {
         char probe[8] = "child";
         VT_OK(vmmc_send(px, 0, probe, sizeof probe, 0));
@@ -248,9 +271,20 @@ static void listening(const char *self, vmmc_ep_t *a, vmmc_ep_t *b, vmmc_ep_t *r
     int h;
     VT_OK(vmmc_connect(r, ba, bl, &h));
     vmmc_proxy_t *px;
+    double t0 = vt_now();
     int rc = vmmc_import(r, h, "x", 5000, &px);
-    printf("stranger in this process: %s (%s)\n", vmmc_strerror(rc), vmmc_last_error());
+    printf("stranger in this process: %s after %.3f s (%s)\n", vmmc_strerror(rc), vt_now() - t0,
+           vmmc_last_error());
     VT_CHECK(rc == VMMC_ERR_PEER_UNREACHABLE || rc == VMMC_ERR_PEER_DEAD);
+    if (vt_remote()) {
+        udp_refused(rc, vt_now() - t0);
+        VT_CHECK(counter(b, "udp.refusals_sent") > 0);
+        VT_CHECK(counter(r, "udp.refused_by_peer") == 1);
+        /* And every later operation to it, at once. */
+        VT_CHECK(vmmc_signal(r, h) == VMMC_ERR_PEER_DEAD);
+        VT_CHECK(vmmc_import(r, h, "x", 5000, &px) == VMMC_ERR_PEER_DEAD);
+        VT_CHECK(strstr(vmmc_last_error(), "refused: not listening") != NULL);
+    }
     VT_CHECK(counter(b, "connections_refused") > refused0);
     uint64_t refused1 = counter(b, "connections_refused");
     VT_CHECK(run_child(self, ba) == 3);
@@ -269,7 +303,7 @@ static void listening(const char *self, vmmc_ep_t *a, vmmc_ep_t *b, vmmc_ep_t *r
     VT_CHECK(gl == al && !memcmp(got, aa, al));
     VT_CHECK(run_child(self, ba) == 0);
     landed(b, region, "child");
-    double t0 = vt_now();
+    t0 = vt_now();
     while (__atomic_load_n(&naccepted, __ATOMIC_ACQUIRE) < 2 && vt_now() - t0 < 10)
         usleep(1000);
     VT_CHECK(naccepted == 2 && accepted[0] == 1 && accepted[1] == 2);
@@ -462,6 +496,118 @@ static void udp_strangers(vmmc_ep_t *b, int listening_now)
     printf("udp handshake by hand: accepted once listening (peer %d)\n", before);
 }
 
+/* A fake udp endpoint: a plain socket on @a's address, with a secret of its
+ * own, that @a connects to. It reads @a's handshake (a's wire id and secret,
+ * from the address it carries) to answer with what only a peer holding the
+ * keys can make. */
+typedef struct fake {
+    int fd, h;
+    struct sockaddr_in me, to; /* its address; a's */
+    uint8_t sec[16], asec[16];
+    uint32_t uid, auid;
+} fake_t;
+
+static void fake_open(vmmc_ep_t *a, fake_t *f, uint32_t uid)
+{
+    char aa[VMMC_ADDR_MAX + 1], v[96], hex[33], card[VMMC_ADDR_MAX];
+    addr_of(a, aa);
+    VT_CHECK(vmmc_card_get(aa, "udp", v, sizeof v));
+    *strrchr(v, ':') = 0;
+    memset(f, 0, sizeof *f);
+    f->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    f->me.sin_family = AF_INET;
+    VT_CHECK(inet_pton(AF_INET, v, &f->me.sin_addr) == 1);
+    VT_CHECK(f->fd >= 0 && bind(f->fd, (struct sockaddr *)&f->me, sizeof f->me) == 0);
+    socklen_t ml = sizeof f->me;
+    VT_CHECK(getsockname(f->fd, (struct sockaddr *)&f->me, &ml) == 0);
+    unsigned long long seed = uid;
+    for (int i = 0; i < 16; i++) {
+        f->sec[i] = (uint8_t)vt_rand(&seed);
+        snprintf(hex + 2 * i, 3, "%02x", f->sec[i]);
+    }
+    f->uid = uid;
+    int n = snprintf(card, sizeof card, "host=abc;pid=%d;udp=%s:%u;utok=%s;uid=%08x;",
+                     (int)getpid(), v, ntohs(f->me.sin_port), hex, uid);
+    VT_OK(vmmc_connect(a, card, (size_t)n, &f->h));
+    VT_OK(vmmc_signal(a, f->h)); /* the first operation connects: a's handshake comes */
+    struct pollfd pf = {f->fd, POLLIN, 0};
+    VT_CHECK(poll(&pf, 1, 10000) == 1);
+    static uint8_t dg[VMMC_UDP_MAX_DGRAM];
+    socklen_t fl = sizeof f->to;
+    ssize_t r = recvfrom(f->fd, dg, sizeof dg, 0, (struct sockaddr *)&f->to, &fl);
+    vmmc_udp_hdr_t h;
+    VT_CHECK(r > 0 && vmmc_udp_decode(dg, (size_t)r, &h) == VMMC_UDP_OK);
+    VT_CHECK(h.type == VMMC_UDP_T_DATA && h.kind == K_HELLO && h.seq == 1 &&
+             h.length < VMMC_ADDR_MAX);
+    char hello[VMMC_ADDR_MAX + 1];
+    memcpy(hello, dg + h.hlen, h.length);
+    hello[h.length] = 0;
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    VT_CHECK(vmmc_udp__parse_card(hello, &ss, &sl, f->asec, &f->auid) == 0 && h.src == f->auid);
+}
+
+/* A control datagram of @type from the fake to a, sent from @fd, its tag
+ * made with the right key or (@bad_key) with a secret a does not know. */
+static void fake_send(const fake_t *f, int fd, uint8_t type, uint64_t counter, int bad_key)
+{
+    vmmc_udp_hdr_t h;
+    memset(&h, 0, sizeof h);
+    h.type = type;
+    h.wnd = 64;
+    h.src = f->uid;
+    h.offset = counter;
+    uint8_t sec[16], dg[VMMC_UDP_HDR_SIZE];
+    memcpy(sec, f->sec, sizeof sec);
+    sec[0] ^= (uint8_t)!!bad_key;
+    vmmc_udp_key_t k;
+    vmmc_udp_key_derive(&k, sec, f->uid, f->asec, f->auid);
+    unsigned hl = vmmc_udp_encode(dg, &h, 0, &k);
+    VT_CHECK(sendto(fd, dg, hl, 0, (const struct sockaddr *)&f->to, sizeof f->to) ==
+             (ssize_t)hl);
+}
+
+/* Refusals made by hand: only one made with the key, from the peer's
+ * address, before the peer took anything of us, ends the peer. */
+static void udp_refusals(vmmc_ep_t *a)
+{
+    fake_t f, g;
+    fake_open(a, &f, 0x5eedf00du);
+    int other = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in oa = {.sin_family = AF_INET, .sin_addr = f.me.sin_addr};
+    VT_CHECK(other >= 0 && bind(other, (struct sockaddr *)&oa, sizeof oa) == 0);
+    uint64_t auth0 = counter(a, "udp.drop_auth"), unk0 = counter(a, "udp.drop_unknown_peer");
+    uint64_t ref0 = counter(a, "udp.refused_by_peer");
+    fake_send(&f, f.fd, VMMC_UDP_T_REFUSE, 1, 1); /* forged: not made with the key */
+    counted(a, "udp.drop_auth", auth0);
+    fake_send(&f, other, VMMC_UDP_T_REFUSE, 1, 0); /* from another address */
+    counted(a, "udp.drop_unknown_peer", unk0);
+    VT_CHECK(vmmc_peer_alive(a, f.h) == 1);
+    VT_CHECK(counter(a, "udp.refused_by_peer") == ref0);
+    double t0 = vt_now();
+    fake_send(&f, f.fd, VMMC_UDP_T_REFUSE, 1, 0); /* the peer's own */
+    while (vmmc_peer_alive(a, f.h) == 1 && vt_now() - t0 < 10)
+        usleep(1000);
+    VT_CHECK(vmmc_peer_alive(a, f.h) == 0);
+    VT_CHECK(counter(a, "udp.refused_by_peer") == ref0 + 1);
+    vmmc_proxy_t *px;
+    udp_refused(vmmc_import(a, f.h, "x", 5000, &px), 0);
+    /* A peer that answered us (an ACK) took our handshake: a refusal after
+     * that is old news (a replay), ignored. */
+    fake_open(a, &g, 0x5eedf00eu);
+    uint64_t rep0 = counter(a, "udp.drop_replay");
+    fake_send(&g, g.fd, VMMC_UDP_T_ACK, 1, 0);
+    fake_send(&g, g.fd, VMMC_UDP_T_REFUSE, 2, 0);
+    counted(a, "udp.drop_replay", rep0);
+    VT_CHECK(vmmc_peer_alive(a, g.h) == 1);
+    VT_CHECK(counter(a, "udp.refused_by_peer") == ref0 + 1);
+    close(other);
+    close(f.fd);
+    close(g.fd);
+    printf("udp refusals by hand: forged, misplaced and late ones ignored; the real one "
+           "ends the peer\n");
+}
+
 int main(int argc, char **argv)
 {
     static const char *vars[] = {"VMMC_LAUNCHER", "VMMC_BOOTSTRAP", "VMMC_RANK", "VMMC_SIZE",
@@ -484,8 +630,10 @@ int main(int argc, char **argv)
     else
         udp_strangers(b, 0);
     listening(argv[0], a, b, r);
-    if (udp)
+    if (udp) {
         udp_strangers(b, 1);
+        udp_refusals(a);
+    }
     dead_endpoint(a);
     VT_OK(vmmc_ep_close(f));
     VT_OK(vmmc_ep_close(r));

@@ -4,10 +4,12 @@
  * notification whose handler checks what arrived. Before that, endpoint 0
  * connects to every other address without using the handles: the heap it
  * took per handle is an idle peer's cost (at most 1 KiB), printed with the
- * cost of a connected one (the ring's set-up, per link).
+ * cost of a connected one (the ring's set-up, per link), and what an open
+ * endpoint costs; each figure is checked against a bound.
  * usage: t_ring [ENDPOINTS] (default 256). */
 #include <malloc.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "core/core.h"
 #include "vtest.h"
@@ -45,9 +47,24 @@ static void on_accept(vmmc_ep_t *ep, int peer, void *arg)
     __atomic_add_fetch(&((node_t *)arg)->accepted, 1, __ATOMIC_RELAXED);
 }
 
+/* Heap in use, blocks malloc maps on their own (large ones) included. */
 static size_t heap(void)
 {
-    return mallinfo2().uordblks;
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+/* Resident memory of the process (what of it was touched). */
+static size_t resident(void)
+{
+    unsigned long size = 0, res = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%lu %lu", &size, &res) != 2)
+            res = 0;
+        fclose(f);
+    }
+    return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
 }
 
 int main(int argc, char **argv)
@@ -66,6 +83,7 @@ int main(int argc, char **argv)
     node_t *nodes = calloc((size_t)n, sizeof *nodes);
     VT_CHECK(nodes);
     double t0 = vt_now();
+    size_t he0 = heap(), re0 = resident();
     for (int i = 0; i < n; i++) {
         node_t *nd = &nodes[i];
         VT_OK(vmmc_ep_open(NULL, &nd->ep));
@@ -79,7 +97,12 @@ int main(int argc, char **argv)
         nd->alen = sizeof nd->addr;
         VT_OK(vmmc_ep_addr(nd->ep, nd->addr, &nd->alen));
     }
-    printf("%d endpoints open in %.2f s\n", n, vt_now() - t0);
+    double per_ep = (double)(heap() - he0) / n;
+    printf("%d endpoints open in %.2f s: %.0f bytes of heap each, %.0f resident\n", n,
+           vt_now() - t0, per_ep, (double)(resident() - re0) / n);
+    /* Every open endpoint starts its udp link: its buffers and tables are
+     * made as traffic needs them (they were 2.4 MB at once). */
+    VT_CHECK(per_ep <= 512 * 1024);
 
     /* Idle peers: endpoint 0 knows every other one, uses none. */
     size_t h0 = heap();
@@ -94,15 +117,15 @@ int main(int argc, char **argv)
 
     /* The ring: i imports from i+1 (endpoint 0 has its handle already). */
     t0 = vt_now();
-    size_t h2 = heap();
+    size_t h2 = heap(), r2 = resident();
     for (int i = 0; i < n; i++) {
         node_t *nd = &nodes[i], *nx = &nodes[(i + 1) % n];
         VT_OK(vmmc_connect(nd->ep, nx->addr, nx->alen, &nd->next_handle));
         VT_CHECK(i != 0 || nd->next_handle == 1);
         VT_OK(vmmc_import(nd->ep, nd->next_handle, "ring", 20000, &nd->next));
     }
-    size_t h3 = heap();
-    double per_link = (double)(h3 - h2) / n;
+    size_t h3 = heap(), r3 = resident();
+    double per_link = (double)(h3 - h2) / n, res_link = (double)(r3 - r2) / n;
     printf("ring of %d connected in %.2f s\n", n, vt_now() - t0);
 
     /* The token goes around twice. */
@@ -137,9 +160,12 @@ int main(int argc, char **argv)
     printf("per-peer memory: sizeof(vmmc_peer_t) = %zu bytes; an idle handle: %.0f bytes of heap "
            "(its struct, its address, its table slot); a connected link: %.0f bytes of heap "
            "(both ends' transport state, the accepted peer, the proxy; the notification ring "
-           "is a shared segment, not heap)\n",
-           sizeof(vmmc_peer_t), idle, per_link);
+           "is a shared segment, not heap), %.0f resident\n",
+           sizeof(vmmc_peer_t), idle, per_link, res_link);
     VT_CHECK(idle <= 1024);
+    /* A udp link's windows hold buffers sized to what they carried, not
+     * 63 KiB each (a link of this ring took 276 KB that way). */
+    VT_CHECK(per_link <= 128 * 1024);
 
     for (int i = 0; i < n; i++)
         VT_OK(vmmc_unimport(nodes[i].next));

@@ -154,7 +154,7 @@ int main(void)
     MUTATE(copy[2] = 2, VMMC_UDP_BAD_VERSION, "version 2");
     MUTATE(copy[2] = 4, VMMC_UDP_BAD_VERSION, "version 4");
     MUTATE(copy[3] = 0, VMMC_UDP_BAD_HEADER, "type 0");
-    MUTATE(copy[3] = 5, VMMC_UDP_BAD_HEADER, "type 5");
+    MUTATE(copy[3] = 6, VMMC_UDP_BAD_HEADER, "type 6");
     MUTATE(copy[4] |= 0x80, VMMC_UDP_BAD_HEADER, "unknown flag");
     MUTATE(copy[4] &= ~VMMC_UDP_F_IMM, VMMC_UDP_BAD_HEADER, "imm flag cleared (length)");
     MUTATE(copy[37] ^= 1, VMMC_UDP_BAD_AUTH, "generation");

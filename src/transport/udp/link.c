@@ -152,13 +152,12 @@ int vmmc_udp_link_open(const vmmc_udp_link_params_t *p, vmmc_udp_link_t **out)
     pthread_mutex_init(&l->rx_lock, NULL);
     pthread_mutex_init(&l->add_lock, NULL);
     l->nchunks = (p->max_peers + LINK_CHUNK - 1) / LINK_CHUNK;
-    l->rid_cap = 16;
-    while (l->rid_cap < 2 * p->max_peers)
-        l->rid_cap *= 2;
     l->chunks = calloc(l->nchunks, sizeof *l->chunks);
-    l->rid_map = calloc(l->rid_cap, sizeof *l->rid_map);
-    l->rxbuf = malloc((size_t)(RX_BATCH + RX_BATCH_NESTED) * l->dgram);
-    if (!l->chunks || !l->rid_map || !l->rxbuf) {
+    rid_tab_t *rids = calloc(1, sizeof *rids + 16 * sizeof rids->e[0]);
+    if (rids)
+        rids->cap = 16;
+    l->rids = rids;
+    if (!l->chunks || !rids) {
         st = vmmc_error(VMMC_ERR_NOMEM, "udp link: out of memory for %u peers", p->max_peers);
         goto fail;
     }
@@ -207,9 +206,8 @@ fail:
         close(l->fd); /* an adopted socket stays the caller's on failure */
     if (l->b.destroy)
         l->b.destroy(l->b.ctx);
-    free(l->rxbuf);
     free(l->chunks);
-    free((void *)l->rid_map);
+    free(l->rids);
     free(l);
     return st;
 }
@@ -223,6 +221,47 @@ static void wake_thread(vmmc_udp_link_t *l)
 
 void vmmc_udp_link_wake(vmmc_udp_link_t *l)
 {
+    wake_thread(l);
+}
+
+VMMC_COLD unsigned vmmc_udp__rx_bufs(vmmc_udp_link_t *l, int nested, unsigned want)
+{
+    unsigned base = nested ? RX_BATCH : 0, *have = nested ? &l->rx_nested : &l->rx_outer;
+    while (*have < want) {
+        unsigned i = base + *have;
+        if (!(l->rxbufs[i] = malloc(l->dgram)))
+            break;
+        l->rxiov[i].iov_base = l->rxbufs[i];
+        l->rxiov[i].iov_len = l->dgram;
+        memset(&l->rxmsg[i], 0, sizeof l->rxmsg[i]);
+        l->rxmsg[i].msg_hdr.msg_iov = &l->rxiov[i];
+        l->rxmsg[i].msg_hdr.msg_iovlen = 1;
+        l->rxmsg[i].msg_hdr.msg_name = &l->rxaddr[i];
+        ++*have;
+    }
+    return *have;
+}
+
+VMMC_COLD int vmmc_udp__slot_grow(const vmmc_udp_link_t *l, uint8_t **buf, uint32_t *cap,
+                                  size_t need)
+{
+    size_t c = 256;
+    while (c < need)
+        c <<= 1;
+    if (c > l->dgram)
+        c = l->dgram;
+    uint8_t *n = malloc(c);
+    if (!n)
+        return -1;
+    free(*buf);
+    *buf = n;
+    *cap = (uint32_t)c;
+    return 0;
+}
+
+void vmmc_udp_link_retry(vmmc_udp_link_t *l)
+{
+    atomic_store(&l->retry, 1);
     wake_thread(l);
 }
 
@@ -264,15 +303,20 @@ void vmmc_udp_link_close(vmmc_udp_link_t *l, int timeout_ms)
         free(p->rx);
         pthread_mutex_destroy(&p->lock);
         pthread_cond_destroy(&p->cond);
+        free(p);
     }
     l->b.destroy(l->b.ctx);
     pthread_mutex_destroy(&l->rx_lock);
     pthread_mutex_destroy(&l->add_lock);
     for (uint32_t c = 0; c < l->nchunks; c++)
-        free(l->chunks[c]);
+        free((void *)l->chunks[c]);
     free(l->chunks);
-    free((void *)l->rid_map);
-    free(l->rxbuf);
+    for (rid_tab_t *t = l->rids, *o; t; t = o) {
+        o = t->old;
+        free(t);
+    }
+    for (unsigned i = 0; i < RX_BATCH + RX_BATCH_NESTED; i++)
+        free(l->rxbufs[i]);
     free(l);
 }
 
@@ -307,7 +351,7 @@ static const struct {
     C(drop_version), C(drop_header), C(drop_auth), C(drop_unknown_peer), C(drop_bad_token),
     C(drop_window), C(drop_duplicate), C(drop_bad_ack), C(drop_replay), C(drop_dead_peer),
     C(peers_dead), C(loss_probes),
-    C(send_errors), C(window_waits), C(deliver_busy),
+    C(send_errors), C(window_waits), C(deliver_busy), C(refusals_sent), C(refused_by_peer),
 };
 #undef C
 

@@ -72,8 +72,18 @@ typedef int (*vmmc_udp_accept_fn)(void *arg, uint32_t peer, uint32_t region, uin
  * owner (progress thread or a poller); must not block. */
 typedef int (*vmmc_udp_unknown_fn)(void *arg, const vmmc_udp_hdr_t *h, const uint8_t *dgram,
                                    const struct sockaddr *from, socklen_t fromlen, uint32_t *id);
-/* A peer was declared dead (@clean: it said goodbye). Progress thread. */
+/* A peer was declared dead. @clean: 0 it fell silent (or was killed), 1 it
+ * said goodbye, VMMC_UDP_DOWN_REFUSED it refused us (an authenticated
+ * refusal answered our handshake: it does not listen). Progress thread. */
+#define VMMC_UDP_DOWN_REFUSED 2
 typedef void (*vmmc_udp_dead_fn)(void *arg, uint32_t peer, int clean);
+/* A thread other than the receive owner starts (@begin 1) or ends (0)
+ * waiting in the link for a peer: window room, acknowledgements or a
+ * delivery report. The start is called without any link lock held, so the
+ * layer above may make room for what the peer sends us meanwhile (the peer
+ * may itself be waiting for that: see udp.c); the end may be called with a
+ * link lock held, and must not block. */
+typedef void (*vmmc_udp_waiting_fn)(void *arg, int begin);
 
 typedef struct vmmc_udp_link_params {
     uint32_t self;                 /* this endpoint's wire id (src of its datagrams) */
@@ -90,6 +100,7 @@ typedef struct vmmc_udp_link_params {
     vmmc_udp_deliver_fn deliver;
     vmmc_udp_accept_fn accept;     /* NULL: accept every region token */
     vmmc_udp_dead_fn dead;         /* may be NULL */
+    vmmc_udp_waiting_fn waiting;   /* may be NULL */
     vmmc_udp_unknown_fn unknown;   /* may be NULL: datagrams of unknown peers are dropped */
     /* Called by the progress thread on every pass (after receiving and the
      * timers), e.g. to send queued messages without blocking
@@ -111,6 +122,10 @@ void vmmc_udp_link_close(vmmc_udp_link_t *l, int timeout_ms);
  * number of fragments delivered. Lets a thread that polls anyway skip the
  * progress thread's wake-up. */
 int vmmc_udp_link_poll(vmmc_udp_link_t *l);
+
+/* The receive callback has room again (it refused data while busy): offer
+ * what it refused at once rather than after the busy back-off. Any thread. */
+void vmmc_udp_link_retry(vmmc_udp_link_t *l);
 
 /* The polling thread is about to sleep (or will not poll for a while):
  * the progress thread takes the socket back at once instead of after its
@@ -136,6 +151,14 @@ int vmmc_udp_link_add_peer(vmmc_udp_link_t *l, uint32_t id, const struct sockadd
 int vmmc_udp_link_add_peer_id(vmmc_udp_link_t *l, uint32_t id, uint32_t rid,
                               const struct sockaddr *addr, socklen_t alen,
                               const uint8_t token[VMMC_UDP_TOKEN_SIZE]);
+/* Refuse the handshake @h (authenticated with vmmc_udp_link_auth_from, as
+ * sent by wire id h->src with link secret @token, from @from): send it a
+ * REFUSE under the key of the link from us to it, so that it fails its
+ * operations to us at once instead of after its peer timeout. Receive owner
+ * (the unknown callback). */
+void vmmc_udp_link_refuse(vmmc_udp_link_t *l, const vmmc_udp_hdr_t *h,
+                          const struct sockaddr *from, socklen_t fromlen,
+                          const uint8_t token[VMMC_UDP_TOKEN_SIZE]);
 /* Check @dgram's tag (decoded into @h) as sent by the endpoint of wire id
  * h->src with link secret @token: VMMC_OK or VMMC_ERR_PERMISSION. */
 int vmmc_udp_link_auth_from(const vmmc_udp_link_t *l, const uint8_t *dgram,
@@ -192,6 +215,8 @@ typedef struct vmmc_udp_counters {
     uint64_t drop_unknown_peer, drop_bad_token, drop_window, drop_duplicate, drop_bad_ack;
     uint64_t drop_replay, loss_probes;
     uint64_t drop_dead_peer, peers_dead, send_errors, window_waits, deliver_busy;
+    /* Handshakes refused (REFUSE sent), and refusals taken from peers. */
+    uint64_t refusals_sent, refused_by_peer;
 } vmmc_udp_counters_t;
 void vmmc_udp_link_counters(vmmc_udp_link_t *l, vmmc_udp_counters_t *c);
 int vmmc_udp_link_counter_get(vmmc_udp_link_t *l, int i, const char **name, uint64_t *value);

@@ -10,17 +10,22 @@
 #include "transport/udp/link.h"
 
 enum { PEER_NONE = 0, PEER_ALIVE = 1, PEER_DEAD = 2, PEER_GONE = 3 };
-enum { DOWN_TIMEOUT = 0, DOWN_KILLED = 1, DOWN_BYE = 2 }; /* why a peer went down */
+enum { DOWN_TIMEOUT = 0, DOWN_KILLED = 1, DOWN_BYE = 2, DOWN_REFUSED = 3 }; /* why a peer went down */
 
 #define RX_BATCH 16     /* datagrams per recvmmsg in the progress loop */
 #define RX_BATCH_NESTED 4
+#define RX_GROW 8       /* datagrams in one pass that make it receive in batches from then on */
+/* Buffers before that: two, so that a pass that gets fewer than it asked
+ * for knows the socket is empty without a second system call. */
+#define RX_FIRST 2
 #define TX_BATCH 16     /* datagrams per sendmmsg */
 #define SACK_BITS 64
 
 typedef struct txslot {
-    /* dgram_size bytes, kept once allocated: the payload at
+    /* cap bytes (vmmc_udp__slot_buf), kept once allocated: the payload at
      * VMMC_UDP_HDR_SIZE, the header (of variable length) right before it. */
     uint8_t *buf;
+    uint32_t cap;
     uint32_t plen;       /* payload length */
     uint32_t pcrc;       /* CRC32C of the payload */
     vmmc_udp_hdr_t hdr;  /* re-stamped with current acks on every (re)send */
@@ -30,7 +35,8 @@ typedef struct txslot {
 } txslot_t;
 
 typedef struct rxslot {
-    uint8_t *buf;
+    uint8_t *buf;        /* cap bytes (vmmc_udp__slot_buf), kept once allocated */
+    uint32_t cap;
     uint8_t present;
     vmmc_udp_hdr_t hdr;  /* payload at buf + hdr.hlen */
 } rxslot_t;
@@ -90,21 +96,32 @@ typedef struct peer {
     vmmc_udp_counters_t c;              /* send-side counters (under lock) */
 } peer_t;
 
+/* Wire id -> index + 1 (open addressing, insert-only, at most half full).
+ * Sized to the peers registered: when it would pass half, a table twice as
+ * large replaces it, and the old one stays readable (a reader may still
+ * hold it) until the link closes; all of them together are smaller than
+ * the current one. */
+typedef struct rid_tab {
+    uint32_t cap;            /* a power of two */
+    struct rid_tab *old;     /* the table this one replaced */
+    _Atomic uint64_t e[];    /* (wire id << 32) | (index + 1); 0: empty */
+} rid_tab_t;
+
 struct vmmc_udp_link {
     vmmc_udp_link_params_t p;
     vmmc_udp_bindings_t b;
     int fd, evfd;
     uint32_t window, ring;               /* ring = window + 1 */
     uint32_t dgram, payload;             /* max datagram, max payload */
-    /* Peers by index: chunks of LINK_CHUNK, allocated as peers are added
-     * and never moved (the progress thread walks them without a lock);
-     * indexes below hi may exist. rid_map: wire id -> index + 1 (open
-     * addressing, insert-only, read without a lock). Writers hold add_lock. */
-    peer_t *_Atomic *chunks;
+    /* Peers by index: chunks of LINK_CHUNK pointers, each peer allocated
+     * when it is registered and never moved (the progress thread walks them
+     * without a lock); indexes below hi may exist. rids: wire id -> index
+     * (rid_tab_t), read without a lock. Writers hold add_lock. */
+    peer_t *_Atomic *_Atomic *chunks;
     uint32_t nchunks;
     _Atomic uint32_t hi;
-    _Atomic uint64_t *rid_map;
-    uint32_t rid_cap;
+    struct rid_tab *_Atomic rids;
+    uint32_t nrids;
     pthread_mutex_t add_lock;
     pthread_t thread;
     int thread_started;
@@ -133,17 +150,25 @@ struct vmmc_udp_link {
     pthread_mutex_t rx_lock;
 
     /* Progress thread receive buffers (outer and nested passes). */
-    uint8_t *rxbuf;                      /* (RX_BATCH + RX_BATCH_NESTED) * dgram */
+    /* Buffers of dgram bytes each, made as needed (vmmc_udp__rx_bufs): the
+     * outer passes use RX_FIRST until a pass finds RX_GROW datagrams
+     * waiting, then RX_BATCH; the nested ones RX_BATCH_NESTED from their
+     * first use. Entries [0, RX_BATCH) are the outer passes', the rest the
+     * nested ones'. */
+    uint8_t *rxbufs[RX_BATCH + RX_BATCH_NESTED];
+    unsigned rx_outer, rx_nested;        /* how many of each are ready */
     struct sockaddr_storage rxaddr[RX_BATCH + RX_BATCH_NESTED];
     struct iovec rxiov[RX_BATCH + RX_BATCH_NESTED];
     struct mmsghdr rxmsg[RX_BATCH + RX_BATCH_NESTED];
-    int rxmsg_ready;                     /* rxmsg/rxiov set up (once) */
     /* Receive owner: some peer had acknowledgements to publish; data waits
      * in a reorder ring for delivery (stored by a nested pass, or refused
      * by a busy receiver); the last application poll received something (a
      * burst may be arriving: receive in batches). */
     int acks_pending, rx_backlog, rx_streak;
     int ack_now;                         /* a keep-alive asks for the ACKs at once */
+    /* The receive callback has room again (vmmc_udp_link_retry): the receive
+     * owner ends every peer's busy back-off and offers held data at once. */
+    atomic_int retry;
 
     vmmc_udp_counters_t c;               /* receive owner's counters, and peers_dead */
 };
@@ -166,8 +191,8 @@ static inline peer_t *vmmc_udp__peer(const vmmc_udp_link_t *l, uint32_t i)
 {
     if (i >= l->p.max_peers)
         return NULL;
-    peer_t *c = atomic_load_explicit(&l->chunks[i / LINK_CHUNK], memory_order_acquire);
-    return c ? &c[i % LINK_CHUNK] : NULL;
+    peer_t *_Atomic *c = atomic_load_explicit(&l->chunks[i / LINK_CHUNK], memory_order_acquire);
+    return c ? atomic_load_explicit(&c[i % LINK_CHUNK], memory_order_acquire) : NULL;
 }
 /* Walk every peer slot that exists (registered or not: check state). */
 #define FOR_PEERS(l, i, p)                                                                  \
@@ -178,9 +203,10 @@ static inline peer_t *vmmc_udp__peer(const vmmc_udp_link_t *l, uint32_t i)
 /* The index of the peer whose wire id is @rid; 0 if none. */
 static inline int vmmc_udp__rid_find(const vmmc_udp_link_t *l, uint32_t rid, uint32_t *id)
 {
-    uint32_t m = l->rid_cap - 1, i = (rid * 0x9E3779B1u) & m;
+    const rid_tab_t *t = atomic_load_explicit(&l->rids, memory_order_acquire);
+    uint32_t m = t->cap - 1, i = (rid * 0x9E3779B1u) & m;
     for (;;) {
-        uint64_t e = atomic_load_explicit(&l->rid_map[i], memory_order_acquire);
+        uint64_t e = atomic_load_explicit(&t->e[i], memory_order_acquire);
         if (!e)
             return 0;
         if ((uint32_t)(e >> 32) == rid) {
@@ -204,6 +230,24 @@ static inline void vmmc_udp__ack_paid(vmmc_udp_link_t *l, peer_t *p)
         atomic_fetch_sub_explicit(&l->acks_owed, 1, memory_order_relaxed);
     }
 }
+
+/* Make *@buf (of *@cap bytes) hold at least @need bytes (at most l->dgram):
+ * 0, or -1 without memory (the old buffer stays). Slot buffers are sized to
+ * what they carry, a power of two from 256 bytes up to the largest datagram,
+ * and kept: a peer that exchanges small messages holds a window of small
+ * buffers, not of 63 KiB ones; a stream of large ones grows each slot once. */
+int vmmc_udp__slot_grow(const vmmc_udp_link_t *l, uint8_t **buf, uint32_t *cap, size_t need);
+static inline int vmmc_udp__slot_buf(const vmmc_udp_link_t *l, uint8_t **buf, uint32_t *cap,
+                                     size_t need)
+{
+    if (__builtin_expect(need <= *cap, 1))
+        return 0;
+    return vmmc_udp__slot_grow(l, buf, cap, need);
+}
+
+/* Have @want receive buffers ready for the outer (@nested 0) or nested
+ * passes; returns how many are (0 without memory). Receive owner. */
+unsigned vmmc_udp__rx_bufs(vmmc_udp_link_t *l, int nested, unsigned want);
 
 /* Is the calling thread the receive owner of @l (holds rx_lock)? */
 int vmmc_udp__rx_owner(const vmmc_udp_link_t *l);

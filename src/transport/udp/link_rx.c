@@ -192,6 +192,17 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
         CNT_RX(l, drop_dead_peer, 1);
         return;
     }
+    if (VMMC_UNLIKELY(h.type == VMMC_UDP_T_REFUSE)) {
+        /* The peer will not take our handshake. Only as its first word: once
+         * anything of it was accepted, it took us (a refusal then is old). */
+        if (p->ctl_rx || p->rcv_nxt != 1) {
+            CNT_RX(l, drop_replay, 1);
+            return;
+        }
+        CNT_RX(l, refused_by_peer, 1);
+        vmmc_udp__peer_down(l, id, PEER_DEAD, DOWN_REFUSED);
+        return;
+    }
     int32_t d = 0;
     if (h.type != VMMC_UDP_T_DATA) {
         /* Unsequenced: a fresh control counter, or a replay (or one
@@ -264,7 +275,7 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
         }
         /* The receiver is busy: keep the datagram in the ring. */
         p->dlv_nxt--;
-        if (VMMC_UNLIKELY(!s->buf) && !(s->buf = malloc(l->dgram))) {
+        if (vmmc_udp__slot_buf(l, &s->buf, &s->cap, n) != 0) {
             p->rcv_nxt--; /* as if lost: the sender retransmits it */
             return;
         }
@@ -274,7 +285,7 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
         l->rx_backlog = 1;
         return;
     }
-    if (VMMC_UNLIKELY(!s->buf) && !(s->buf = malloc(l->dgram))) {
+    if (vmmc_udp__slot_buf(l, &s->buf, &s->cap, n) != 0) {
         CNT_RX(l, drop_window, 1); /* no memory: behave as if lost */
         return;
     }
@@ -372,21 +383,22 @@ uint64_t vmmc_udp__owed_acks(vmmc_udp_link_t *l, uint64_t now)
  * receive in batches. */
 int vmmc_udp__rx_pass(vmmc_udp_link_t *l, int nested, int one)
 {
-    unsigned base = nested ? RX_BATCH : 0, nb = nested ? RX_BATCH_NESTED : RX_BATCH;
+    unsigned base = nested ? RX_BATCH : 0, nb = nested ? l->rx_nested : l->rx_outer;
     int total = 0;
-    if (VMMC_UNLIKELY(!l->rxmsg_ready)) {
-        for (unsigned i = 0; i < RX_BATCH + RX_BATCH_NESTED; i++) {
-            l->rxiov[i].iov_base = l->rxbuf + (size_t)i * l->dgram;
-            l->rxiov[i].iov_len = l->dgram;
-            memset(&l->rxmsg[i], 0, sizeof l->rxmsg[i]);
-            l->rxmsg[i].msg_hdr.msg_iov = &l->rxiov[i];
-            l->rxmsg[i].msg_hdr.msg_iovlen = 1;
-            l->rxmsg[i].msg_hdr.msg_name = &l->rxaddr[i];
-        }
-        l->rxmsg_ready = 1;
-    }
+    if (VMMC_UNLIKELY(!nb) &&
+        !(nb = vmmc_udp__rx_bufs(l, nested, nested ? RX_BATCH_NESTED : RX_FIRST)))
+        return 0; /* no memory now: the datagrams wait in the socket */
     if (one)
         nb = 1;
+    if (VMMC_UNLIKELY(atomic_load_explicit(&l->retry, memory_order_relaxed)) &&
+        atomic_exchange(&l->retry, 0)) {
+        /* The receiver made room: what it refused is offered below. */
+        FOR_PEERS(l, i, p) {
+            if (atomic_load_explicit(&p->busy_until, memory_order_relaxed))
+                atomic_store_explicit(&p->busy_until, 1, memory_order_relaxed);
+            p->busy_streak = 0;
+        }
+    }
     for (int round = 0; round < 64 && !atomic_load_explicit(&l->stop, memory_order_relaxed);
          round++) {
         /* Only the in/out fields change between calls (the bindings may
@@ -412,6 +424,8 @@ int vmmc_udp__rx_pass(vmmc_udp_link_t *l, int nested, int one)
         vmmc_udp__send_acks(l, nested, now);
         if (one || (unsigned)r < nb)
             break;
+        if (VMMC_UNLIKELY(nb < RX_BATCH) && !nested && total >= RX_GROW)
+            nb = vmmc_udp__rx_bufs(l, 0, RX_BATCH); /* a burst: receive in batches */
     }
     if (!nested && l->rx_backlog) {
         /* Data stored by a nested pass (or refused by a busy receiver) may

@@ -141,26 +141,51 @@ static int peer_status(vmmc_udp_link_t *l, peer_t *p, uint32_t id)
         return vmmc_error(VMMC_ERR_ENDPOINT, "udp link: closing");
     if (p->state == PEER_DEAD)
         return vmmc_error(VMMC_ERR_PEER_DEAD, "udp link: peer %u is dead (%s)", id,
-                          p->down_why == DOWN_KILLED ? "reported dead"
-                                                     : "no answer within the peer timeout");
+                          p->down_why == DOWN_KILLED    ? "reported dead"
+                          : p->down_why == DOWN_REFUSED ? "refused: not listening"
+                                                        : "no answer within the peer timeout");
     if (p->state == PEER_GONE)
         return vmmc_error(VMMC_ERR_PEER_DEAD, "udp link: peer %u has left", id);
     return VMMC_OK;
 }
 
+/* Tell the layer above that this thread starts (@begin: with p->lock
+ * dropped meanwhile, since it may take the layer's own locks; the window
+ * and the state may change meanwhile, so look again after) or ends waiting
+ * for @p (under p->lock: whatever the caller checked stays true). Caller
+ * holds p->lock. */
+static void waiting_hook(vmmc_udp_link_t *l, peer_t *p, int begin)
+{
+    if (!l->p.waiting)
+        return;
+    if (!begin) {
+        l->p.waiting(l->p.arg, 0);
+        return;
+    }
+    pthread_mutex_unlock(&p->lock);
+    l->p.waiting(l->p.arg, 1);
+    pthread_mutex_lock(&p->lock);
+}
+
 /* Wait for window space (or death). Caller holds p->lock. */
 static int wait_window(vmmc_udp_link_t *l, peer_t *p, uint32_t id)
 {
-    int in_progress_thread = vmmc_udp__rx_owner(l);
+    int in_progress_thread = vmmc_udp__rx_owner(l), hooked = 0;
     while (p->state == PEER_ALIVE && !atomic_load(&l->closing)) {
         uint32_t wnd = p->peer_wnd < l->window ? p->peer_wnd : l->window;
         if (p->snd_nxt - p->snd_una < wnd)
-            return VMMC_OK;
+            break;
         CNT_TX(p, window_waits, 1);
         if (in_progress_thread) {
             pthread_mutex_unlock(&p->lock);
             vmmc_udp__progress_nested(l, 1000000);
             pthread_mutex_lock(&p->lock);
+        } else if (!hooked) {
+            /* The peer may be waiting for us as we wait for it (each
+             * receiver holding back the other's data): the layer above
+             * makes room before this thread sleeps, then look again. */
+            hooked = 1;
+            waiting_hook(l, p, 1);
         } else {
             /* This thread stops polling while it waits: the acks come
              * through the progress thread. */
@@ -170,6 +195,10 @@ static int wait_window(vmmc_udp_link_t *l, peer_t *p, uint32_t id)
             pthread_cond_timedwait(&p->cond, &p->lock, &ts);
         }
     }
+    if (hooked)
+        waiting_hook(l, p, 0);
+    if (p->state == PEER_ALIVE && !atomic_load(&l->closing))
+        return VMMC_OK; /* room: the loop saw it, and p->lock was held since */
     return peer_status(l, p, id);
 }
 
@@ -224,7 +253,7 @@ static inline int link_sendv(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec
         }
         size_t n = left < l->payload ? left : l->payload;
         txslot_t *t = &p->tx[p->snd_nxt % l->window];
-        if (VMMC_UNLIKELY(!t->buf) && !(t->buf = malloc(l->dgram))) {
+        if (vmmc_udp__slot_buf(l, &t->buf, &t->cap, VMMC_UDP_HDR_SIZE + n) != 0) {
             st = vmmc_error(VMMC_ERR_NOMEM, "udp link: out of memory for the send window");
             break;
         }
@@ -339,11 +368,14 @@ static int vmmc_udp__wait(vmmc_udp_link_t *l, uint32_t id, int timeout_ms, int d
     struct timespec ts;
     if (timeout_ms >= 0)
         abs_deadline(&ts, (uint64_t)timeout_ms * 1000000ull);
-    int in_progress_thread = vmmc_udp__rx_owner(l);
+    int in_progress_thread = vmmc_udp__rx_owner(l), hooked = 0;
     int st = VMMC_OK;
     pthread_mutex_lock(&p->lock);
-    if (!in_progress_thread && outstanding(p, delivered))
+    if (!in_progress_thread && outstanding(p, delivered)) {
         vmmc_udp_link_idle(l); /* the reports come through the progress thread */
+        hooked = 1;             /* and the peer may wait for us: see wait_window */
+        waiting_hook(l, p, 1);
+    }
     while (outstanding(p, delivered)) {
         if (p->state != PEER_ALIVE) {
             st = peer_status(l, p, id);
@@ -374,6 +406,8 @@ static int vmmc_udp__wait(vmmc_udp_link_t *l, uint32_t id, int timeout_ms, int d
             pthread_cond_timedwait(&p->cond, &p->lock, &t2);
         }
     }
+    if (hooked)
+        waiting_hook(l, p, 0);
     pthread_mutex_unlock(&p->lock);
     return st;
 }

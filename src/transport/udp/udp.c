@@ -77,8 +77,29 @@ static int udp_drain(vmmc_ep_t *ep, void (*push)(vmmc_ep_t *ep, const vmmc_nrec_
     atomic_store_explicit(&u->nq_count, 0, memory_order_release);
     pthread_mutex_unlock(&u->nlock);
     if (n)
-        vmmc_udp_link_wake(u->link); /* writes held back for room go in now */
+        vmmc_udp_link_retry(u->link); /* writes held back for room go in now */
     return (int)n;
+}
+
+/* A thread of this endpoint starts (@begin: no lock of the link held) or
+ * ends (a count down, maybe under a link lock) waiting for a peer in the
+ * link or for a read's reply. Two endpoints that send each other
+ * notifying writes without running their notifications would otherwise
+ * wait for each other for ever: each one's queue is full, so each link
+ * holds back the other's writes, so neither sender gets room. As a shm
+ * sender that waits for room does, the waiter moves this endpoint's
+ * notifications into the core's queue (run at its next progress, never
+ * inside this send), and while it waits the receiving thread does the same
+ * whenever the queue fills (vmmc_udp__deliver). */
+void vmmc_udp__waiting(void *arg, int begin)
+{
+    udp_ep_t *u = arg;
+    if (!begin) {
+        atomic_fetch_sub_explicit(&u->waiting, 1, memory_order_relaxed);
+        return;
+    }
+    atomic_fetch_add_explicit(&u->waiting, 1, memory_order_seq_cst);
+    vmmc_tl_drain(u->ep);
 }
 
 /* The endpoint is about to sleep, so nobody polls the socket until it
@@ -183,9 +204,17 @@ int vmmc_udp__deliver(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec, const
          * wait for the application, a notifying write waits in the link
          * (which then holds back this sender, as a full ring does on shm). */
         if ((rec->flags & VMMC_UDP_F_NOTIFY) && (rec->flags & VMMC_UDP_F_LAST) &&
-            atomic_load_explicit(&u->nq_count, memory_order_acquire) >=
+            VMMC_UNLIKELY(atomic_load_explicit(&u->nq_count, memory_order_acquire) >=
+                          VMMC_TL_EP(ep)->notify_queue)) {
+            /* Unless one of our threads waits for a peer: then the queue
+             * moves to the core's (see vmmc_udp__waiting). */
+            if (!atomic_load_explicit(&u->waiting, memory_order_seq_cst))
+                return 1;
+            vmmc_tl_drain(ep);
+            if (atomic_load_explicit(&u->nq_count, memory_order_acquire) >=
                 VMMC_TL_EP(ep)->notify_queue)
-            return 1;
+                return 1; /* the core is running them: offered again soon */
+        }
         if (rec->flags & VMMC_UDP_F_FIRST) {
             r->msg_off = rec->offset;
             r->msg_ok = 1;
@@ -320,6 +349,8 @@ static int udp_ctl_send(vmmc_ep_t *ep, vmmc_tl_peer_t *peer, const vmmc_ctl_msg_
         return vmmc_error(VMMC_ERR_UNSUPPORTED, "udp cannot pass file descriptors");
     udp_ep_t *u = U(ep);
     int alive = u->link ? vmmc_udp_link_peer_alive(u->link, (uint32_t)peer->rank) : 0;
+    if (alive == 0 && vmmc_tl_peer_error(peer) != VMMC_OK)
+        return VMMC_ERR_PEER_DEAD; /* with the core's reason */
     if (alive != 1)
         return alive == 0 ? vmmc_error(VMMC_ERR_PEER_DEAD, "rank %d is dead (udp)", peer->rank)
                           : vmmc_error(VMMC_ERR_PEER_UNREACHABLE,
@@ -436,6 +467,9 @@ static int udp_rpc(vmmc_tl_proxy_t *px, int kind, void *wire, size_t wlen, uint6
     rec.kind = (uint8_t)kind;
     int st = vmmc_udp_link_send(u->link, (uint32_t)px->rank, &rec, wire, wlen);
     vmmc_udp_link_idle(u->link); /* the reply comes through the progress thread */
+    /* The reply comes in order behind the peer's writes, which our link may
+     * hold back for room: make room while waiting (vmmc_udp__waiting). */
+    vmmc_udp__waiting(u, 1);
     pthread_mutex_lock(&u->lock);
     if (st != VMMC_OK)
         g.status = st;
@@ -457,6 +491,7 @@ static int udp_rpc(vmmc_tl_proxy_t *px, int kind, void *wire, size_t wlen, uint6
             break;
         }
     pthread_mutex_unlock(&u->lock);
+    vmmc_udp__waiting(u, 0);
     if (g.status != VMMC_OK && st == VMMC_OK && g.status == VMMC_ERR_PEER_DEAD)
         return vmmc_error(g.status, "rank %d is dead (udp)", px->rank);
     return g.status;

@@ -125,6 +125,12 @@ typedef struct udp_ep {
     vmmc_nrec_t *nq;
     size_t nq_n, nq_cap;
     _Atomic size_t nq_count;
+    /* Threads of this endpoint blocked waiting for a peer (window room,
+     * a delivery report, a read's reply). While there are any, the
+     * receiving thread moves this queue into the core's (vmmc_tl_drain)
+     * instead of holding notifying writes back: the peer may be blocked
+     * the same way, waiting for them to be taken. */
+    _Atomic int waiting;
 } udp_ep_t;
 
 extern const int vmmc_tl_slot_udp; /* our slot in the registry (generated) */
@@ -148,6 +154,7 @@ static inline udp_peer_t *udp_peer_of(udp_ep_t *u, uint32_t h)
 int vmmc_udp__deliver(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec, const void *data,
                       size_t len);
 void vmmc_udp__tick(void *arg);
+void vmmc_udp__waiting(void *arg, int begin);
 void vmmc_udp__gets_fail(udp_ep_t *u, int rank, int status);
 
 /* udp_peer.c: endpoint and peers */

@@ -106,8 +106,9 @@ static void link_dead(void *arg, uint32_t peer, int clean)
 {
     udp_ep_t *u = arg;
     vmmc_tl_peer_failed(u->ep, (int)peer, -1,
-                        clean ? "left (udp goodbye)"
-                              : "no answer over udp within VMMC_UDP_PEER_TIMEOUT");
+                        clean == VMMC_UDP_DOWN_REFUSED ? "refused: not listening (udp)"
+                        : clean ? "left (udp goodbye)"
+                                : "no answer over udp within VMMC_UDP_PEER_TIMEOUT");
 }
 
 static void announce_ready(vmmc_ep_t *ep, int fd, uint32_t events, void *arg)
@@ -168,6 +169,15 @@ static int on_unknown(void *arg, const vmmc_udp_hdr_t *h, const uint8_t *dgram,
     /* A good handshake: the core knows the peer, accepts it, or refuses
      * it (and counts that: connections_refused). */
     int is_new = 0, hd = vmmc_tl_peer_accept(ep, addr, len, 0, &is_new);
+    if (hd == VMMC_ERR_PERMISSION) {
+        /* It does not listen (or is closing): say so, so that the peer
+         * fails at once. It proved it holds the secret its address gives,
+         * and the answer goes to that address only, authenticated under
+         * the link key from us to it. */
+        vmmc_udp_link_refuse(u->link, h, from, fromlen, tok);
+        vmmc_debug("udp: handshake from wire id %08x refused: %s", h->src, vmmc_last_error());
+        return -1;
+    }
     if (hd < 0 || register_peer_from(u, hd, addr, from, fromlen, tok, uid) != VMMC_OK) {
         vmmc_debug("udp: handshake from wire id %08x: %s", h->src, vmmc_last_error());
         return -1;
@@ -225,6 +235,7 @@ static int link_start(udp_ep_t *u)
     p.dead = link_dead;
     p.unknown = on_unknown;
     p.tick = vmmc_udp__tick;
+    p.waiting = vmmc_udp__waiting;
     p.arg = u;
     vmmc_udp_link_t *l;
     if ((rc = vmmc_udp_link_open(&p, &l)) != VMMC_OK)
@@ -482,9 +493,14 @@ int vmmc_udp__peer_connect(vmmc_ep_t *ep, vmmc_tl_peer_t *peer, int timeout_ms)
     }
     if (a == 1)
         return VMMC_OK;
-    if (a == 0)
+    if (a == 0) {
+        /* The link told the core why (e.g. the peer refused our handshake
+         * before this line): that reason, if it is there yet. */
+        if ((rc = vmmc_tl_peer_error(peer)) != VMMC_OK)
+            return rc;
         return vmmc_error(VMMC_ERR_PEER_DEAD, "%s %d is dead or left (udp)",
                           VMMC_PEER_WORD(ep, peer->rank), peer->rank);
+    }
     return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "%s %d published no usable udp address",
                       VMMC_PEER_WORD(ep, peer->rank), peer->rank);
 }

@@ -107,7 +107,7 @@ vmmc_udp_verdict_t vmmc_udp_decode(const uint8_t *b, size_t len, vmmc_udp_hdr_t 
         return VMMC_UDP_BAD_VERSION;
     uint8_t type = b[3], flags = b[4];
     const unsigned wire_only = VMMC_UDP_F_SACK | VMMC_UDP_F_IMM;
-    if (type < VMMC_UDP_T_DATA || type > VMMC_UDP_T_BYE || (flags & ~(VMMC_UDP_F_ALL | wire_only)))
+    if (type < VMMC_UDP_T_DATA || type > VMMC_UDP_T_REFUSE || (flags & ~(VMMC_UDP_F_ALL | wire_only)))
         return VMMC_UDP_BAD_HEADER;
     unsigned hlen = VMMC_UDP_HDR_MIN + (flags & VMMC_UDP_F_SACK ? 8u : 0u) +
                     (flags & VMMC_UDP_F_IMM ? 8u : 0u);

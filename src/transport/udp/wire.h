@@ -8,7 +8,7 @@
  *   8  u32 src endpoint id      12  u32 region
  *  16  u8[16] token: capability for the region (zero for region 0 and control)
  *  32  u32 length of the payload that follows    36  u32 gen (region generation)
- *  40  u64 offset in the region (DATA); control counter (ACK, KEEPALIVE, BYE)
+ *  40  u64 offset in the region (DATA); control counter (ACK, KEEPALIVE, BYE, REFUSE)
  *  48  u32 seq (DATA only)     52  u32 cumulative ack (last in-order seq received)
  *  56  u64 sack, only with flag SACK: bit i set = seq ack+2+i received out of order
  *      u64 imm, only with flag IMM: carried to the receiver with the message
@@ -47,7 +47,11 @@ enum vmmc_udp_type {
     VMMC_UDP_T_DATA = 1,      /* sequenced, carries a payload for a region */
     VMMC_UDP_T_ACK = 2,       /* acknowledgement only */
     VMMC_UDP_T_KEEPALIVE = 3, /* liveness, carries acks too */
-    VMMC_UDP_T_BYE = 4        /* the sender closed its link cleanly */
+    VMMC_UDP_T_BYE = 4,       /* the sender closed its link cleanly */
+    /* The answer to a handshake the sender will not take (it does not
+     * listen): tagged with the key of the link from the sender to the one
+     * refused, whose handshake gave it that one's secret. */
+    VMMC_UDP_T_REFUSE = 5
 };
 
 enum vmmc_udp_flags {

@@ -35,6 +35,21 @@ static size_t chunk_len(size_t pos, int pass)
     return pos + n > SLICE ? SLICE - pos : n;
 }
 
+/* Where a chunk of some pass starts in a slice: its length in each pass
+ * (0: no chunk of that pass starts there). A notification must name exactly
+ * one chunk its sender sent (or, after an asynchronous send, a chunk's start
+ * with length 0), even when threads' multi-datagram messages travel at the
+ * same time. */
+static uint16_t (*chunk_at)[SLICE];
+
+static int is_chunk(size_t pos, size_t len)
+{
+    for (int p = 0; p < passes; p++)
+        if (chunk_at[p][pos] && (chunk_at[p][pos] == len || len == 0))
+            return 1;
+    return 0;
+}
+
 static void on_note(vmmc_ep_t *e, const vmmc_notification_t *n, void *arg)
 {
     (void)e;
@@ -43,11 +58,24 @@ static void on_note(vmmc_ep_t *e, const vmmc_notification_t *n, void *arg)
     uint64_t seq = n->imm & 0xffffffffu;
     if (s < 0 || s >= np || t < 0 || t >= NT)
         VT_FAIL("[%s] notification from rank %d thread %d", conf_transport(), s, t);
+    size_t base = slice_off(s, t);
+    if (n->offset < base || n->offset - base >= SLICE || !is_chunk(n->offset - base, n->length))
+        VT_FAIL("[%s] rank %d thread %d: notification %llu for %zu bytes at %zu: no such chunk",
+                conf_transport(), s, t, (unsigned long long)seq, n->length, n->offset);
     if (seq != note_seq[s][t] + 1)
         VT_FAIL("[%s] rank %d thread %d: notification %llu after %llu", conf_transport(), s, t,
                 (unsigned long long)seq, (unsigned long long)note_seq[s][t]);
     note_seq[s][t] = seq;
     notes++;
+}
+
+static void chunks_init(void)
+{
+    chunk_at = calloc((size_t)passes, sizeof *chunk_at);
+    VT_CHECK(chunk_at != NULL);
+    for (int p = 0; p < passes; p++)
+        for (size_t pos = 0; pos < SLICE; pos += chunk_len(pos, p))
+            chunk_at[p][pos] = (uint16_t)chunk_len(pos, p);
 }
 
 static uint64_t notes_per_thread(void)
@@ -107,6 +135,8 @@ int main(int argc, char **argv)
     ep = conf_init(0);
     if (argc > 1)
         passes = atoi(argv[1]);
+    VT_CHECK(passes > 0);
+    chunks_init();
     me = vmmc_rank(ep);
     np = vmmc_size(ep);
     VT_CHECK(np <= MAXR);

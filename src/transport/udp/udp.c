@@ -403,6 +403,19 @@ static inline void wrote(vmmc_tl_proxy_t *px, vmmc_udp_link_t *l, int st, int fl
         VMMC_COUNT(px->ep, CNT_NOTIFY_SENT, 1);
 }
 
+/* Hold the peer's write lock (txlock) for one write; a non-blocking send
+ * does not wait for another thread's write. */
+static inline int tx_lock(udp_peer_t *up, const vmmc_tl_proxy_t *px, int flags)
+{
+    if (!(flags & VMMC_SEND_NONBLOCK)) {
+        pthread_mutex_lock(&up->txlock);
+        return VMMC_OK;
+    }
+    if (pthread_mutex_trylock(&up->txlock) == 0)
+        return VMMC_OK;
+    return vmmc_error(VMMC_ERR_AGAIN, "udp: another thread is writing to rank %d", px->rank);
+}
+
 static int udp_put(vmmc_tl_proxy_t *px, size_t off, const void *src, size_t len, int flags,
                    uint64_t imm)
 {
@@ -419,9 +432,13 @@ static int udp_put(vmmc_tl_proxy_t *px, size_t off, const void *src, size_t len,
     vmmc_udp_rec_t rec;
     write_rec(px, off, flags, imm, &rec);
     rec.flags |= (flags & VMMC_SEND_HEAD_LAST) ? VMMC_UDP_F_HEADLAST : 0;
-    int st = vmmc_udp_link_send_ex(l, (uint32_t)px->rank, &rec, src, len,
-                                   flags & VMMC_SEND_NONBLOCK);
+    udp_peer_t *up = udp_peer_of(U(px->ep), (uint32_t)px->rank);
+    int st = tx_lock(up, px, flags);
+    if (st != VMMC_OK)
+        return st;
+    st = vmmc_udp_link_send_ex(l, (uint32_t)px->rank, &rec, src, len, flags & VMMC_SEND_NONBLOCK);
     wrote(px, l, st, flags);
+    pthread_mutex_unlock(&up->txlock);
     /* Remote completion (VMMC_UDP_SYNC, and always to this very process):
      * return once the receiver applied it, so "send, then barrier" or a
      * write to oneself is visible as with shm. A non-blocking send stops
@@ -441,9 +458,13 @@ static int udp_putv(vmmc_tl_proxy_t *px, size_t off, const struct iovec *iov, in
     vmmc_udp_link_t *l = U(px->ep)->link;
     vmmc_udp_rec_t rec;
     write_rec(px, off, flags, imm, &rec);
-    int st = vmmc_udp_link_sendv(l, (uint32_t)px->rank, &rec, iov, iovcnt,
-                                 flags & VMMC_SEND_NONBLOCK);
+    udp_peer_t *up = udp_peer_of(U(px->ep), (uint32_t)px->rank);
+    int st = tx_lock(up, px, flags);
+    if (st != VMMC_OK)
+        return st;
+    st = vmmc_udp_link_sendv(l, (uint32_t)px->rank, &rec, iov, iovcnt, flags & VMMC_SEND_NONBLOCK);
     wrote(px, l, st, flags);
+    pthread_mutex_unlock(&up->txlock);
     if (st == VMMC_OK && (vmmc_udp_cfg_sync || px->rank == VMMC_TL_EP(px->ep)->rank))
         st = vmmc_udp_link_sync(l, (uint32_t)px->rank, -1, flags & VMMC_SEND_NONBLOCK);
     return st;

@@ -70,6 +70,11 @@ typedef struct udp_peer {
     /* The link's datagram count right after our last write to it (a signal
      * right behind a write rides on it, see udp_signal). */
     _Atomic uint32_t wrote_at;
+    /* One write to it at a time, all its datagrams: the receiver takes a
+     * write's extent (its notification's offset and length) from its first
+     * and last datagram, so two threads' writes must not interleave there
+     * (a sender waiting for the window lets go of the link's peer lock). */
+    pthread_mutex_t txlock;
     udp_rx_t rx;       /* progress thread only */
 } udp_peer_t;
 

@@ -68,8 +68,10 @@ static udp_peer_t *peer_slot(udp_ep_t *u, int h)
             atomic_store_explicit(&u->peers[h / UDP_PEER_CHUNK], c, memory_order_release);
     }
     up = c ? c[h % UDP_PEER_CHUNK] : NULL;
-    if (c && !up && (up = calloc(1, sizeof *up)))
+    if (c && !up && (up = calloc(1, sizeof *up))) {
+        pthread_mutex_init(&up->txlock, NULL);
         __atomic_store_n(&c[h % UDP_PEER_CHUNK], up, __ATOMIC_RELEASE);
+    }
     pthread_mutex_unlock(&u->lock);
     return up;
 }
@@ -444,8 +446,12 @@ void vmmc_udp__ep_close(vmmc_ep_t *ep)
     for (int c = 0; c < UDP_PEER_CHUNKS; c++) {
         if (!u->peers[c])
             continue;
-        for (int i = 0; i < UDP_PEER_CHUNK; i++)
+        for (int i = 0; i < UDP_PEER_CHUNK; i++) {
+            if (!u->peers[c][i])
+                continue;
+            pthread_mutex_destroy(&u->peers[c][i]->txlock);
             free(u->peers[c][i]);
+        }
         free(u->peers[c]);
     }
     pthread_mutex_destroy(&u->start_lock);

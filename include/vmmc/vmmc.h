@@ -470,7 +470,15 @@ enum {
      *  when it fits in one). Needs a length of at least 16, an offset and
      *  a region start that are multiples of 8, a synchronous send, and an
      *  export that is not redirectable (VMMC_ERR_INVALID otherwise). */
-    VMMC_SEND_HEAD_LAST = 1u << 2
+    VMMC_SEND_HEAD_LAST = 1u << 2,
+    /** Start this send only once every operation the endpoint issued
+     *  before it, to any peer (sends, gather sends, atomics, asynchronous
+     *  ones too), has been applied in its target's memory, as after
+     *  vmmc_fence(ep, -1) (libfabric's FI_FENCE): a flag written to one
+     *  peer with it tells that peer that the data written to others is in
+     *  place. The caller waits for that, even in vmmc_send_async(),
+     *  vmmc_sendv() and vmmc_send_cq(). */
+    VMMC_SEND_FENCE = 1u << 3
 };
 
 /**

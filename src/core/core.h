@@ -440,6 +440,9 @@ static inline void vmmc_proxy_leave(vmmc_proxy_t *px)
  * the fetch itself once they passed (waits for earlier async sends). */
 int vmmc_send_check(const vmmc_proxy_t *px, size_t off, const void *src, size_t len,
                     unsigned flags);
+/* VMMC_SEND_FENCE in *@flags: fence every peer now (vmmc_fence(ep, -1)) and
+ * take the flag out of *@flags (the transports never see it). */
+int vmmc_send_fence_first(vmmc_proxy_t *px, unsigned *flags);
 int vmmc_fetch_check(vmmc_proxy_t *px, size_t off, void *dst, size_t len);
 int vmmc_fetch_now(vmmc_proxy_t *px, size_t off, void *dst, size_t len);
 

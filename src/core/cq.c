@@ -421,6 +421,8 @@ int vmmc_send_cq(vmmc_proxy_t *px, size_t off, const void *src, size_t len, unsi
         return rc;
     if (px->ep != cq->ep)
         return vmmc_error(VMMC_ERR_INVALID, "vmmc_send_cq: queue of another endpoint");
+    if ((rc = vmmc_send_fence_first(px, &flags)) != VMMC_OK)
+        return rc;
     cq_slot_t *s = post_begin(cq, px, VMMC_OP_SEND, off, len, context, &rc);
     if (!s)
         return rc;

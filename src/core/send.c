@@ -9,7 +9,9 @@
 
 #include "core/core.h"
 
+/* The flags the short path takes; VMMC_SEND_FENCE goes the long way. */
 #define SEND_FLAGS (VMMC_SEND_NOTIFY | VMMC_SEND_NONBLOCK | VMMC_SEND_HEAD_LAST)
+#define SEND_FLAGS_ALL (SEND_FLAGS | VMMC_SEND_FENCE)
 
 /* VMMC_SEND_HEAD_LAST: what it needs (checked before a byte moves). */
 static VMMC_COLD int head_last_error(const vmmc_proxy_t *px, size_t off, size_t len)
@@ -49,7 +51,7 @@ static VMMC_COLD int send_check_failed(const vmmc_proxy_t *px, size_t off, const
         return vmmc_error(VMMC_ERR_INVALID, "send: NULL proxy");
     if (atomic_load(&px->state) != PX_ACTIVE)
         return vmmc_proxy_state_error(px);
-    if (flags & ~(unsigned)SEND_FLAGS)
+    if (flags & ~(unsigned)SEND_FLAGS_ALL)
         return vmmc_error(VMMC_ERR_INVALID, "send: unknown flags 0x%x", flags);
     if (!src && len)
         return vmmc_error(VMMC_ERR_INVALID, "send: NULL source for %zu bytes", len);
@@ -64,9 +66,17 @@ static inline int send_checks(const vmmc_proxy_t *px, size_t off, const void *sr
 {
     if (VMMC_UNLIKELY(!px || atomic_load_explicit(&px->state, memory_order_relaxed) != PX_ACTIVE ||
                       off > px->len || len > px->len - off || (!src && len) ||
-                      (flags & ~(unsigned)SEND_FLAGS)))
+                      (flags & ~(unsigned)SEND_FLAGS_ALL)))
         return send_check_failed(px, off, src, len, flags);
     return VMMC_OK;
+}
+
+int vmmc_send_fence_first(vmmc_proxy_t *px, unsigned *flags)
+{
+    if (!(*flags & VMMC_SEND_FENCE))
+        return VMMC_OK;
+    *flags &= ~(unsigned)VMMC_SEND_FENCE;
+    return vmmc_fence(px->ep, -1);
 }
 
 int vmmc_send_check(const vmmc_proxy_t *px, size_t off, const void *src, size_t len,
@@ -121,7 +131,7 @@ static VMMC_COLD int send_slow(vmmc_proxy_t *px, size_t off, const void *src, si
                                unsigned flags, uint64_t imm)
 {
     int rc = send_checks(px, off, src, len, flags);
-    if (rc != VMMC_OK)
+    if (rc != VMMC_OK || (rc = vmmc_send_fence_first(px, &flags)) != VMMC_OK)
         return rc;
     return send_now(px, off, src ? src : no_bytes, len, flags, imm);
 }
@@ -164,6 +174,10 @@ int vmmc_send_async(vmmc_proxy_t *px, size_t off, const void *src, size_t len, u
     if (flags & VMMC_SEND_HEAD_LAST) {
         r->type = REQ_NONE;
         return vmmc_error(VMMC_ERR_INVALID, "VMMC_SEND_HEAD_LAST is for synchronous sends");
+    }
+    if ((rc = vmmc_send_fence_first(px, &flags)) != VMMC_OK) {
+        r->type = REQ_NONE;
+        return rc;
     }
     r->type = REQ_SEND;
     if (len <= vmmc_core_cfg.async_inline_max) {

@@ -13,7 +13,7 @@
 
 #include "core/core.h"
 
-#define SENDV_FLAGS (VMMC_SEND_NOTIFY | VMMC_SEND_NONBLOCK)
+#define SENDV_FLAGS (VMMC_SEND_NOTIFY | VMMC_SEND_NONBLOCK | VMMC_SEND_FENCE)
 #define SENDV_STACK 4096 /* staged on the stack up to this many bytes */
 
 _Static_assert(sizeof(vmmc_iov_t) == sizeof(struct iovec), "vmmc_iov_t is an iovec");
@@ -61,6 +61,11 @@ int vmmc_sendv(vmmc_proxy_t *px, size_t off, const vmmc_iov_t *iov, int iovcnt, 
     if (VMMC_UNLIKELY(bad || atomic_load_explicit(&px->state, memory_order_relaxed) != PX_ACTIVE ||
                       off > px->len || total > px->len - off))
         return sendv_refused(px, off, iov, iovcnt, flags, total, overflow);
+    if (VMMC_UNLIKELY(flags & VMMC_SEND_FENCE)) {
+        int rc = vmmc_send_fence_first(px, &flags);
+        if (rc != VMMC_OK)
+            return rc;
+    }
     if (VMMC_UNLIKELY(atomic_load_explicit(&px->peer->async_inflight, memory_order_acquire))) {
         int rc = vmmc_send_wait_async(px->peer);
         if (rc != VMMC_OK)

@@ -1,6 +1,7 @@
 /* Fence: when vmmc_fence(ep, peer) returns, every send, asynchronous send,
  * gather send and atomic issued to that peer before it has landed in the
- * peer's memory, so a third rank told so afterwards sees all of it.
+ * peer's memory, so a third rank told so afterwards sees all of it; the same
+ * when the telling send carries VMMC_SEND_FENCE.
  *
  * Rank 0 writes a round's pattern into rank 1 (an atomic add, 128 KiB
  * asynchronous, chunks synchronous, a gather send), fences (to rank 1, or
@@ -54,10 +55,14 @@ int main(void)
                                  {src + BIG + 1, 2047},
                                  {src + BIG + 2048, TAIL - 2048}};
             VT_OK(vmmc_sendv(dpx, BIG, iov, 4, 0, 0));
-            VT_OK(vmmc_fence(ep, round % 2 ? 1 : -1));
+            /* Every third round the flag's own send fences (VMMC_SEND_FENCE:
+             * all peers, before it starts). */
+            int by_flag = round % 3 == 0;
+            if (!by_flag)
+                VT_OK(vmmc_fence(ep, round % 2 ? 1 : -1));
             if (rc == VMMC_INPROGRESS)
                 VT_OK(vmmc_request_wait(&rq, (int)(conf_timeout() * 1000)));
-            VT_OK(vmmc_send(fpx, 0, &round, sizeof round, 0));
+            VT_OK(vmmc_send(fpx, 0, &round, sizeof round, by_flag ? VMMC_SEND_FENCE : 0));
         } else if (me == 2) {
             CONF_POLL(ep, conf_load(flag.p) == round, "rank 0's word after its fence");
             VT_OK(vmmc_fetch(dpx, 0, back, BIG + TAIL + 8));

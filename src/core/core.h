@@ -316,7 +316,8 @@ int vmmc_peer_find(vmmc_ep_t *ep, const char *addr, size_t len);
  * its handle, known or new. New ones are refused (counted) unless the
  * endpoint listens; *is_new says whether to announce it with
  * vmmc_peer_announce() once the transport can talk to it. */
-int vmmc_peer_accept(vmmc_ep_t *ep, const char *addr, size_t len, pid_t pid, int *is_new);
+int vmmc_peer_accept(vmmc_ep_t *ep, const vmmc_tl_ops_t *via, const char *addr, size_t len,
+                     pid_t pid, int *is_new);
 /* Run the accept callback for a new peer (control or progress thread). */
 void vmmc_peer_announce(vmmc_ep_t *ep, int h);
 void vmmc_peer_table_free(vmmc_ep_t *ep);

@@ -92,7 +92,8 @@ int vmmc_peer_find(vmmc_ep_t *ep, const char *addr, size_t len)
     return h;
 }
 
-int vmmc_peer_accept(vmmc_ep_t *ep, const char *addr, size_t len, pid_t pid, int *is_new)
+int vmmc_peer_accept(vmmc_ep_t *ep, const vmmc_tl_ops_t *via, const char *addr, size_t len,
+                     pid_t pid, int *is_new)
 {
     *is_new = 0;
     pthread_mutex_lock(&ep->peers_lock);
@@ -114,8 +115,14 @@ int vmmc_peer_accept(vmmc_ep_t *ep, const char *addr, size_t len, pid_t pid, int
     } else {
         h = insert_locked(ep, addr, len, pid);
         *is_new = h >= 0;
-        if (h >= 0)
+        if (h >= 0) {
+            /* Answered the way it came: a peer that reached us through a
+             * transport (its choice, or the only one it could use) is not
+             * switched to another (it would not take a reply there). */
+            if (via)
+                vmmc_peer_at(ep, h)->tl = via;
             VMMC_COUNT(ep, CNT_PEERS_ACCEPTED, 1);
+        }
     }
     pthread_mutex_unlock(&ep->peers_lock);
     return h;

@@ -353,11 +353,12 @@ typedef struct vmmc_tl_up {
      * them (no check). */
     int (*peer_count)(const struct vmmc_ep *ep);
     vmmc_tl_peer_t *(*peer_at)(const struct vmmc_ep *ep, int h);
-    /* A peer reached us first: its handle, known or new (refused, counted,
-     * unless the endpoint listens; @addr is checked here). *@is_new: tell
-     * the application with peer_announce once the transport can talk to it. */
-    int (*peer_accept)(struct vmmc_ep *ep, const char *addr, size_t len, pid_t pid,
-                       int *is_new);
+    /* A peer reached us first through transport @via: its handle, known or
+     * new (refused, counted, unless the endpoint listens; @addr is checked
+     * here). A new one is answered through @via. *@is_new: tell the
+     * application with peer_announce once the transport can talk to it. */
+    int (*peer_accept)(struct vmmc_ep *ep, const struct vmmc_tl_ops *via, const char *addr,
+                       size_t len, pid_t pid, int *is_new);
     void (*peer_announce)(struct vmmc_ep *ep, int h);
     /* The peer failed (@why; @wstatus: its wait status, or -1). */
     void (*peer_failed)(struct vmmc_ep *ep, int h, int wstatus, const char *why);
@@ -449,10 +450,10 @@ static inline vmmc_tl_peer_t *vmmc_tl_peer_at(struct vmmc_ep *ep, int h)
 {
     return VMMC_TL_UP(ep)->peer_at(ep, h);
 }
-static inline int vmmc_tl_peer_accept(struct vmmc_ep *ep, const char *addr, size_t len, pid_t pid,
-                                      int *is_new)
+static inline int vmmc_tl_peer_accept(struct vmmc_ep *ep, const struct vmmc_tl_ops *via,
+                                      const char *addr, size_t len, pid_t pid, int *is_new)
 {
-    return VMMC_TL_UP(ep)->peer_accept(ep, addr, len, pid, is_new);
+    return VMMC_TL_UP(ep)->peer_accept(ep, via, addr, len, pid, is_new);
 }
 static inline void vmmc_tl_peer_announce(struct vmmc_ep *ep, int h)
 {

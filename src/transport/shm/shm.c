@@ -205,7 +205,7 @@ static void accepted_ready(vmmc_ep_t *ep, int fd, uint32_t events, void *arg)
         return;
     }
     int is_new;
-    int h = vmmc_tl_peer_accept(ep, hm.addr, alen, cr.pid, &is_new);
+    int h = vmmc_tl_peer_accept(ep, &vmmc_tl_shm, hm.addr, alen, cr.pid, &is_new);
     if (h < 0) {
         vmmc_debug("shm: %s", vmmc_last_error());
         refuse(ep, fd, 0); /* counted by vmmc_peer_accept */

@@ -170,7 +170,7 @@ static int on_unknown(void *arg, const vmmc_udp_hdr_t *h, const uint8_t *dgram,
     }
     /* A good handshake: the core knows the peer, accepts it, or refuses
      * it (and counts that: connections_refused). */
-    int is_new = 0, hd = vmmc_tl_peer_accept(ep, addr, len, 0, &is_new);
+    int is_new = 0, hd = vmmc_tl_peer_accept(ep, &vmmc_tl_udp, addr, len, 0, &is_new);
     if (hd == VMMC_ERR_PERMISSION) {
         /* It does not listen (or is closing): say so, so that the peer
          * fails at once. It proved it holds the secret its address gives,
@@ -383,9 +383,9 @@ int vmmc_udp__ep_start(vmmc_ep_t *ep)
     for (int r = 0; r < VMMC_TL_EP(ep)->size; r++)
         any |= uses_udp(ep, r);
     if (!any) {
-        /* Every rank is on this host: no socket, no thread. */
-        close(u->fd);
-        u->fd = -1;
+        /* Every rank is on this host: no thread for now. The socket of our
+         * address stays, so the link can start when the endpoint listens or
+         * connects to a peer on another host (link_start). */
         if (u->lo_fd >= 0)
             close(u->lo_fd);
         u->lo_fd = -1;

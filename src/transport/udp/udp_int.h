@@ -155,12 +155,15 @@ static inline udp_peer_t *udp_peer_of(udp_ep_t *u, uint32_t h)
     return c ? __atomic_load_n(&c[h % UDP_PEER_CHUNK], __ATOMIC_ACQUIRE) : NULL;
 }
 
-/* udp.c: the link's callbacks */
+/* The link's callbacks: udp_rx.c (deliver, waiting) and udp.c (tick). */
 int vmmc_udp__deliver(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec, const void *data,
                       size_t len);
 void vmmc_udp__tick(void *arg);
 void vmmc_udp__waiting(void *arg, int begin);
 void vmmc_udp__gets_fail(udp_ep_t *u, int rank, int status);
+/* udp_rx.c: the ops table's drain and arm. */
+int vmmc_udp__drain(vmmc_ep_t *ep, void (*push)(vmmc_ep_t *ep, const vmmc_nrec_t *rec));
+int vmmc_udp__arm(vmmc_ep_t *ep);
 
 /* udp_peer.c: endpoint and peers */
 int vmmc_udp__ep_open(vmmc_ep_t *ep, char *card, size_t cap);

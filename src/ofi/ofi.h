@@ -169,6 +169,8 @@ typedef struct vofi_av {
     _Atomic int ref;        /* bound endpoints */
 } vofi_av_t;
 
+int vofi_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_av **av,
+                 void *context);
 /* Copy entry @p a into @p out (VOFI_MAX_EP_ADDR bytes); its length, or
  * -FI_EINVAL when @p a is not a valid entry. */
 int vofi_av_get(vofi_av_t *av, fi_addr_t a, uint8_t *out);
@@ -389,8 +391,10 @@ struct vofi_ep {
     vofi_queue_t rdv_rx;        /* receives moving data (redirects live) */
     vofi_queue_t work;          /* CTS/NAK to act on outside handlers (ofi_proto.c) */
     uint64_t next_id;
-    struct vofi_window *windows; /* per sending peer: redirectable export (ofi_proto.c) */
-    struct vofi_rproxy *rproxies; /* imports of peers' windows and MRs (ofi_rma.c, ofi_proto.c) */
+    struct vofi_window *windows; /* per sending peer: our redirectable export (ofi_proto.c) */
+    struct vofi_wproxy *wproxies; /* per receiving peer: its window, imported (ofi_proto.c) */
+    struct vofi_rproxy *rproxies; /* imports of peers' MRs (ofi_rma.c) */
+    void *rma;                    /* the rest of the RMA state (ofi_rma.c) */
     /* RMA */
     vmmc_cq_t *vcq;             /* vmmc completions of RMA and atomics */
     size_t rma_live;

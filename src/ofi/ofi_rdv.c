@@ -15,7 +15,8 @@
  * completes after writing the chunk the CTS marked last.
  *
  * A peer that dies while a rendezvous is in flight fails it on this side
- * with FI_EIO (checked every VOFI_LIVE_CHECK_NS while any is pending). */
+ * with FI_EIO, as it fails receives posted for that peer alone (checked
+ * every VOFI_LIVE_CHECK_NS while any is pending). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -349,6 +350,25 @@ static int rx_poll(vofi_ep_t *ep, int check_live)
     return n;
 }
 
+/* Receives directed at a peer that died can never complete: fail them. */
+static void rx_check_live(vofi_ep_t *ep, vofi_queue_t *q)
+{
+    vofi_xfer_t *next;
+    for (vofi_xfer_t *x = q->head; x; x = next) {
+        next = x->next;
+        if (x->peer < 0 || vmmc_peer_alive(ep->vep, x->peer) != 0)
+            continue;
+        vofi_queue_remove(q, x);
+        ep->rx_posted--;
+        vofi_cqe_t e = {.op_context = x->context,
+                        .flags = x->flags & (FI_RECV | FI_TAGGED | FI_MSG | FI_MULTI_RECV),
+                        .tag = x->tag, .err = FI_EIO, .prov_errno = VMMC_ERR_PEER_DEAD,
+                        .src = FI_ADDR_NOTAVAIL};
+        vofi_fail_rx(ep, &e, ep->cntr_recv);
+        free(x);
+    }
+}
+
 static void tx_check_live(vofi_ep_t *ep)
 {
     vofi_xfer_t *next;
@@ -376,17 +396,21 @@ int vofi_rdv_progress(vofi_ep_t *ep)
         free(w);
         n++;
     }
-    if (!ep->rdv_rx.head && !ep->rdv_tx.head)
-        return n;
     int check = 0;
-    uint64_t t = now_ns();
-    if (t - ep->live_check_ns > VOFI_LIVE_CHECK_NS) {
-        ep->live_check_ns = t;
-        check = 1;
+    if (ep->rdv_rx.head || ep->rdv_tx.head || ep->rx_posted) {
+        uint64_t t = now_ns();
+        if (t - ep->live_check_ns > VOFI_LIVE_CHECK_NS) {
+            ep->live_check_ns = t;
+            check = 1;
+        }
     }
-    n += rx_poll(ep, check);
-    if (check)
+    if (ep->rdv_rx.head)
+        n += rx_poll(ep, check);
+    if (check) {
         tx_check_live(ep);
+        rx_check_live(ep, &ep->posted_tag);
+        rx_check_live(ep, &ep->posted_msg);
+    }
     return n;
 }
 

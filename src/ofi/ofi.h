@@ -349,6 +349,8 @@ typedef struct vofi_unexp {
     uint64_t id;              /* RTS: sender's id */
     void *claim;              /* FI_CLAIM: the context that claimed it */
     size_t have;              /* eager bytes held in payload[] */
+    int arriving;             /* its handler is still receiving the payload */
+    struct vofi_xfer *waiter; /* matched while arriving: delivered when it has arrived */
     char payload[];
 } vofi_unexp_t;
 
@@ -458,8 +460,11 @@ int vofi_proto_progress(vofi_ep_t *ep); /* lock held */
 /* Start a send (tagged or not): eager or RTS. Lock held. 0 or -FI_E*. */
 ssize_t vofi_proto_send(vofi_ep_t *ep, const struct iovec *iov, size_t count, int peer,
                         uint64_t tag, uint64_t data, uint64_t flags, void *context);
-/* A receive was posted (or claimed) and matched @p u: take its data. */
-void vofi_proto_take(vofi_ep_t *ep, vofi_xfer_t *x, vofi_unexp_t *u);
+/* A receive was posted (or claimed) and matched @p u, which the caller took
+ * off its queue: deliver it into @p x (now, or when it has arrived). x is
+ * owned by the protocol from then on. Returns 1 when x was a multi-receive
+ * buffer that this message released (x is gone), else 0. */
+int vofi_proto_take(vofi_ep_t *ep, vofi_xfer_t *x, vofi_unexp_t *u);
 
 /* ofi_rdv.c: large messages. The receiver, once the message is matched,
  * posts a redirect of a window of its export for that sender into the

@@ -63,10 +63,10 @@
 #define VOFI_MR_MODES (FI_MR_PROV_KEY | FI_MR_VIRT_ADDR)
 #define VOFI_MR_BASIC_BITS (FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED)
 
-/* Domain limits (counts are the provider's own bounds, not hardware's). */
+/* Domain limits. */
 #define VOFI_MR_CNT ((1u << 24) - 1) /* key index: 24 bits */
 #define VOFI_MR_IOV_LIMIT 1
-#define VOFI_CNTR_CNT 1024
+#define VOFI_CNTR_CNT 1024 /* advisory, as cq_cnt and ep_cnt: not enforced at open */
 #define VOFI_CQ_CNT 1024
 #define VOFI_EP_CNT 256
 #define VOFI_ERR_DATA 160 /* vofi_cq_t.err_str */

@@ -86,6 +86,7 @@ typedef struct vofi_settings {
     uint64_t cq_size;    /* default CQ depth (VMMC_OFI_CQ_SIZE) */
     uint64_t import_ms;  /* how long a first RMA to a peer waits for its import */
     int progress_thread; /* auto progress: a thread per endpoint (VMMC_OFI_PROGRESS=auto) */
+    int progress_manual; /* VMMC_OFI_PROGRESS=manual: FI_PROGRESS_AUTO is refused */
 } vofi_settings_t;
 extern vofi_settings_t vofi_set;
 int vofi_settings_init(void);
@@ -104,7 +105,7 @@ int vofi_err(int vmmc_status);
 
 typedef struct vofi_fabric {
     struct fid_fabric fid;
-    _Atomic int ref; /* domains */
+    _Atomic int ref; /* domains, EQs */
 } vofi_fabric_t;
 
 typedef struct vofi_mr vofi_mr_t;
@@ -118,9 +119,11 @@ typedef struct vofi_domain {
     vofi_mr_t **mrs;      /* by key index (see ofi_mr.c) */
     size_t mr_cap;
     uint32_t mr_gen;
-    uint64_t mr_mode;     /* FI_MR_* the application agreed to */
+    uint64_t mr_mode;     /* FI_MR_* the application agreed to, as bits: FI_MR_BASIC is
+                           * PROV_KEY|VIRT_ADDR|ALLOCATED, FI_MR_SCALABLE is 0 */
     int threading;        /* FI_THREAD_* */
     int data_progress;    /* FI_PROGRESS_* */
+    struct fid_eq *eq;    /* bound by fi_domain_bind (held: it cannot close first) */
 } vofi_domain_t;
 
 int vofi_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context);
@@ -129,6 +132,9 @@ int vofi_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid
 int vofi_trywait(struct fid_fabric *fabric, struct fid **fids, int count);
 int vofi_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_eq **eq,
                  void *context);
+/* An object bound to an EQ holds it (+1) until it closes (-1): fi_close of
+ * a held EQ is -FI_EBUSY. */
+void vofi_eq_hold(struct fid_eq *eq, int delta);
 int vofi_query_atomic(struct fid_domain *domain, enum fi_datatype datatype, enum fi_op op,
                       struct fi_atomic_attr *attr, uint64_t flags);
 

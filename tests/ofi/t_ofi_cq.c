@@ -655,6 +655,8 @@ void t_ofi_cntr(void)
         }
         for (int i = 0; i < 3; i++)
             pthread_join(w[i], NULL);
+        /* Each wake-up was taken by the one it was for: none left over. */
+        VT_CHECK(atomic_load(&c->waiters) == 0 && !readable(c->efd));
     }
     vofi_cntr_unbind_ep(c, &ep->ep);
     ep->cntr = NULL;

@@ -267,9 +267,11 @@ static void cq_out(const vofi_cq_t *cq, void *buf, size_t i, const vofi_cqe_t *e
     }
 }
 
-static ssize_t cq_readfrom(struct fid_cq *fid, void *buf, size_t count, fi_addr_t *src)
+/* A read that finds nothing takes a pending fi_cq_signal when
+ * @p take_signal (fi_cq_read: whoever sleeps on the fd was woken and
+ * looked), so that the fd is not left readable; sread takes it itself. */
+static ssize_t cq_take(vofi_cq_t *cq, void *buf, size_t count, fi_addr_t *src, int take_signal)
 {
-    vofi_cq_t *cq = CQ_OF(fid);
     if (!buf && count) {
         vofi_warn("cq: read into a NULL buffer");
         return -FI_EINVAL;
@@ -308,15 +310,22 @@ static ssize_t cq_readfrom(struct fid_cq *fid, void *buf, size_t count, fi_addr_
         free(o);
     }
     ret = n ? (ssize_t)n : (count ? -FI_EAGAIN : (cq_has(cq) ? 0 : -FI_EAGAIN));
+    if (ret == -FI_EAGAIN && take_signal)
+        atomic_store(&cq->signaled, 0);
     cq_drain(cq);
 out:
     pthread_mutex_unlock(&cq->lock);
     return ret;
 }
 
+static ssize_t cq_readfrom(struct fid_cq *fid, void *buf, size_t count, fi_addr_t *src)
+{
+    return cq_take(CQ_OF(fid), buf, count, src, 1);
+}
+
 static ssize_t cq_read(struct fid_cq *fid, void *buf, size_t count)
 {
-    return cq_readfrom(fid, buf, count, NULL);
+    return cq_take(CQ_OF(fid), buf, count, NULL, 1);
 }
 
 static const char *cq_op_name(uint64_t flags)
@@ -409,7 +418,7 @@ static ssize_t cq_sreadfrom(struct fid_cq *fid, void *buf, size_t count, fi_addr
     }
     int64_t deadline = timeout >= 0 ? now_ms() + timeout : 0;
     for (;;) {
-        ssize_t ret = cq_readfrom(fid, buf, count, src);
+        ssize_t ret = cq_take(cq, buf, count, src, 0);
         if (ret != -FI_EAGAIN)
             return ret;
         int ms = -1;

@@ -406,7 +406,12 @@ static void t_fd(void)
     fi_cq_signal(&cq->fid);
     VT_CHECK(readable(fd) && vofi_cq_ready(cq) == 1);
     VT_CHECK(fi_cq_sread(&cq->fid, c, 1, NULL, 10000) == -FI_EAGAIN); /* the signal */
-    VT_CHECK(!readable(fd));
+    VT_CHECK(!readable(fd) && vofi_cq_ready(cq) == 0);
+    /* One who sleeps on the fd and reads takes the signal too. */
+    fi_cq_signal(&cq->fid);
+    VT_CHECK(readable(fd));
+    VT_CHECK(fi_cq_read(&cq->fid, c, 8) == -FI_EAGAIN);
+    VT_CHECK(!readable(fd) && vofi_cq_ready(cq) == 0);
 
     /* An endpoint bound before it has a wait fd: added once it has one. */
     struct fake_ep *f = &feps[1];

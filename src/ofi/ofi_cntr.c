@@ -121,7 +121,6 @@ int vofi_cntr_bind_ep(vofi_cntr_t *c, vofi_ep_t *ep)
     c->neps++;
     atomic_fetch_add(&c->ref, 1);
     pthread_mutex_unlock(&c->lock);
-    cntr_sync_fds(c);
     return 0;
 }
 

@@ -125,7 +125,9 @@ void vofi_cq_write_err(vofi_cq_t *cq, const vofi_cqe_t *e)
 }
 
 /* Add to the epoll set the wait fd of each bound endpoint that has one now
- * and was not added yet (an endpoint may get its fd only when enabled). */
+ * and was not added yet (an endpoint may get its fd only when enabled).
+ * Called before anyone sleeps on the set (sread, FI_GETWAIT, fi_trywait),
+ * never from a bind, which the endpoint may make under its own lock. */
 static void cq_sync_fds(vofi_cq_t *cq)
 {
     vofi_ep_t *want[VOFI_MAX_CNTR_EPS];
@@ -173,7 +175,6 @@ int vofi_cq_bind_ep(vofi_cq_t *cq, vofi_ep_t *ep)
     cq->neps++;
     atomic_fetch_add(&cq->ref, 1);
     pthread_mutex_unlock(&cq->lock);
-    cq_sync_fds(cq);
     return 0;
 }
 

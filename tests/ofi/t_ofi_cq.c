@@ -347,9 +347,7 @@ static void t_bind_progress(void)
     VT_CHECK(atomic_load(&f->progressed) == 1);
     VT_CHECK(m[0].op_context == f && m[1].flags == FI_RECV);
     VT_CHECK(src[0] == FI_ADDR_NOTAVAIL && src[1] == FI_ADDR_NOTAVAIL);
-    vofi_cq_unbind_ep(cq, &f->ep);
-    VT_CHECK(fi_close(&cq->fid.fid) == -FI_EBUSY);
-    /* Still bound once: its fd stays in the epoll set. */
+    /* The fd holds the endpoint's wait fd while one binding is left. */
     int fd;
     VT_CHECK(fi_control(&cq->fid.fid, FI_GETWAIT, &fd) == 0);
     VT_CHECK(!readable(fd));
@@ -358,6 +356,17 @@ static void t_bind_progress(void)
     VT_CHECK(fi_cq_read(&cq->fid, m, 4) == 1);
     VT_CHECK(!readable(fd));
     vofi_cq_unbind_ep(cq, &f->ep);
+    VT_CHECK(fi_close(&cq->fid.fid) == -FI_EBUSY);
+    ep_arrive(f, 1);
+    VT_CHECK(readable(fd));
+    VT_CHECK(fi_cq_read(&cq->fid, m, 4) == 1);
+    vofi_cq_unbind_ep(cq, &f->ep);
+    atomic_store(&f->progressed, 0);
+    ep_arrive(f, 1); /* no longer in the set, nor progressed */
+    VT_CHECK(!readable(fd));
+    VT_CHECK(fi_cq_read(&cq->fid, m, 4) == -FI_EAGAIN && atomic_load(&f->progressed) == 0);
+    f->cq = NULL;
+    vofi_ep_progress(&f->ep); /* drain the fake endpoint */
     VT_CHECK(fi_close(&cq->fid.fid) == 0);
 
     /* No more than VOFI_MAX_CNTR_EPS bindings. */
@@ -369,7 +378,6 @@ static void t_bind_progress(void)
         vofi_cq_unbind_ep(cq, &feps[i % NEP].ep);
     VT_CHECK(cq->neps == 0);
     VT_CHECK(fi_close(&cq->fid.fid) == 0);
-    f->cq = NULL;
 }
 
 static void t_fd(void)

@@ -15,10 +15,9 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "ofi/ofi.h"
+#include "ofi/ofi_bound.h"
 
 #define CNTR_OF(f) ((vofi_cntr_t *)(void *)(f))
 
@@ -75,106 +74,27 @@ void vofi_cntr_err(vofi_cntr_t *c)
     cntr_kick(c);
 }
 
-/* As cq_sync_fds (ofi_cq.c): add the wait fds endpoints have by now. */
-static void cntr_sync_fds(vofi_cntr_t *c)
-{
-    vofi_ep_t *want[VOFI_MAX_CNTR_EPS];
-    int n = 0;
-    pthread_mutex_lock(&c->lock);
-    for (int i = 0; i < c->neps; i++)
-        if (c->ep_fd[i] < 0)
-            want[n++] = c->eps[i];
-    pthread_mutex_unlock(&c->lock);
-    for (int k = 0; k < n; k++) {
-        int fd = vofi_ep_wait_fd(want[k]);
-        if (fd < 0)
-            continue;
-        pthread_mutex_lock(&c->lock);
-        for (int i = 0; i < c->neps; i++) {
-            if (c->eps[i] != want[k] || c->ep_fd[i] >= 0)
-                continue;
-            struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
-            if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev) == 0 || errno == EEXIST)
-                c->ep_fd[i] = fd;
-            else
-                vofi_warn("cntr: adding an endpoint's wait fd %d to its epoll set: %m", fd);
-        }
-        pthread_mutex_unlock(&c->lock);
-    }
-}
-
 int vofi_cntr_bind_ep(vofi_cntr_t *c, vofi_ep_t *ep)
 {
-    pthread_mutex_lock(&c->lock);
-    if (c->neps >= VOFI_MAX_CNTR_EPS) {
-        pthread_mutex_unlock(&c->lock);
-        vofi_warn("cntr: %d endpoint bindings already, the most one counter serves",
-                  VOFI_MAX_CNTR_EPS);
-        return -FI_ENOSPC;
-    }
-    int fd = -1;
-    for (int i = 0; i < c->neps; i++)
-        if (c->eps[i] == ep)
-            fd = c->ep_fd[i];
-    c->eps[c->neps] = ep;
-    c->ep_fd[c->neps] = fd;
-    c->neps++;
-    atomic_fetch_add(&c->ref, 1);
-    pthread_mutex_unlock(&c->lock);
-    return 0;
+    return vofi_bound_add(VOFI_BOUND(c, "cntr"), ep);
 }
 
 void vofi_cntr_unbind_ep(vofi_cntr_t *c, vofi_ep_t *ep)
 {
-    pthread_mutex_lock(&c->lock);
-    int i = c->neps - 1, others = 0;
-    while (i >= 0 && c->eps[i] != ep)
-        i--;
-    if (i < 0) {
-        pthread_mutex_unlock(&c->lock);
-        vofi_warn("cntr: unbinding an endpoint that is not bound");
-        return;
-    }
-    int fd = c->ep_fd[i];
-    c->neps--;
-    c->eps[i] = c->eps[c->neps];
-    c->ep_fd[i] = c->ep_fd[c->neps];
-    for (int k = 0; k < c->neps; k++)
-        others += c->eps[k] == ep;
-    if (!others && fd >= 0 && epoll_ctl(c->epfd, EPOLL_CTL_DEL, fd, NULL) && errno != ENOENT &&
-        errno != EBADF)
-        vofi_warn("cntr: removing an endpoint's wait fd %d from its epoll set: %m", fd);
-    atomic_fetch_sub(&c->ref, 1);
-    pthread_mutex_unlock(&c->lock);
+    vofi_bound_remove(VOFI_BOUND(c, "cntr"), ep);
 }
 
 /* 1 if the counter changed since it was last read (fd users: fi_trywait). */
 int vofi_cntr_ready(vofi_cntr_t *c)
 {
-    cntr_sync_fds(c);
+    vofi_bound_sync(VOFI_BOUND(c, "cntr"));
     return atomic_load(&c->armed);
-}
-
-static void cntr_progress(vofi_cntr_t *c)
-{
-    vofi_ep_t *eps[VOFI_MAX_CNTR_EPS];
-    pthread_mutex_lock(&c->lock);
-    int n = c->neps;
-    memcpy(eps, c->eps, (size_t)n * sizeof eps[0]);
-    pthread_mutex_unlock(&c->lock);
-    for (int i = 0; i < n; i++) {
-        int dup = 0;
-        for (int k = 0; k < i && !dup; k++)
-            dup = eps[k] == eps[i];
-        if (!dup)
-            vofi_ep_progress(eps[i]);
-    }
 }
 
 static uint64_t cntr_read(struct fid_cntr *fid)
 {
     vofi_cntr_t *c = CNTR_OF(fid);
-    cntr_progress(c);
+    vofi_bound_progress(VOFI_BOUND(c, "cntr"));
     cntr_drain(c);
     return atomic_load(&c->value);
 }
@@ -218,35 +138,24 @@ static int cntr_seterr(struct fid_cntr *fid, uint64_t value)
     return 0;
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Until value >= threshold (0), the error count changes (-FI_EAVAIL), or
  * timeout ms pass (-FI_ETIMEDOUT; negative: forever). */
 static int cntr_wait(struct fid_cntr *fid, uint64_t threshold, int timeout)
 {
     vofi_cntr_t *c = CNTR_OF(fid);
     uint64_t err0 = atomic_load(&c->err);
-    int64_t deadline = timeout >= 0 ? now_ms() + timeout : 0;
+    int64_t deadline = timeout >= 0 ? vofi_now_ms() + timeout : 0;
     for (;;) {
-        cntr_progress(c);
+        vofi_bound_progress(VOFI_BOUND(c, "cntr"));
         cntr_drain(c); /* this thread looks at the counter now */
         if (atomic_load(&c->value) >= threshold)
             return 0;
         if (atomic_load(&c->err) != err0)
             return -FI_EAVAIL;
-        int ms = -1;
-        if (timeout >= 0) {
-            int64_t left = deadline - now_ms();
-            if (left <= 0)
-                return -FI_ETIMEDOUT;
-            ms = (int)left;
-        }
-        cntr_sync_fds(c);
+        int ms = vofi_ms_left(deadline, timeout);
+        if (ms == 0)
+            return -FI_ETIMEDOUT;
+        vofi_bound_sync(VOFI_BOUND(c, "cntr"));
         pthread_mutex_lock(&c->lock);
         atomic_fetch_add(&c->waiters, 1);
         uint64_t kicks = c->kicks;
@@ -296,7 +205,7 @@ static int cntr_control(struct fid *fid, int command, void *arg)
             return -FI_EINVAL;
         if (c->wait_obj == FI_WAIT_NONE)
             return -FI_ENODATA;
-        cntr_sync_fds(c);
+        vofi_bound_sync(VOFI_BOUND(c, "cntr"));
         atomic_store(&c->fd_given, 1);
         cntr_kick(c); /* the state before is unknown to the caller: one wake-up */
         *(int *)arg = c->epfd;

@@ -23,10 +23,9 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "ofi/ofi.h"
+#include "ofi/ofi_bound.h"
 
 /* Entries kept in the ring; a larger requested size is honoured by the
  * overflow list, allocated only when used. */
@@ -124,110 +123,25 @@ void vofi_cq_write_err(vofi_cq_t *cq, const vofi_cqe_t *e)
     pthread_mutex_unlock(&cq->lock);
 }
 
-/* Add to the epoll set the wait fd of each bound endpoint that has one now
- * and was not added yet (an endpoint may get its fd only when enabled).
- * Called before anyone sleeps on the set (sread, FI_GETWAIT, fi_trywait),
- * never from a bind, which the endpoint may make under its own lock. */
-static void cq_sync_fds(vofi_cq_t *cq)
-{
-    vofi_ep_t *want[VOFI_MAX_CNTR_EPS];
-    int n = 0;
-    if (cq->epfd < 0)
-        return;
-    pthread_mutex_lock(&cq->lock);
-    for (int i = 0; i < cq->neps; i++)
-        if (cq->ep_fd[i] < 0)
-            want[n++] = cq->eps[i];
-    pthread_mutex_unlock(&cq->lock);
-    for (int k = 0; k < n; k++) {
-        int fd = vofi_ep_wait_fd(want[k]);
-        if (fd < 0)
-            continue;
-        pthread_mutex_lock(&cq->lock);
-        for (int i = 0; i < cq->neps; i++) {
-            if (cq->eps[i] != want[k] || cq->ep_fd[i] >= 0)
-                continue;
-            struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
-            if (epoll_ctl(cq->epfd, EPOLL_CTL_ADD, fd, &ev) == 0 || errno == EEXIST)
-                cq->ep_fd[i] = fd;
-            else
-                vofi_warn("cq: adding an endpoint's wait fd %d to its epoll set: %m", fd);
-        }
-        pthread_mutex_unlock(&cq->lock);
-    }
-}
-
 int vofi_cq_bind_ep(vofi_cq_t *cq, vofi_ep_t *ep)
 {
-    pthread_mutex_lock(&cq->lock);
-    if (cq->neps >= VOFI_MAX_CNTR_EPS) {
-        pthread_mutex_unlock(&cq->lock);
-        vofi_warn("cq: %d endpoints are bound already, the most one queue serves",
-                  VOFI_MAX_CNTR_EPS);
-        return -FI_ENOSPC;
-    }
-    int fd = -1;
-    for (int i = 0; i < cq->neps; i++)
-        if (cq->eps[i] == ep)
-            fd = cq->ep_fd[i]; /* bound before (transmit and receive) */
-    cq->eps[cq->neps] = ep;
-    cq->ep_fd[cq->neps] = fd;
-    cq->neps++;
-    atomic_fetch_add(&cq->ref, 1);
-    pthread_mutex_unlock(&cq->lock);
-    return 0;
+    return vofi_bound_add(VOFI_BOUND(cq, "cq"), ep);
 }
 
 void vofi_cq_unbind_ep(vofi_cq_t *cq, vofi_ep_t *ep)
 {
-    pthread_mutex_lock(&cq->lock);
-    int i = cq->neps - 1, others = 0;
-    while (i >= 0 && cq->eps[i] != ep)
-        i--;
-    if (i < 0) {
-        pthread_mutex_unlock(&cq->lock);
-        vofi_warn("cq: unbinding an endpoint that is not bound");
-        return;
-    }
-    int fd = cq->ep_fd[i];
-    cq->neps--;
-    cq->eps[i] = cq->eps[cq->neps];
-    cq->ep_fd[i] = cq->ep_fd[cq->neps];
-    for (int k = 0; k < cq->neps; k++)
-        others += cq->eps[k] == ep;
-    if (!others && fd >= 0 && epoll_ctl(cq->epfd, EPOLL_CTL_DEL, fd, NULL) && errno != ENOENT &&
-        errno != EBADF)
-        vofi_warn("cq: removing an endpoint's wait fd %d from its epoll set: %m", fd);
-    atomic_fetch_sub(&cq->ref, 1);
-    pthread_mutex_unlock(&cq->lock);
+    vofi_bound_remove(VOFI_BOUND(cq, "cq"), ep);
 }
 
 int vofi_cq_ready(vofi_cq_t *cq)
 {
-    cq_sync_fds(cq);
+    vofi_bound_sync(VOFI_BOUND(cq, "cq"));
     pthread_mutex_lock(&cq->lock);
     int r = cq_has(cq) || atomic_load(&cq->signaled);
     if (!r)
         cq_drain(cq);
     pthread_mutex_unlock(&cq->lock);
     return r;
-}
-
-/* Progress every bound endpoint once (each under its own lock). */
-static void cq_progress(vofi_cq_t *cq)
-{
-    vofi_ep_t *eps[VOFI_MAX_CNTR_EPS];
-    pthread_mutex_lock(&cq->lock);
-    int n = cq->neps;
-    memcpy(eps, cq->eps, (size_t)n * sizeof eps[0]);
-    pthread_mutex_unlock(&cq->lock);
-    for (int i = 0; i < n; i++) {
-        int dup = 0;
-        for (int k = 0; k < i && !dup; k++)
-            dup = eps[k] == eps[i];
-        if (!dup)
-            vofi_ep_progress(eps[i]);
-    }
 }
 
 static void cq_out(const vofi_cq_t *cq, void *buf, size_t i, const vofi_cqe_t *e)
@@ -277,7 +191,7 @@ static ssize_t cq_take(vofi_cq_t *cq, void *buf, size_t count, fi_addr_t *src, i
         vofi_warn("cq: read into a NULL buffer");
         return -FI_EINVAL;
     }
-    cq_progress(cq);
+    vofi_bound_progress(VOFI_BOUND(cq, "cq"));
     pthread_mutex_lock(&cq->lock);
     ssize_t ret;
     if (cq->nerr || cq->lost) {
@@ -402,13 +316,6 @@ static ssize_t cq_readerr(struct fid_cq *fid, struct fi_cq_err_entry *buf, uint6
     return 1;
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static ssize_t cq_sreadfrom(struct fid_cq *fid, void *buf, size_t count, fi_addr_t *src,
                             const void *cond, int timeout)
 {
@@ -417,17 +324,13 @@ static ssize_t cq_sreadfrom(struct fid_cq *fid, void *buf, size_t count, fi_addr
         vofi_warn("cq: sread on a queue opened with FI_WAIT_NONE");
         return -FI_ENOSYS;
     }
-    int64_t deadline = timeout >= 0 ? now_ms() + timeout : 0;
+    int64_t deadline = timeout >= 0 ? vofi_now_ms() + timeout : 0;
     for (;;) {
         ssize_t ret = cq_take(cq, buf, count, src, 0);
         if (ret != -FI_EAGAIN)
             return ret;
-        int ms = -1;
-        if (timeout >= 0) {
-            int64_t left = deadline - now_ms();
-            ms = left > 0 ? (int)left : 0;
-        }
-        cq_sync_fds(cq);
+        int ms = vofi_ms_left(deadline, timeout);
+        vofi_bound_sync(VOFI_BOUND(cq, "cq"));
         pthread_mutex_lock(&cq->lock);
         if (atomic_exchange(&cq->signaled, 0)) {
             cq_drain(cq);
@@ -517,7 +420,7 @@ static int cq_control(struct fid *fid, int command, void *arg)
             return -FI_EINVAL;
         if (cq->epfd < 0)
             return -FI_ENODATA;
-        cq_sync_fds(cq);
+        vofi_bound_sync(VOFI_BOUND(cq, "cq"));
         pthread_mutex_lock(&cq->lock);
         cq->fd_given = 1;
         if (cq_has(cq) || atomic_load(&cq->signaled))

@@ -3,7 +3,9 @@
  * Successful completions go to a ring of the queue's size; beyond it they
  * wait in an overflow list, so nothing is ever lost (FI_RM_ENABLED). Errors
  * have a list of their own; while one is there fi_cq_read returns
- * -FI_EAVAIL before any success.
+ * -FI_EAVAIL before any success. Completions that find no memory for the
+ * lists are counted and reported as one FI_EOVERRUN error whose len says
+ * how many.
  *
  * Waiting: a queue with a wait object owns an eventfd and an epoll set that
  * holds it and each bound endpoint's wait fd. A writer writes the eventfd

@@ -223,6 +223,41 @@ static void t_errors(void)
     VT_CHECK(fi_close(&cq->fid.fid) == 0);
 }
 
+/* Linked with -Wl,--wrap=malloc: a completion that finds no memory. */
+void *__real_malloc(size_t n);
+void *__wrap_malloc(size_t n);
+static _Atomic int malloc_fails;
+void *__wrap_malloc(size_t n)
+{
+    return atomic_load(&malloc_fails) ? NULL : __real_malloc(n);
+}
+
+static void t_no_memory(void)
+{
+    vofi_cq_t *cq = cq_open(FI_CQ_FORMAT_CONTEXT, FI_WAIT_FD, 2);
+    int fd;
+    VT_CHECK(fi_control(&cq->fid.fid, FI_GETWAIT, &fd) == 0);
+    vofi_cqe_t e = cqe(0);
+    vofi_cq_write(cq, &e);
+    vofi_cq_write(cq, &e);
+    atomic_store(&malloc_fails, 1);
+    vofi_cq_write(cq, &e); /* beyond the ring */
+    vofi_cq_write(cq, &e);
+    vofi_cq_write_err(cq, &e);
+    atomic_store(&malloc_fails, 0);
+    /* Not lost silently: one FI_EOVERRUN error says how many. */
+    struct fi_cq_entry c[4];
+    VT_CHECK(fi_cq_read(&cq->fid, c, 4) == -FI_EAVAIL);
+    struct fi_cq_err_entry ee = {0};
+    VT_CHECK(fi_cq_readerr(&cq->fid, &ee, 0) == 1);
+    VT_CHECK(ee.err == FI_EOVERRUN && ee.len == 3 && ee.op_context == NULL);
+    VT_CHECK(strstr(ee.err_data, "3 completion(s) lost"));
+    VT_CHECK(fi_cq_readerr(&cq->fid, &ee, 0) == -FI_EAGAIN);
+    VT_CHECK(fi_cq_read(&cq->fid, c, 4) == 2);
+    VT_CHECK(!readable(fd));
+    VT_CHECK(fi_close(&cq->fid.fid) == 0);
+}
+
 static void t_bind_progress(void)
 {
     vofi_cq_t *cq = cq_open(FI_CQ_FORMAT_MSG, FI_WAIT_FD, 8);
@@ -438,6 +473,7 @@ int main(void)
     t_formats();
     t_overflow();
     t_errors();
+    t_no_memory();
     t_bind_progress();
     t_fd();
     t_sread();

@@ -220,7 +220,13 @@ typedef struct vofi_cq {
     int efd;                 /* eventfd written on each completion (wait fd only) */
     int epfd;                /* epoll: efd + each bound endpoint's vmmc event fd */
     _Atomic int signaled;
+    /* Under lock: the eventfd is written only when someone may sleep on it
+     * (a thread in sread, or the fd was handed out by FI_GETWAIT), and only
+     * once until a read empties the queue again. */
+    int waiters, fd_given, armed;
+    size_t lost;             /* completions that found no memory: one FI_EOVERRUN error */
     vofi_ep_t *eps[VOFI_MAX_CNTR_EPS]; /* endpoints bound: progressed by reads */
+    int ep_fd[VOFI_MAX_CNTR_EPS]; /* eps[i]'s wait fd once added to epfd, else -1 */
     int neps;
     _Atomic int ref;
 } vofi_cq_t;
@@ -241,10 +247,15 @@ typedef struct vofi_cntr {
     vofi_domain_t *dom;
     _Atomic uint64_t value, err;
     pthread_mutex_t lock;
-    pthread_cond_t cond;
     int wait_obj;
     int efd, epfd;
+    /* The eventfd counts wake-ups: one per waiting thread not woken yet
+     * (waiters), and one for the holder of the fd (FI_GETWAIT) until it
+     * reads the counter (armed). kicks: wake-ups given, under lock. */
+    _Atomic int waiters, fd_given, armed;
+    uint64_t kicks;
     vofi_ep_t *eps[VOFI_MAX_CNTR_EPS];
+    int ep_fd[VOFI_MAX_CNTR_EPS]; /* as in vofi_cq_t */
     int neps;
     _Atomic int ref;
 } vofi_cntr_t;

@@ -250,7 +250,8 @@ static int av_lookup(struct fid_av *fav, fi_addr_t fa, void *addr, size_t *addrl
         return n;
     }
     size_t cap = *addrlen;
-    memcpy(addr, a, cap < (size_t)n ? cap : (size_t)n); /* truncated, as fi_av(3) says */
+    if (cap) /* truncated, as fi_av(3) says */
+        memcpy(addr, a, cap < (size_t)n ? cap : (size_t)n);
     *addrlen = (size_t)n;
     return 0;
 }

@@ -147,11 +147,15 @@ int vofi_check_info(const struct fi_info *info); /* 0 or -FI_ENODATA / -FI_EINVA
 /* addresses (ofi_addr.c) */
 
 /* Pack a vmmc address (vmmc_ep_addr()) into at most VOFI_MAX_EP_ADDR bytes.
- * 0 or -FI_ETOOSMALL (*outlen: the size needed) / -FI_EINVAL. */
+ * *outlen: in, the room at @p out; out, the packed size (every name has the
+ * same size, and its first byte says it). 0 or -FI_ETOOSMALL (*outlen: the
+ * size needed) / -FI_EINVAL (not an address this format can hold). */
 int vofi_addr_pack(const void *vaddr, size_t vlen, uint8_t *out, size_t *outlen);
 /* Back to a vmmc address, given this host's own vmmc address (to restore
- * the host field when the packed one names this host). 0 or -FI_EINVAL
- * (malformed: every byte is checked). */
+ * the host field when the packed one names this host; NULL: none is).
+ * *vlen: in, the room at @p vaddr (VMMC_ADDR_MAX is always enough); out,
+ * the address's length. 0, -FI_EINVAL (malformed: every byte is checked)
+ * or -FI_ETOOSMALL (*vlen: the size needed). */
 int vofi_addr_unpack(const uint8_t *in, size_t inlen, const void *own_vaddr, size_t own_vlen,
                      void *vaddr, size_t *vlen);
 /* Printable form for fi_av_straddr(): "vmmc://<hex>". */

@@ -397,6 +397,39 @@ static inline void op_expect_none(op_side_t *s, struct fid_cq *cq, double secs,
     }
 }
 
+/* Progress for @p secs, keeping what completes: lets messages arrive
+ * before a receive is posted (an unexpected message). */
+static inline void op_settle(op_side_t *s, double secs)
+{
+    double end = op_now() + secs;
+    unsigned spins = 0;
+    while (op_now() < end) {
+        op_progress(s);
+        op_pause(&spins);
+    }
+}
+
+/* The eager limit of the provider (VMMC_OFI_EAGER, default 16K). */
+static inline size_t op_eager(void)
+{
+    const char *e = getenv("VMMC_OFI_EAGER");
+    if (!e)
+        return 16384;
+    char *end;
+    unsigned long long v = strtoull(e, &end, 0);
+    if (*end == 'k' || *end == 'K')
+        v <<= 10;
+    else if (*end == 'm' || *end == 'M')
+        v <<= 20;
+    return (size_t)v;
+}
+
+/* Should scenario @p name run (argv[1], if given, is a substring filter)? */
+static inline int op_want(int argc, char **argv, const char *name)
+{
+    return argc < 2 || strstr(name, argv[1]) != NULL;
+}
+
 /* Retry an operation while it returns -FI_EAGAIN (progressing), bounded. */
 #define OP_POST(s, what, expr)                                                         \
     do {                                                                               \

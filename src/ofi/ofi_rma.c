@@ -45,20 +45,20 @@ static int iov_total(const struct iovec *iov, size_t count, size_t *len)
 
 /* A synchronous write (all pieces as one send), then, unless it is a bare
  * inject, the peer's confirmation that it landed. A vmmc status. */
-static int write_now(vofi_ep_t *ep, struct vofi_rproxy *rp, int peer, size_t off,
+static int write_now(vofi_ep_t *ep, vmmc_proxy_t *px, struct vofi_rproxy *rp, int peer, size_t off,
                      const struct iovec *iov, size_t count, size_t len, unsigned vf, uint64_t data,
                      int confirm)
 {
     int vst;
     if (count <= 1) {
-        vst = vmmc_send_imm(rp->px, off, count ? iov[0].iov_base : NULL, len, vf, data);
+        vst = vmmc_send_imm(px, off, count ? iov[0].iov_base : NULL, len, vf, data);
     } else {
         vmmc_iov_t v[VOFI_IOV_LIMIT];
         for (size_t i = 0; i < count; i++) {
             v[i].base = iov[i].iov_base;
             v[i].len = iov[i].iov_len;
         }
-        vst = vmmc_sendv(rp->px, off, v, (int)count, vf, data);
+        vst = vmmc_sendv(px, off, v, (int)count, vf, data);
     }
     if (vst == VMMC_OK && confirm)
         vst = vmmc_fence(ep->vep, peer);
@@ -100,10 +100,19 @@ static ssize_t rma_write(vofi_ep_t *ep, const struct iovec *iov, size_t count, f
         }
         goto out;
     }
-    unsigned vf = ((flags & FI_REMOTE_CQ_DATA) ? VMMC_SEND_NOTIFY : 0) |
-                  ((flags & FI_FENCE) ? VMMC_SEND_FENCE : 0);
+    /* A plain write to a target that counts them goes through its events
+     * export, notified; a write with data through the region's own. */
+    vmmc_proxy_t *px = rp->px;
+    unsigned vf = (flags & FI_FENCE) ? VMMC_SEND_FENCE : 0;
+    if (flags & FI_REMOTE_CQ_DATA) {
+        vf |= VMMC_SEND_NOTIFY;
+    } else if (rp->pxe) {
+        px = rp->pxe;
+        vf |= VMMC_SEND_NOTIFY;
+        data = 0;
+    }
     if ((flags & (FI_INJECT | FI_DELIVERY_COMPLETE | FI_COMMIT_COMPLETE)) || count > 1) {
-        int vst = write_now(ep, rp, peer, off, iov, count, len, vf, data, !bare);
+        int vst = write_now(ep, px, rp, peer, off, iov, count, len, vf, data, !bare);
         if (bare) {
             if (vst != VMMC_OK)
                 rc = -vofi_rma_err(vst);
@@ -127,7 +136,7 @@ static ssize_t rma_write(vofi_ep_t *ep, const struct iovec *iov, size_t count, f
     r->context = context;
     r->flags = cflags;
     r->cntr = cntr;
-    int vst = vmmc_send_cq(rp->px, off, count ? iov[0].iov_base : NULL, len, vf, data, ep->vcq, r);
+    int vst = vmmc_send_cq(px, off, count ? iov[0].iov_base : NULL, len, vf, data, ep->vcq, r);
     if (vst == VMMC_ERR_AGAIN) {
         vofi_rop_cancel(ep, r);
         rc = -FI_EAGAIN;

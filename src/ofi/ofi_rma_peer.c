@@ -63,7 +63,8 @@ void vofi_rma_fail_now(vofi_ep_t *ep, uint64_t cflags, void *context, vofi_cntr_
 /* ------------------------------------------------------------------------ */
 /* target side: regions exported when a peer first asks */
 
-/* "ofi.mr.<16 hex>" (the region) or "ofi.mr.<16 hex>.d" (its descriptor). */
+/* "ofi.mr.<16 hex>" (the region), "ofi.mr.<16 hex>.d" (its descriptor) or
+ * "ofi.mr.<16 hex>.e" (the region, notifying each write). */
 static int parse_name(const char *name, uint64_t *key)
 {
     const char *p = name + strlen(VOFI_MR_PREFIX);
@@ -75,15 +76,15 @@ static int parse_name(const char *name, uint64_t *key)
             return -1;
         k = k << 4 | (uint64_t)v;
     }
-    if (p[16] != '\0' && strcmp(p + 16, ".d") != 0)
+    if (p[16] != '\0' && strcmp(p + 16, ".d") != 0 && strcmp(p + 16, ".e") != 0)
         return -1;
     *key = k;
     return 0;
 }
 
-static void mr_name(char *buf, size_t cap, uint64_t key, int desc)
+static void mr_name(char *buf, size_t cap, uint64_t key, const char *suffix)
 {
-    snprintf(buf, cap, VOFI_MR_PREFIX "%016" PRIx64 "%s", key, desc ? ".d" : "");
+    snprintf(buf, cap, VOFI_MR_PREFIX "%016" PRIx64 "%s", key, suffix);
 }
 
 /* Called by vmmc (control or receive thread, no endpoint lock) when @p peer
@@ -121,7 +122,7 @@ static int mr_demand(vmmc_ep_t *vep, const char *name, int peer, void *arg)
     e->d.len = mr->len;
     e->d.access = mr->access & (FI_REMOTE_READ | FI_REMOTE_WRITE);
     char nm[64];
-    mr_name(nm, sizeof nm, key, 0);
+    mr_name(nm, sizeof nm, key, "");
     vmmc_export_params_t p = {0};
     p.field_mask = VMMC_EXPORT_PARAM_FLAGS | VMMC_EXPORT_PARAM_CQ;
     p.name = nm;
@@ -136,7 +137,7 @@ static int mr_demand(vmmc_ep_t *vep, const char *name, int peer, void *arg)
         free(e);
         goto out;
     }
-    mr_name(nm, sizeof nm, key, 1);
+    mr_name(nm, sizeof nm, key, ".d");
     vmmc_export_params_t pd = {0};
     pd.field_mask = VMMC_EXPORT_PARAM_FLAGS;
     pd.name = nm;
@@ -150,6 +151,22 @@ static int mr_demand(vmmc_ep_t *vep, const char *name, int peer, void *arg)
         vmmc_unexport(e->ex);
         free(e);
         goto out;
+    }
+    /* Plain writes are notified only where something counts them. */
+    if (rma->ecq && (ep->cntr_rwrite || mr->rcntr)) {
+        mr_name(nm, sizeof nm, key, ".e");
+        p.name = nm;
+        p.cq = rma->ecq;
+        rc = vmmc_export(vep, &p, &e->exe);
+        if (rc != VMMC_OK) {
+            vofi_warn("RMA: exporting region 0x%" PRIx64 " for events: %s", key,
+                      vmmc_last_error());
+            vmmc_unexport(e->ex);
+            vmmc_unexport(e->exd);
+            free(e);
+            goto out;
+        }
+        e->d.flags |= VOFI_MRD_EVENTS;
     }
     e->next = mr->exps;
     mr->exps = e;
@@ -166,6 +183,8 @@ void vofi_rma_mr_unexport(struct vofi_mr_exp *list)
         list = e->next;
         vmmc_unexport(e->ex);
         vmmc_unexport(e->exd);
+        if (e->exe)
+            vmmc_unexport(e->exe);
         atomic_fetch_sub(&((vofi_rma_t *)e->ep->rma)->nexp, 1);
         free(e);
     }
@@ -192,6 +211,8 @@ int vofi_rma_open(vofi_ep_t *ep)
     int rc = vmmc_cq_open(ep->vep, VOFI_RMA_DEPTH, &ep->vcq);
     if (rc == VMMC_OK)
         rc = vmmc_cq_open(ep->vep, VOFI_RMA_NDEPTH, &rma->ncq);
+    if (rc == VMMC_OK && (ep->caps & FI_RMA_EVENT))
+        rc = vmmc_cq_open(ep->vep, VOFI_RMA_NDEPTH, &rma->ecq);
     if (rc != VMMC_OK) {
         vofi_warn("RMA: opening completion queues: %s", vmmc_last_error());
         goto fail;
@@ -206,6 +227,8 @@ int vofi_rma_open(vofi_ep_t *ep)
     ep->rma_live = 0;
     return 0;
 fail:
+    if (rma->ecq)
+        vmmc_cq_close(rma->ecq);
     if (rma->ncq)
         vmmc_cq_close(rma->ncq);
     if (ep->vcq)
@@ -247,12 +270,17 @@ void vofi_rma_close(vofi_ep_t *ep)
         while (rma->bucket[b]) {
             struct vofi_rproxy *rp = rma->bucket[b];
             rma->bucket[b] = rp->next;
-            vmmc_unimport(rp->px);
+            if (rp->px)
+                vmmc_unimport(rp->px);
+            if (rp->pxe)
+                vmmc_unimport(rp->pxe);
             free(rp);
         }
     }
     vmmc_cq_close(ep->vcq);
     vmmc_cq_close(rma->ncq);
+    if (rma->ecq)
+        vmmc_cq_close(rma->ecq);
     ep->vcq = NULL;
     ep->rma = NULL;
     free(rma->pool);
@@ -273,7 +301,7 @@ static int rproxy_import(vofi_ep_t *ep, int peer, uint64_t key, struct vofi_rpro
 {
     char nm[64];
     int ms = vofi_rma_import_ms();
-    mr_name(nm, sizeof nm, key, 0);
+    mr_name(nm, sizeof nm, key, "");
     int rc = vmmc_import(ep->vep, peer, nm, ms, &rp->px);
     if (rc != VMMC_OK) {
         vofi_info("RMA: importing region 0x%" PRIx64 " of peer %d: %s", key, peer,
@@ -282,7 +310,7 @@ static int rproxy_import(vofi_ep_t *ep, int peer, uint64_t key, struct vofi_rpro
         return rc;
     }
     vmmc_proxy_t *pd = NULL;
-    mr_name(nm, sizeof nm, key, 1);
+    mr_name(nm, sizeof nm, key, ".d");
     rc = vmmc_import(ep->vep, peer, nm, ms, &pd);
     if (rc == VMMC_OK && vmmc_proxy_length(pd) != sizeof rp->d)
         rc = VMMC_ERR_PROTOCOL;
@@ -294,6 +322,16 @@ static int rproxy_import(vofi_ep_t *ep, int peer, uint64_t key, struct vofi_rpro
                           rp->d.len != vmmc_proxy_length(rp->px) ||
                           rp->d.base + rp->d.len < rp->d.base))
         rc = VMMC_ERR_PROTOCOL;
+    if (rc == VMMC_OK && (rp->d.flags & VOFI_MRD_EVENTS)) {
+        mr_name(nm, sizeof nm, key, ".e");
+        rc = vmmc_import(ep->vep, peer, nm, ms, &rp->pxe);
+        if (rc == VMMC_OK && vmmc_proxy_length(rp->pxe) != rp->d.len)
+            rc = VMMC_ERR_PROTOCOL;
+        if (rc != VMMC_OK && rp->pxe) {
+            vmmc_unimport(rp->pxe);
+            rp->pxe = NULL;
+        }
+    }
     if (rc != VMMC_OK) {
         vofi_warn("RMA: the descriptor of region 0x%" PRIx64 " of peer %d: %s", key, peer,
                   rc == VMMC_ERR_PROTOCOL ? "malformed" : vmmc_last_error());
@@ -318,8 +356,11 @@ int vofi_rma_resolve(vofi_ep_t *ep, fi_addr_t a, uint64_t key, uint64_t addr, si
     while (rp && !(rp->peer == p && rp->key == key))
         rp = rp->next;
     if (rp && rp->stale) {
-        vmmc_unimport(rp->px);
-        rp->px = NULL;
+        if (rp->px)
+            vmmc_unimport(rp->px);
+        if (rp->pxe)
+            vmmc_unimport(rp->pxe);
+        rp->px = rp->pxe = NULL;
     }
     if (!rp || !rp->px) {
         struct vofi_rproxy fresh = {0};
@@ -332,6 +373,8 @@ int vofi_rma_resolve(vofi_ep_t *ep, fi_addr_t a, uint64_t key, uint64_t addr, si
             rp = malloc(sizeof *rp);
             if (!rp) {
                 vmmc_unimport(fresh.px);
+                if (fresh.pxe)
+                    vmmc_unimport(fresh.pxe);
                 return -FI_ENOMEM;
             }
             fresh.next = rma->bucket[b];
@@ -457,6 +500,19 @@ void vofi_rop_cancel(vofi_ep_t *ep, vofi_rop_t *p)
 /* ------------------------------------------------------------------------ */
 /* progress */
 
+/* A remote write landed in region @p key: its counters. */
+static void counted(vofi_ep_t *ep, uint64_t key)
+{
+    if (ep->cntr_rwrite)
+        vofi_cntr_inc(ep->cntr_rwrite);
+    vofi_mr_t *mr = vofi_mr_get(ep->dom, key);
+    if (mr) {
+        if (mr->rcntr)
+            vofi_cntr_inc(mr->rcntr);
+        vofi_mr_put(mr);
+    }
+}
+
 /* A write with data landed here: a receive completion with the data, and
  * the remote-write counters. */
 static void notified(vofi_ep_t *ep, const vmmc_completion_t *c)
@@ -470,14 +526,7 @@ static void notified(vofi_ep_t *ep, const vmmc_completion_t *c)
     e.src = vofi_ep_addr_of(ep, c->peer);
     if (ep->rx_cq)
         vofi_cq_write(ep->rx_cq, &e);
-    if (ep->cntr_rwrite)
-        vofi_cntr_inc(ep->cntr_rwrite);
-    vofi_mr_t *mr = vofi_mr_get(ep->dom, key);
-    if (mr) {
-        if (mr->rcntr)
-            vofi_cntr_inc(mr->rcntr);
-        vofi_mr_put(mr);
-    }
+    counted(ep, key);
 }
 
 #define BATCH 32
@@ -494,6 +543,13 @@ int vofi_rma_progress(vofi_ep_t *ep)
         for (int i = 0; i < n; i++)
             if (c[i].op == VMMC_OP_NOTIFY)
                 notified(ep, &c[i]);
+        events += n > 0 ? n : 0;
+    }
+    if (rma->ecq && atomic_load_explicit(&rma->nexp, memory_order_relaxed) > 0) {
+        int n = vmmc_cq_poll(rma->ecq, c, BATCH);
+        for (int i = 0; i < n; i++)
+            if (c[i].op == VMMC_OP_NOTIFY)
+                counted(ep, (uint64_t)(uintptr_t)c[i].context);
         events += n > 0 ? n : 0;
     }
     if (ep->rma_live == 0)

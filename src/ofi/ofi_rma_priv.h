@@ -8,7 +8,12 @@
  * region starts at in its own addressing (its virtual address with
  * FI_MR_VIRT_ADDR, else the registration's offset), its length and access.
  * Writes with data notify into the endpoint's notification queue, which its
- * progress turns into receive completions.
+ * progress turns into receive completions. An endpoint with FI_RMA_EVENT and
+ * a remote-write counter (its own, or the region's, bound before a peer first
+ * asks for the region) also exports "ofi.mr.<key>.e", the same memory
+ * notifying into a second queue, and says so in the descriptor: initiators send their plain writes
+ * through it, notified, and its progress counts them (remote-write counters
+ * of the endpoint and of the region).
  *
  * Initiator side. The first operation to (peer, key) imports both and reads
  * the descriptor (a bounded wait, vofi_set.import_ms); the proxy is cached
@@ -35,14 +40,15 @@ typedef struct vofi_mrd {
     uint64_t base;   /* the address of the region's first byte for initiators */
     uint64_t len;
     uint64_t access; /* FI_REMOTE_READ / FI_REMOTE_WRITE */
-    uint64_t rsv;
+    uint64_t flags;  /* VOFI_MRD_* */
 } vofi_mrd_t;
+enum { VOFI_MRD_EVENTS = 1 }; /* plain writes go through "ofi.mr.<key>.e" */
 
 /* One endpoint's export of one region (on the region's list). */
 struct vofi_mr_exp {
     struct vofi_mr_exp *next;
     vofi_ep_t *ep;
-    vmmc_export_t *ex, *exd;
+    vmmc_export_t *ex, *exd, *exe; /* region, descriptor, events (or NULL) */
     vofi_mrd_t d; /* exported as "ofi.mr.<key>.d" */
 };
 
@@ -53,6 +59,7 @@ struct vofi_rproxy {
     int stale;        /* the target withdrew it: import again on next use */
     uint64_t key;
     vmmc_proxy_t *px;
+    vmmc_proxy_t *pxe; /* VOFI_MRD_EVENTS: the same region, notifying */
     vofi_mrd_t d;
 };
 
@@ -77,6 +84,7 @@ typedef struct vofi_rop {
 
 typedef struct vofi_rma {
     vmmc_cq_t *ncq;              /* notifications of writes with data */
+    vmmc_cq_t *ecq;              /* FI_RMA_EVENT: notifications of plain writes */
     _Atomic int nexp;            /* exports made by this endpoint */
     vofi_rop_t *pool;
     vofi_rop_t *free;

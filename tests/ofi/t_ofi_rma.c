@@ -153,8 +153,17 @@ static int sc_rw(op_side_t *s, void *arg)
         free(dst);
     }
     op_barrier(s);
-    if (s->rank == 1)
+    if (s->rank == 0)
+        op_oob_send(s, &writes, sizeof writes);
+    if (s->rank == 1) {
         OP_VERIFY(buf, BIG, 99, 0, "the target's region after all writes");
+        op_oob_recv(s, &writes, sizeof writes);
+        /* Counted at the target with FI_RMA_EVENT (a secondary capability
+         * the provider may grant unasked), else not at all. */
+        if (s->info->caps & FI_RMA_EVENT)
+            op_wait_cntr(s, rwcntr, writes, "remote writes");
+        OP_CHECK(fi_cntr_read(rwcntr) == ((s->info->caps & FI_RMA_EVENT) ? writes : 0));
+    }
     op_barrier(s);
     OP_CALL(fi_close(&mr->fid));
     free(buf);
@@ -202,6 +211,54 @@ static int sc_data(op_side_t *s, void *arg)
     }
     op_barrier(s);
     OP_CALL(fi_close(&mr->fid));
+    free(buf);
+    close_cntrs(s);
+    return 0;
+}
+
+/* FI_RMA_EVENT: every remote write counts at the target, on the endpoint's
+ * counter and on the region's; only the one with data makes a CQ entry. */
+static int sc_events(op_side_t *s, void *arg)
+{
+    (void)arg;
+    char *buf = calloc(1, 65536);
+    OP_CHECK(buf);
+    struct fid_mr *mr = reg(s, buf, 65536, FI_REMOTE_READ | FI_REMOTE_WRITE, 0);
+    struct fid_cntr *mrc;
+    struct fi_cntr_attr a = {.events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_NONE};
+    OP_CALL(fi_cntr_open(s->domain, &a, &mrc, NULL));
+    OP_CALL(fi_mr_bind(mr, &mrc->fid, FI_REMOTE_WRITE));
+    OP_EXPECT(-FI_EBUSY, fi_mr_bind(mr, &mrc->fid, FI_REMOTE_WRITE));
+    OP_EXPECT(-FI_EINVAL, fi_mr_bind(mr, &mrc->fid, FI_REMOTE_READ));
+    rinfo_t p = swap(s, mr, buf, 65536);
+    if (s->rank == 0) {
+        char src[8192], ctx;
+        op_fill(src, sizeof src, 21);
+        for (int i = 0; i < 5; i++) {
+            OP_POST(s, "fi_write", fi_write(s->ep, src + i * 1000, 1000, NULL, s->peer,
+                                            p.addr + (uint64_t)i * 1000, p.key, &ctx));
+            op_wait_ok(s, s->txcq, &ctx, "counted write");
+        }
+        OP_POST(s, "fi_inject_write", fi_inject_write(s->ep, src + 5000, 8, s->peer,
+                                                      p.addr + 5000, p.key));
+        struct iovec v[2] = {{src + 5008, 992}, {src + 6000, 1000}};
+        OP_POST(s, "fi_writev", fi_writev(s->ep, v, NULL, 2, s->peer, p.addr + 5008, p.key, &ctx));
+        op_wait_ok(s, s->txcq, &ctx, "counted writev");
+        OP_POST(s, "fi_writedata", fi_writedata(s->ep, src + 7000, 1000, NULL, 7, s->peer,
+                                                p.addr + 7000, p.key, &ctx));
+        op_wait_ok(s, s->txcq, &ctx, "counted writedata");
+    } else {
+        op_wait_cntr(s, rwcntr, 8, "remote writes on the endpoint's counter");
+        op_wait_cntr(s, mrc, 8, "remote writes on the region's counter");
+        op_ent_t e = op_wait_ok(s, s->rxcq, NULL, "the write with data");
+        OP_CHECK(e.e.data == 7 && e.e.len == 1000);
+        op_expect_none(s, s->rxcq, 0.1, "plain writes");
+        OP_VERIFY(buf, 8000, 21, 0, "counted writes");
+        OP_CHECK(fi_cntr_read(rwcntr) == 8 && fi_cntr_read(mrc) == 8);
+    }
+    op_barrier(s);
+    OP_CALL(fi_close(&mr->fid));
+    OP_CALL(fi_close(&mrc->fid));
     free(buf);
     close_cntrs(s);
     return 0;
@@ -397,6 +454,10 @@ int main(int argc, char **argv)
         op_tally(&t, op_run("rw", &c, sc_rw, NULL));
     if (op_want(argc, argv, "data"))
         op_tally(&t, op_run("data", &c, sc_data, NULL));
+    op_cfg_t ev = cfg_rma();
+    ev.caps |= FI_RMA_EVENT;
+    if (op_want(argc, argv, "events"))
+        op_tally(&t, op_run("events", &ev, sc_events, NULL));
     if (op_want(argc, argv, "errors"))
         op_tally(&t, op_run("errors", &c, sc_errors, NULL));
     op_cfg_t sel = cfg_rma();

@@ -350,6 +350,8 @@ static int sc_errors(op_side_t *s, void *arg)
     return 0;
 }
 
+#define FLOOD 20000
+
 /* Selective completion: only operations with FI_COMPLETION report. */
 static int sc_selective(op_side_t *s, void *arg)
 {
@@ -371,10 +373,40 @@ static int sc_selective(op_side_t *s, void *arg)
         OP_POST(s, "fi_writemsg", fi_writemsg(s->ep, &m, FI_COMPLETION));
         op_wait_ok(s, s->txcq, &ctx[1], "write with FI_COMPLETION");
         OP_CHECK(fi_cntr_read(wcntr) == 2);
+        /* More writes in flight than the provider keeps: -FI_EAGAIN until
+         * progress completes some, none lost, none reported. */
+        static uint64_t vals[FLOOD];
+        uint64_t eagain = 0;
+        for (uint64_t i = 0; i < FLOOD; i++) {
+            vals[i] = i;
+            v.iov_base = &vals[i];
+            v.iov_len = 8;
+            r.addr = p.addr + 64 + (i % 64) * 8;
+            r.len = 8;
+            ssize_t rc;
+            double end = op_now() + OP_TIMEOUT;
+            while ((rc = fi_writemsg(s->ep, &m, 0)) == -FI_EAGAIN) {
+                eagain++;
+                OP_CHECK(op_now() < end);
+                fi_cntr_read(wcntr); /* progresses the endpoint */
+            }
+            OP_EXPECT(0, rc);
+        }
+        op_wait_cntr(s, wcntr, 2 + FLOOD, "flood of writes");
+        op_expect_none(s, s->txcq, 0.1, "flood of writes");
+        printf("     flood: %d writes, -FI_EAGAIN %llu times\n", FLOOD, (unsigned long long)eagain);
     }
     op_barrier(s);
-    if (s->rank == 1)
+    if (s->rank == 1) {
         OP_VERIFY(buf, 64, 3, 0, "selective writes");
+        for (uint64_t k = 0; k < 64; k++) {
+            uint64_t w;
+            memcpy(&w, buf + 64 + k * 8, 8);
+            if (w != (FLOOD - 1 - k) / 64 * 64 + k)
+                OP_FAIL("word %llu after the flood is %llu", (unsigned long long)k,
+                        (unsigned long long)w);
+        }
+    }
     OP_CALL(fi_close(&mr->fid));
     free(buf);
     close_cntrs(s);

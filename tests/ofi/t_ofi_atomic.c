@@ -176,11 +176,11 @@ static int sc_ops(op_side_t *s, void *arg)
             for (size_t o = 0; o < NOPS; o++) {
                 int ok = !(ops[o].int_only && (types[t].vsize & VMMC_ATOMIC_FLOAT));
                 size_t cnt = 0;
-                int r = ops[o].kind == K_WRITE   ? fi_atomicvalid(s->ep, types[t].dt, ops[o].op, &cnt)
-                        : ops[o].kind == K_FETCH ? fi_fetch_atomicvalid(s->ep, types[t].dt,
-                                                                        ops[o].op, &cnt)
-                                                 : fi_compare_atomicvalid(s->ep, types[t].dt,
-                                                                          ops[o].op, &cnt);
+                enum fi_datatype dt = types[t].dt;
+                int r = ops[o].kind == K_WRITE   ? fi_atomicvalid(s->ep, dt, ops[o].op, &cnt)
+                        : ops[o].kind == K_FETCH ? fi_fetch_atomicvalid(s->ep, dt, ops[o].op, &cnt)
+                                                 : fi_compare_atomicvalid(s->ep, dt, ops[o].op,
+                                                                          &cnt);
                 if (!ok) {
                     if (r != -FI_EOPNOTSUPP)
                         OP_FAIL("%s on %s: valid says %d", ops[o].name,

@@ -285,6 +285,10 @@ struct vofi_mr {
     vofi_ep_t *ep;         /* FI_MR_ENDPOINT: bound endpoint */
     vofi_cntr_t *rcntr;    /* FI_REMOTE_WRITE counter bound to the MR (FI_RMA_EVENT) */
     _Atomic int ref;
+    uint32_t slot;         /* its place in dom->mrs */
+    int closed;            /* fi_close() began: nothing is exported of it again */
+    struct vofi_mr_exp *exps; /* its exports, one per endpoint that was asked (ofi_rma.c);
+                                 under dom->mr_lock */
 };
 
 int vofi_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access, uint64_t offset,
@@ -297,6 +301,11 @@ int vofi_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_t fla
 /* The registered region with @p key (a reference is taken), or NULL. */
 vofi_mr_t *vofi_mr_get(vofi_domain_t *dom, uint64_t key);
 void vofi_mr_put(vofi_mr_t *mr);
+/* Same, dom->mr_lock held by the caller; NULL for a closing region too. */
+vofi_mr_t *vofi_mr_find_locked(vofi_domain_t *dom, uint64_t key);
+/* fi_close() of a region: withdraw its exports (ofi_rma.c; the records are
+ * already off the region and the lock is not held). */
+void vofi_rma_mr_unexport(struct vofi_mr_exp *list);
 
 /* ------------------------------------------------------------------------ */
 /* the wire (FM messages on VOFI_CH_DATA / VOFI_CH_CTRL) */

@@ -421,6 +421,8 @@ struct vofi_ep {
     vofi_cq_t *tx_cq, *rx_cq;
     uint64_t tx_cq_flags, rx_cq_flags; /* FI_SELECTIVE_COMPLETION */
     vofi_cntr_t *cntr_send, *cntr_recv, *cntr_read, *cntr_write, *cntr_rread, *cntr_rwrite;
+    struct fid *binds[8];       /* CQs and counters, once per fi_ep_bind() call */
+    int nbinds;
     uint64_t caps, tx_op_flags, rx_op_flags;
     size_t min_multi_recv;
     /* matching */

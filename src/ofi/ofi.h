@@ -447,6 +447,7 @@ struct vofi_ep {
     int thread_on;
     _Atomic int stop;
     uint64_t live_check_ns;     /* last peer liveness check of the rendezvous */
+    unsigned passes;            /* progress passes (the core's progress runs 1 in 16) */
     uint64_t counters[VOFI_C_COUNT];
 };
 

@@ -335,10 +335,11 @@ static int fill(uint32_t version, const struct fi_info *h, struct fi_info *fi)
     e->max_msg_size = VOFI_MAX_MSG;
     e->msg_prefix_size = 0;
     e->max_order_raw_size = e->max_order_war_size = e->max_order_waw_size = 0;
-    e->mem_tag_format = VOFI_TAG_FORMAT;
+    /* Matching takes any mask, so the fields the application asked for
+     * are the provider's too (fi_endpoint(3): at least the size asked). */
+    e->mem_tag_format = he && he->mem_tag_format ? he->mem_tag_format : VOFI_TAG_FORMAT;
     e->tx_ctx_cnt = 1;
     e->rx_ctx_cnt = 1;
-    (void)he;
 
     struct fi_domain_attr *d = fi->domain_attr;
     d->name = strdup(VOFI_DOMAIN_NAME);

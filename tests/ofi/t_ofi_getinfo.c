@@ -172,6 +172,11 @@ static void test_mtl(void)
     CHECK(fi->domain_attr->threading == FI_THREAD_DOMAIN);
     CHECK(fi->domain_attr->data_progress == FI_PROGRESS_AUTO);
     fi_freeinfo(fi);
+    /* tag fields: the application's layout is met (every mask is matched) */
+    h->ep_attr->mem_tag_format = 0x0000ffff0000ffffull;
+    fi = get(V_NOW, NULL, 0, h);
+    CHECK(fi->ep_attr->mem_tag_format == 0x0000ffff0000ffffull);
+    fi_freeinfo(fi);
     fi_freeinfo(h);
 }
 

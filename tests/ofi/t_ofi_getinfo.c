@@ -152,6 +152,13 @@ static void test_mtl(void)
         CHECK(fi->domain_attr->av_type == FI_AV_MAP);
         /* pre-1.5 callers get a legacy mode */
         CHECK(fi->domain_attr->mr_mode == (k ? FI_MR_BASIC : 0));
+        /* and the objects open with what they got, as the mtl does next */
+        struct fid_fabric *fab;
+        struct fid_domain *dom;
+        EXPECT(0, fi_fabric(fi->fabric_attr, &fab, NULL));
+        EXPECT(0, fi_domain(fab, fi, &dom, NULL));
+        EXPECT(0, fi_close(&dom->fid));
+        EXPECT(0, fi_close(&fab->fid));
         fi_freeinfo(fi);
         /* the second call: remote CQ data and directed receives */
         h->caps |= FI_DIRECTED_RECV;

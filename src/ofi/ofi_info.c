@@ -61,7 +61,6 @@
 #define VOFI_MSG_ORDER FI_ORDER_SAS
 
 #define VOFI_MR_MODES (FI_MR_PROV_KEY | FI_MR_VIRT_ADDR)
-#define VOFI_MR_BASIC_BITS (FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED)
 
 /* Domain limits. */
 #define VOFI_MR_CNT ((1u << 24) - 1) /* key index: 24 bits */
@@ -73,7 +72,7 @@
 
 #define REFUSE(...)                                 \
     do {                                            \
-        vofi_info("fi_info refused: " __VA_ARGS__);      \
+        vofi_info("fi_info refused: " __VA_ARGS__); \
         return -FI_ENODATA;                         \
     } while (0)
 

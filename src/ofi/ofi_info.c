@@ -61,7 +61,6 @@
 #define VOFI_MSG_ORDER FI_ORDER_SAS
 
 #define VOFI_MR_MODES (FI_MR_PROV_KEY | FI_MR_VIRT_ADDR)
-#define VOFI_MR_BASIC_BITS (FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED)
 
 /* Domain limits. */
 #define VOFI_MR_CNT ((1u << 24) - 1) /* key index: 24 bits */
@@ -73,7 +72,7 @@
 
 #define REFUSE(...)                                 \
     do {                                            \
-        vofi_info("fi_info refused: " __VA_ARGS__);      \
+        vofi_info("fi_info refused: " __VA_ARGS__); \
         return -FI_ENODATA;                         \
     } while (0)
 
@@ -335,10 +334,11 @@ static int fill(uint32_t version, const struct fi_info *h, struct fi_info *fi)
     e->max_msg_size = VOFI_MAX_MSG;
     e->msg_prefix_size = 0;
     e->max_order_raw_size = e->max_order_war_size = e->max_order_waw_size = 0;
-    e->mem_tag_format = VOFI_TAG_FORMAT;
+    /* Matching takes any mask, so the fields the application asked for
+     * are the provider's too (fi_endpoint(3): at least the size asked). */
+    e->mem_tag_format = he && he->mem_tag_format ? he->mem_tag_format : VOFI_TAG_FORMAT;
     e->tx_ctx_cnt = 1;
     e->rx_ctx_cnt = 1;
-    (void)he;
 
     struct fi_domain_attr *d = fi->domain_attr;
     d->name = strdup(VOFI_DOMAIN_NAME);

@@ -152,6 +152,13 @@ static void test_mtl(void)
         CHECK(fi->domain_attr->av_type == FI_AV_MAP);
         /* pre-1.5 callers get a legacy mode */
         CHECK(fi->domain_attr->mr_mode == (k ? FI_MR_BASIC : 0));
+        /* and the objects open with what they got, as the mtl does next */
+        struct fid_fabric *fab;
+        struct fid_domain *dom;
+        EXPECT(0, fi_fabric(fi->fabric_attr, &fab, NULL));
+        EXPECT(0, fi_domain(fab, fi, &dom, NULL));
+        EXPECT(0, fi_close(&dom->fid));
+        EXPECT(0, fi_close(&fab->fid));
         fi_freeinfo(fi);
         /* the second call: remote CQ data and directed receives */
         h->caps |= FI_DIRECTED_RECV;
@@ -171,6 +178,11 @@ static void test_mtl(void)
     CHECK(fi->domain_attr->av_type == FI_AV_TABLE);
     CHECK(fi->domain_attr->threading == FI_THREAD_DOMAIN);
     CHECK(fi->domain_attr->data_progress == FI_PROGRESS_AUTO);
+    fi_freeinfo(fi);
+    /* tag fields: the application's layout is met (every mask is matched) */
+    h->ep_attr->mem_tag_format = 0x0000ffff0000ffffull;
+    fi = get(V_NOW, NULL, 0, h);
+    CHECK(fi->ep_attr->mem_tag_format == 0x0000ffff0000ffffull);
     fi_freeinfo(fi);
     fi_freeinfo(h);
 }

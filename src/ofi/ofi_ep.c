@@ -196,11 +196,12 @@ int vofi_ep_progress_locked(vofi_ep_t *ep)
     if (!ep->enabled)
         return 0;
     int n = 0;
-    /* The core's own progress (notification handlers of RMA writes with
-     * data, the udp link's socket) costs a system call while a udp link is
-     * up; the udp progress thread does that work meanwhile, so the hot loop
-     * of an application polling its CQ goes to the core one pass in 16. */
-    if ((++ep->passes & 15) == 0) {
+    /* The core's own progress runs notification handlers (RMA writes with
+     * data) and reads the udp link's socket: a system call. FM drives the
+     * core itself when its rings are not mapped, so a polling loop that
+     * only waits for messages needs it rarely: every pass while RMA or a
+     * rendezvous is in flight, else one pass in 256. */
+    if (ep->rdv_rx.head || vofi_rma_busy(ep) || (++ep->passes & 255) == 0) {
         n = vmmc_progress(ep->vep);
         if (n < 0)
             n = 0;

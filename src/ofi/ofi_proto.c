@@ -330,9 +330,12 @@ ssize_t vofi_proto_send(vofi_ep_t *ep, const struct iovec *iov, size_t count, in
 int vofi_proto_progress(vofi_ep_t *ep)
 {
     int n = 0, r;
-    r = fm_extract(ep->fmc, FM_EXTRACT_ALL);
-    if (r > 0)
-        n += r;
+    /* The control channel carries only answers to our rendezvous sends. */
+    if (ep->rdv_tx.head) {
+        r = fm_extract(ep->fmc, FM_EXTRACT_ALL);
+        if (r > 0)
+            n += r;
+    }
     if (ep->unexp_bytes < vofi_set.unexp_max) {
         r = fm_extract(ep->fm, 256 * 1024);
         if (r > 0)

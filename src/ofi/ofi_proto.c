@@ -266,6 +266,36 @@ int vofi_proto_send_cts(vofi_ep_t *ep, int peer, const vofi_cts_t *cts)
     return st ? vofi_err(st) : 0;
 }
 
+/* A rendezvous send: the RTS goes in matching order, the data once the
+ * receiver posted its buffer (ofi_rdv.c). */
+static ssize_t send_rts(vofi_ep_t *ep, const struct iovec *iov, size_t count, int peer,
+                        vofi_hdr_t *h, uint64_t flags, uint64_t cflags, void *context)
+{
+    if (ep->tx_live >= VOFI_TX_SIZE)
+        return -FI_EAGAIN;
+    vofi_xfer_t *x = calloc(1, sizeof *x);
+    if (!x)
+        return -FI_ENOMEM;
+    memcpy(x->iov, iov, count * sizeof *iov);
+    x->iov_count = count;
+    x->len = h->len;
+    x->context = context;
+    x->flags = cflags | (flags & FI_COMPLETION);
+    x->msg_flags = (flags & FI_DELIVERY_COMPLETE) ? 1 : 0; /* fence before completing */
+    x->peer = peer;
+    x->id = ++ep->next_id;
+    h->op = VOFI_OP_RTS;
+    h->id = x->id;
+    int st = fm_send(ep->fm, peer, VOFI_H_MSG, h, sizeof *h);
+    if (st) {
+        free(x);
+        return (st == VMMC_ERR_AGAIN || st == VMMC_ERR_BUSY) ? -FI_EAGAIN : vofi_err(st);
+    }
+    vofi_queue_push(&ep->rdv_tx, x);
+    ep->tx_live++;
+    return 0;
+}
+
 ssize_t vofi_proto_send(vofi_ep_t *ep, const struct iovec *iov, size_t count, int peer,
                         uint64_t tag, uint64_t data, uint64_t flags, void *context)
 {
@@ -280,33 +310,14 @@ ssize_t vofi_proto_send(vofi_ep_t *ep, const struct iovec *iov, size_t count, in
     if (len > vofi_set.eager) {
         if (flags & FI_INJECT)
             return -FI_EMSGSIZE;
-        if (ep->tx_live >= VOFI_TX_SIZE)
-            return -FI_EAGAIN;
-        vofi_xfer_t *x = calloc(1, sizeof *x);
-        if (!x)
-            return -FI_ENOMEM;
-        memcpy(x->iov, iov, count * sizeof *iov);
-        x->iov_count = count;
-        x->len = len;
-        x->context = context;
-        x->flags = cflags | (flags & FI_COMPLETION);
-        x->msg_flags = (flags & FI_DELIVERY_COMPLETE) ? 1 : 0; /* fence before completing */
-        x->peer = peer;
-        x->id = ++ep->next_id;
-        h.op = VOFI_OP_RTS;
-        h.id = x->id;
-        int st = fm_send(ep->fm, peer, VOFI_H_MSG, &h, sizeof h);
-        if (st) {
-            free(x);
-            return (st == VMMC_ERR_AGAIN || st == VMMC_ERR_BUSY) ? -FI_EAGAIN : vofi_err(st);
-        }
-        vofi_queue_push(&ep->rdv_tx, x);
-        ep->tx_live++;
-        return 0;
+        return send_rts(ep, iov, count, peer, &h, flags, cflags, context);
     }
 
     fm_stream_t *s;
     int st = fm_begin_message(ep->fm, peer, sizeof h + len, VOFI_H_MSG, &s);
+    if (st == VMMC_ERR_INVALID && !(flags & FI_INJECT) && len)
+        /* Larger than this peer's ring (a large job's rings are small). */
+        return send_rts(ep, iov, count, peer, &h, flags, cflags, context);
     if (st)
         return (st == VMMC_ERR_AGAIN || st == VMMC_ERR_BUSY) ? -FI_EAGAIN : vofi_err(st);
     st = fm_send_piece(s, &h, sizeof h);

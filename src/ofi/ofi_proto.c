@@ -26,8 +26,7 @@
 
 static void unexp_free(vofi_ep_t *ep, vofi_unexp_t *u)
 {
-    if (u->op == VOFI_OP_EAGER)
-        ep->unexp_bytes -= u->have;
+    ep->unexp_bytes -= sizeof *u + u->have;
     free(u);
 }
 
@@ -163,6 +162,7 @@ static void on_data(fm_stream_t *s, int sender, void *arg)
     *u = (vofi_unexp_t){.peer = sender, .op = h.op, .flags = h.flags, .tag = h.tag,
                         .data = h.data, .len = h.len, .id = h.id};
     ep->counters[VOFI_C_UNEXP]++;
+    ep->unexp_bytes += sizeof *u; /* headers count too: RTS floods are paced as well */
     /* Queued before its payload is read: fm_receive() may suspend this
      * handler, and a receive posted meanwhile must match this message, not
      * one behind it. A receive that matches it now waits for the rest. */

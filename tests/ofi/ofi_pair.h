@@ -77,6 +77,7 @@ typedef struct op_cfg {
     int insert_self;                   /* s->self: own address in the AV */
     int no_enable;                     /* leave the endpoint disabled, no exchange */
     int no_peer;                       /* one side only (op_run_solo) */
+    int no_final_barrier;              /* a side may exit without closing (peer death) */
     /* called after binding and before fi_enable (fi_setopt, ...); 0 or fail */
     int (*pre_enable)(struct op_side *s);
     /* called on the fi_info list before opening: return the one to use */
@@ -630,7 +631,7 @@ static inline __attribute__((noreturn)) void op_child(const char *name, const op
     if (r)
         OP_FAIL("side function returned %d", r);
     /* Both done before either closes: a close must not cut the peer short. */
-    if (!c->no_peer)
+    if (!c->no_peer && !c->no_final_barrier)
         op_barrier(&s);
     op_side_close(&s);
     fflush(stdout);

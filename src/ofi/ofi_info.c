@@ -51,10 +51,13 @@
      FI_MULTI_RECV | FI_SOURCE | FI_RMA_EVENT | FI_SOURCE_ERR)
 #define RX_IGNORED (FI_READ | FI_WRITE | FI_SEND | FI_FENCE | FI_MULTICAST | FI_NAMED_RX_CTX)
 
-/* Operation flags the endpoint honours as defaults. FI_DELIVERY_COMPLETE
- * and FI_COMMIT_COMPLETE are not among them: a completion means the data
- * left the source buffer (on udp, the link holds it). */
-#define VOFI_TX_OP_FLAGS (FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE)
+/* Operation flags the endpoint honours as defaults. With
+ * FI_DELIVERY_COMPLETE a send completes once its data is in the target's
+ * memory (a vmmc_fence() to that peer: nothing to wait for on one host),
+ * RMA writes always do; FI_COMMIT_COMPLETE (persistent memory) is not
+ * offered. */
+#define VOFI_TX_OP_FLAGS                                                                  \
+    (FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE)
 #define VOFI_RX_OP_FLAGS (FI_COMPLETION | FI_MULTI_RECV)
 /* Messages (tagged or not) from one endpoint to another are matched in the
  * order they were sent; nothing else is ordered. */

@@ -290,6 +290,7 @@ ssize_t vofi_proto_send(vofi_ep_t *ep, const struct iovec *iov, size_t count, in
         x->len = len;
         x->context = context;
         x->flags = cflags | (flags & FI_COMPLETION);
+        x->msg_flags = (flags & FI_DELIVERY_COMPLETE) ? 1 : 0; /* fence before completing */
         x->peer = peer;
         x->id = ++ep->next_id;
         h.op = VOFI_OP_RTS;
@@ -315,6 +316,8 @@ ssize_t vofi_proto_send(vofi_ep_t *ep, const struct iovec *iov, size_t count, in
     int st2 = fm_end_message(s);
     if (!st)
         st = st2;
+    if (!st && (flags & FI_DELIVERY_COMPLETE))
+        st = vmmc_fence(ep->vep, peer); /* in the target's ring, not only on its way */
     if (st) {
         /* Part of it may be gone: the receiver sees a short message. */
         vofi_fail_tx(ep, cflags, context, -vofi_err(st), st, ep->cntr_send);

@@ -274,8 +274,15 @@ static void test_refusals(void)
     refused("FI_ORDER_RAW", V_NOW, NULL, 0, h);
     h = base_hints(), h->rx_attr->comp_order = FI_ORDER_STRICT;
     refused("comp_order", V_NOW, NULL, 0, h);
-    h = base_hints(), h->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
-    refused("FI_DELIVERY_COMPLETE", V_NOW, NULL, 0, h);
+    h = base_hints(), h->tx_attr->op_flags = FI_COMMIT_COMPLETE;
+    refused("FI_COMMIT_COMPLETE", V_NOW, NULL, 0, h);
+    /* Open MPI's btl ofi: RMA and atomics, completions on delivery. */
+    h = base_hints(), h->caps = FI_RMA | FI_ATOMIC, h->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+    h->domain_attr->mr_mode = FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+    struct fi_info *btl = get(V_NOW, NULL, 0, h);
+    CHECK(btl->tx_attr->op_flags & FI_DELIVERY_COMPLETE);
+    fi_freeinfo(btl);
+    fi_freeinfo(h);
     h = base_hints(), h->addr_format = FI_SOCKADDR_IN;
     refused("FI_SOCKADDR_IN", V_NOW, NULL, 0, h);
     h = base_hints(), h->src_addr = calloc(1, 16), h->src_addrlen = 16;

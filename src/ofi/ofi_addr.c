@@ -6,11 +6,14 @@
  *
  *   0  length (VOFI_ADDR_PACKED: a list of names is walked by it)
  *   1  version (1)
- *   2  flags: which optional keys are present (F_*)
- *   3  host: 64-bit FNV-1a hash of the host string
- *  11  pid (4)
- *  15  shm: the random part of vmmc.<pid>.<hex> (8)
- *  23  udp address: IPv4 (first 4 bytes) or IPv6 (16)
+ *   2  flags: which optional keys are present, and the host's form (F_*)
+ *   3  host (20), either
+ *        F_HOSTX: exact: the boot id (a UUID, 16) and the netns inode (4)
+ *        else:    a 64-bit FNV-1a hash of the host string (8), then the
+ *                 first 12 bytes of an IPv6 udp address (else zero)
+ *  23  pid (4)
+ *  27  shm: the random part of vmmc.<pid>.<hex> (8)
+ *  35  udp address: IPv4, or the last 4 bytes of IPv6 (4)
  *  39  udp port (2)
  *  41  utok: the udp link secret (16)
  *  57  uid: the udp link id (4)
@@ -19,13 +22,21 @@
  *
  * Every name has the same size whatever keys it has (absent fields are zero,
  * and checked to be), so a list of names packed by processes with different
- * transports can be walked at any stride. The host string does not fit: the
- * hash stands for it. Unpacking restores this host's own string when the
- * hash is its own; any other host becomes the 16 hex digits of its hash,
- * valid syntax that never equals a real host string (those contain '-').
- * Packing such a synthetic host takes its digits as the hash again, so
- * pack(unpack(name)) == name for every name: an endpoint that packs the
- * address vmmc keeps for a peer (FI_SOURCE) finds the name it was given.
+ * transports can be walked at any stride.
+ *
+ * The host. vmmc matches a peer that connects to us with one we connected
+ * to by the whole address text, so a peer's name must unpack to its exact
+ * text; the host string ("<boot id>-<netns inode>") is kept exactly
+ * (F_HOSTX) whenever it has that form and the udp address is not IPv6.
+ * Otherwise (IPv6 takes the room, or another host form) a hash stands for
+ * it: unpacking restores this host's own string when the hash is its own,
+ * and any other host becomes the 16 hex digits of its hash, valid syntax
+ * that never equals a real host string (those contain '-'). Such a peer
+ * is reached, but vmmc may know it twice (the address we connected to, and
+ * the one it sent us). Packing a synthetic host takes its digits as the
+ * hash again, so pack(unpack(name)) == name for every name: an endpoint
+ * that packs the address vmmc keeps for a peer (FI_SOURCE) finds the name
+ * it was given.
  *
  * Only addresses whose text can be rebuilt byte for byte are packed: keys in
  * the order the core writes them, values in the form the transports write
@@ -48,13 +59,13 @@
 #define PK_VERSION 1
 #define VOFI_ADDR_PACKED 63
 enum {
-    O_LEN = 0, O_VER = 1, O_FLAGS = 2, O_HOST = 3, O_PID = 11, O_SHM = 15,
-    O_UDP = 23, O_PORT = 39, O_UTOK = 41, O_UID = 57, O_SUM = 61, O_END = 63
+    O_LEN = 0, O_VER = 1, O_FLAGS = 2, O_HOST = 3, O_V6HI = 11, O_PID = 23,
+    O_SHM = 27, O_UDP = 35, O_PORT = 39, O_UTOK = 41, O_UID = 57, O_SUM = 61, O_END = 63
 };
 _Static_assert(O_END == VOFI_ADDR_PACKED && O_END <= VOFI_MAX_EP_ADDR, "packed layout");
 enum {
     F_SHM = 1u << 0, F_UDP4 = 1u << 1, F_UDP6 = 1u << 2, F_UTOK = 1u << 3, F_UID = 1u << 4,
-    F_ULO = 1u << 5, F_ALL = 0x3f
+    F_ULO = 1u << 5, F_HOSTX = 1u << 6, F_ALL = 0x7f
 };
 /* The keys, in the order the core writes them: host, pid, then the
  * transports' (shm, then udp). */
@@ -125,8 +136,9 @@ static int hex_bytes(const char *s, size_t n, uint8_t *out)
     return 0;
 }
 
-/* "a.b.c.d:port" or "[v6]:port", exactly as inet_ntop and "%u" write it. */
-static int pack_udp(const char *v, size_t vl, uint8_t *out, unsigned *flag)
+/* "a.b.c.d:port" or "[v6]:port", exactly as inet_ntop and "%u" write it:
+ * the address into @p ip (4 or 16 bytes), the port into the name. */
+static int pack_udp(const char *v, size_t vl, uint8_t *out, uint8_t ip[16], unsigned *flag)
 {
     const char *colon = NULL;
     for (size_t i = vl; i-- > 0;)
@@ -148,12 +160,47 @@ static int pack_udp(const char *v, size_t vl, uint8_t *out, unsigned *flag)
     memcpy(a, v, al);
     a[al] = 0;
     int fam = v6 ? AF_INET6 : AF_INET;
-    if (inet_pton(fam, a, out + O_UDP) != 1 || !inet_ntop(fam, out + O_UDP, back, sizeof back) ||
+    if (inet_pton(fam, a, ip) != 1 || !inet_ntop(fam, ip, back, sizeof back) ||
         strcmp(back, a))
         return -1;
     put_le(out + O_PORT, port, 2);
     *flag = v6 ? F_UDP6 : F_UDP4;
     return 0;
+}
+
+/* "<uuid>-<inode>" as the core writes it: the UUID's 16 bytes, the inode's
+ * 4 (little-endian) into @p out; 0 if the host has another form. */
+static int host_exact(const char *v, size_t vl, uint8_t out[20])
+{
+    static const int dash[] = {8, 13, 18, 23};
+    uint8_t u[16];
+    uint64_t ns;
+    if (vl < 38 || v[36] != '-' || num_of(v + 37, vl - 37, 10, 10, &ns) || ns > UINT32_MAX)
+        return 0;
+    char hex[32];
+    for (int i = 0, o = 0, d = 0; i < 36; i++) {
+        if (d < 4 && i == dash[d]) {
+            if (v[i] != '-')
+                return 0;
+            d++;
+            continue;
+        }
+        hex[o++] = v[i];
+    }
+    if (hex_bytes(hex, 32, u))
+        return 0;
+    memcpy(out, u, 16);
+    put_le(out + 16, ns, 4);
+    return 1;
+}
+
+static void host_text(const uint8_t in[20], char *buf, size_t cap)
+{
+    const uint8_t *u = in;
+    snprintf(buf, cap,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x-%llu", u[0],
+             u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+             u[14], u[15], (unsigned long long)get_le(in + 16, 4));
 }
 
 static int changed(const char *what, size_t n, const char *why)
@@ -188,7 +235,9 @@ int vofi_addr_pack(const void *vaddr, size_t vlen, uint8_t *out, size_t *outlen)
     *outlen = VOFI_ADDR_PACKED;
     if (cap < VOFI_ADDR_PACKED)
         return -FI_ETOOSMALL;
-    uint8_t pk[VOFI_ADDR_PACKED] = {0};
+    uint8_t pk[VOFI_ADDR_PACKED] = {0}, ip[16] = {0};
+    const char *host = NULL;
+    size_t host_len = 0;
     unsigned flags = 0;
     uint64_t pid = 0;
     size_t next_key = 0;
@@ -203,15 +252,9 @@ int vofi_addr_pack(const void *vaddr, size_t vlen, uint8_t *out, size_t *outlen)
         next_key = k + 1;
         uint64_t x;
         switch (k) {
-        case 0: { /* host: its hash, or the hash a synthetic host spells */
-            uint8_t h[8];
-            x = fnv1a(v, vl);
-            if (vl == 16 && !hex_bytes(v, vl, h)) /* "%016llx" of a hash */
-                for (int i = 0; i < 8; i++)
-                    x = i ? x << 8 | h[i] : h[i];
-            put_le(pk + O_HOST, x, 8);
+        case 0: /* host: once the udp address is known */
+            host = v, host_len = vl;
             break;
-        }
         case 1: /* pid: checked 1..4194304 by vmmc_addr_parse */
             if (num_of(v, vl, 10, 7, &pid))
                 return changed(p, (size_t)(end - p), "is not canonical");
@@ -229,7 +272,7 @@ int vofi_addr_pack(const void *vaddr, size_t vlen, uint8_t *out, size_t *outlen)
         }
         case 3: { /* udp */
             unsigned f = 0;
-            if (pack_udp(v, vl, pk, &f))
+            if (pack_udp(v, vl, pk, ip, &f))
                 return changed(p, (size_t)(end - p), "is not ADDR:PORT as inet_ntop writes it");
             flags |= f;
             break;
@@ -255,6 +298,22 @@ int vofi_addr_pack(const void *vaddr, size_t vlen, uint8_t *out, size_t *outlen)
     if (udp != !!(flags & F_UTOK) || udp != !!(flags & F_UID) ||
         ((flags & F_ULO) && !(flags & F_UDP4)) || !(flags & (F_SHM | F_UDP4 | F_UDP6)))
         return changed(card, vlen, "(its udp keys) come in a new combination");
+    if (flags & F_UDP6) {
+        memcpy(pk + O_V6HI, ip, 12);
+        memcpy(pk + O_UDP, ip + 12, 4);
+    } else {
+        memcpy(pk + O_UDP, ip, 4);
+    }
+    if (!(flags & F_UDP6) && host_exact(host, host_len, pk + O_HOST)) {
+        flags |= F_HOSTX;
+    } else { /* its hash, or the hash a synthetic host spells */
+        uint8_t h[8];
+        uint64_t x = fnv1a(host, host_len);
+        if (host_len == 16 && !hex_bytes(host, host_len, h)) /* "%016llx" of a hash */
+            for (int i = 0; i < 8; i++)
+                x = i ? x << 8 | h[i] : h[i];
+        put_le(pk + O_HOST, x, 8);
+    }
     pk[O_LEN] = VOFI_ADDR_PACKED;
     pk[O_VER] = PK_VERSION;
     pk[O_FLAGS] = (uint8_t)flags;
@@ -294,7 +353,8 @@ int vofi_addr_unpack(const uint8_t *in, size_t inlen, const void *own_vaddr, siz
         return bad("checksum mismatch (a damaged copy)");
     unsigned f = in[O_FLAGS];
     int udp = !!(f & (F_UDP4 | F_UDP6));
-    if ((f & ~F_ALL) || (f & F_UDP4 && f & F_UDP6) || udp != !!(f & F_UTOK) ||
+    if ((f & ~F_ALL) || (f & F_UDP4 && f & F_UDP6) || (f & F_HOSTX && f & F_UDP6) ||
+        udp != !!(f & F_UTOK) ||
         udp != !!(f & F_UID) || ((f & F_ULO) && !(f & F_UDP4)) || !(f & (F_SHM | F_UDP4 | F_UDP6)))
         return bad("impossible key flags");
     uint64_t pid = get_le(in + O_PID, 4), port = get_le(in + O_PORT, 2);
@@ -302,7 +362,7 @@ int vofi_addr_unpack(const uint8_t *in, size_t inlen, const void *own_vaddr, siz
         return bad("pid out of range (1..4194304)");
     if ((!(f & F_SHM) && !all_zero(in + O_SHM, 8)) ||
         (!udp && !all_zero(in + O_UDP, O_SUM - O_UDP)) ||
-        ((f & F_UDP4) && !all_zero(in + O_UDP + 4, 12)))
+        (!(f & (F_HOSTX | F_UDP6)) && !all_zero(in + O_V6HI, 12)))
         return bad("bytes set in an absent field");
     if (udp && port == 0)
         return bad("udp port 0");
@@ -310,7 +370,9 @@ int vofi_addr_unpack(const uint8_t *in, size_t inlen, const void *own_vaddr, siz
     char card[VMMC_ADDR_MAX + 1], host[128];
     uint64_t hh = get_le(in + O_HOST, 8);
     snprintf(host, sizeof host, "%016llx", (unsigned long long)hh);
-    const char *own = own_vaddr;
+    if (f & F_HOSTX)
+        host_text(in + O_HOST, host, sizeof host);
+    const char *own = f & F_HOSTX ? NULL : own_vaddr;
     for (size_t i = 0; own && i + 5 < own_vlen; i++) { /* the own address's host= value */
         if ((i == 0 || own[i - 1] == ';') && !memcmp(own + i, "host=", 5)) {
             const char *v = own + i + 5, *e = memchr(v, ';', own_vlen - i - 5);
@@ -330,7 +392,10 @@ int vofi_addr_unpack(const uint8_t *in, size_t inlen, const void *own_vaddr, siz
                               (unsigned long long)get_le(in + O_SHM, 8));
     if (udp) {
         char a[INET6_ADDRSTRLEN], tok[33];
-        inet_ntop(f & F_UDP6 ? AF_INET6 : AF_INET, in + O_UDP, a, sizeof a);
+        uint8_t ip[16];
+        memcpy(ip, in + O_V6HI, 12);
+        memcpy(ip + 12, in + O_UDP, 4);
+        inet_ntop(f & F_UDP6 ? AF_INET6 : AF_INET, f & F_UDP6 ? ip : in + O_UDP, a, sizeof a);
         for (int i = 0; i < 16; i++)
             snprintf(tok + 2 * i, 3, "%02x", in[O_UTOK + i]);
         n += (size_t)snprintf(card + n, sizeof card - n, f & F_UDP6 ? "udp=[%s]:%u;" : "udp=%s:%u;",

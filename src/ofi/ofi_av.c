@@ -46,8 +46,8 @@ static size_t bucket_of(const av_priv_t *p, const uint8_t *a, size_t n)
     return (size_t)(name_hash(a, n) & (p->nbucket - 1));
 }
 
-/* The slot holding @p a (lowest in its chain for a table with duplicates
- * is not promised: any slot with those bytes), or NONE. Lock held. */
+/* A slot holding @p a (a table may hold it twice: either), or NONE.
+ * Lock held. */
 static uint32_t lookup_slot(const av_priv_t *p, const uint8_t *a, size_t n)
 {
     if (n == 0 || n > VOFI_MAX_EP_ADDR || !p->nbucket)

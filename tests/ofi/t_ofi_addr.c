@@ -136,9 +136,17 @@ static void test_pack(const char *own, const char *other_ep)
     char a[VMMC_ADDR_MAX], host[128];
     snprintf(host, sizeof host, "%.*s", (int)(strchr(own, ';') - own - 5), own + 5);
 
+    uint8_t pk[VOFI_MAX_EP_ADDR];
     round_trip(own, own);
     round_trip(other_ep, own);
-    synthetic_host(own, NULL);
+    pack_str(own, pk);
+    if (strstr(own, "udp=[")) { /* IPv6 takes the room of the exact host */
+        VT_CHECK(!(pk[O_FLAGS] & F_HOSTX));
+        synthetic_host(own, NULL);
+    } else {
+        VT_CHECK(pk[O_FLAGS] & F_HOSTX);
+        round_trip(own, NULL);
+    }
     /* hand-made ones, on this host and on another */
     const char *forms[] = {
         "pid=77;shm=vmmc.77.1f;udp=[2001:db8::1]:50116;utok=%s;uid=0000abcd;",
@@ -152,9 +160,31 @@ static void test_pack(const char *own, const char *other_ep)
         snprintf(rest, sizeof rest, forms[i], tok);
         snprintf(a, sizeof a, "host=%s;%s", host, rest);
         round_trip(a, own);
-        snprintf(a, sizeof a, "host=0123abcd-42;%s", rest);
+        snprintf(a, sizeof a, "host=0123abcd-42;%s", rest); /* a host of another form */
         synthetic_host(a, own);
         round_trip(a, a); /* that host's own view */
+        /* another host of the usual form: exact, but for IPv6 */
+        const char *hosts[] = {"11111111-2222-3333-4444-555555555555-4026531840",
+                               "00000000-0000-0000-0000-000000000000-0",
+                               "ffffffff-ffff-ffff-ffff-ffffffffffff-4294967295"};
+        for (size_t k = 0; k < 3; k++) {
+            snprintf(a, sizeof a, "host=%s;%s", hosts[k], rest);
+            if (strstr(rest, "udp=["))
+                synthetic_host(a, own);
+            else
+                round_trip(a, own);
+            round_trip(a, a);
+        }
+        /* near misses of that form: kept as a hash */
+        const char *near[] = {"11111111-2222-3333-4444-555555555555-04026531840",
+                              "11111111-2222-3333-4444-555555555555-4294967296",
+                              "111111112-222-3333-4444-555555555555-1",
+                              "11111111-2222-3333-4444-555555555555-"
+                              "1-2"};
+        for (size_t k = 0; k < 4; k++) {
+            snprintf(a, sizeof a, "host=%s;%s", near[k], rest);
+            synthetic_host(a, own);
+        }
     }
     /* synthetic hosts whose hash starts with zero digits */
     snprintf(a, sizeof a, "host=000000000000abcd;pid=5;shm=vmmc.5.1;");
@@ -187,7 +217,6 @@ static void test_pack(const char *own, const char *other_ep)
     VT_CHECK(vofi_addr_pack("host=ab;pid=1;\0shm=", 19, (uint8_t[64]){0}, &(size_t){64}) ==
              -FI_EINVAL);
     size_t small = 10;
-    uint8_t pk[VOFI_MAX_EP_ADDR];
     VT_CHECK(vofi_addr_pack(own, strlen(own), pk, &small) == -FI_ETOOSMALL && small == PK);
     small = 0;
     VT_CHECK(vofi_addr_pack(own, strlen(own), NULL, &small) == -FI_ETOOSMALL && small == PK);
@@ -230,7 +259,7 @@ static void test_hostile(const char *own)
     /* hostile: each field out of its range, checksum made right */
     struct { int off, val; const char *what; } h[] = {
         {O_LEN, PK - 1, "length byte"},       {O_VER, 2, "version"},
-        {O_PID, 0, "pid 0"},                  {O_FLAGS, flags | 0x40, "reserved flag"},
+        {O_PID, 0, "pid 0"},                  {O_FLAGS, flags | 0x80, "reserved flag"},
         {O_FLAGS, flags | F_UDP4 | F_UDP6, "udp4 and udp6"},
         {O_FLAGS, flags & ~F_UTOK, "udp without utok"},
         {O_FLAGS, flags & ~F_UID, "udp without uid"},
@@ -261,11 +290,19 @@ static void test_hostile(const char *own)
     memset(bad + O_SHM, 0, 8); /* without them: a valid udp-only name */
     reseal(bad);
     VT_CHECK(unpack_str(bad, PK, own, back) == 0 && !strstr(back, "shm="));
-    if (flags & F_UDP4) {
-        memcpy(bad, pk, PK);
-        bad[O_UDP + 4] = 1; /* IPv4: the rest of the 16 bytes is zero */
+    memcpy(bad, pk, PK);
+    if (flags & F_HOSTX) { /* as a hash: the UUID's tail is no IPv6 */
+        bad[O_FLAGS] = (uint8_t)(flags & ~F_HOSTX);
         reseal(bad);
-        refuse_unpack(bad, PK, own, "IPv4 with bytes after it");
+        refuse_unpack(bad, PK, own, "a hashed host with bytes after it");
+    } else if (flags & F_UDP6) {
+        bad[O_FLAGS] = (uint8_t)(flags | F_HOSTX);
+        reseal(bad);
+        refuse_unpack(bad, PK, own, "an exact host and IPv6");
+    } else {
+        bad[O_V6HI] = 1;
+        reseal(bad);
+        refuse_unpack(bad, PK, own, "IPv4 with IPv6 bytes");
     }
     memcpy(bad, pk, PK);
     bad[O_PORT] = bad[O_PORT + 1] = 0;

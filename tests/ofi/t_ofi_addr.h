@@ -9,9 +9,9 @@
 #include "vtest.h"
 
 #define PK 63 /* bytes of a packed name */
-enum { O_LEN = 0, O_VER = 1, O_FLAGS = 2, O_HOST = 3, O_PID = 11, O_SHM = 15, O_UDP = 23,
-       O_PORT = 39, O_UTOK = 41, O_UID = 57, O_SUM = 61 };
-enum { F_SHM = 1, F_UDP4 = 2, F_UDP6 = 4, F_UTOK = 8, F_UID = 16, F_ULO = 32 };
+enum { O_LEN = 0, O_VER = 1, O_FLAGS = 2, O_HOST = 3, O_V6HI = 11, O_PID = 23, O_SHM = 27,
+       O_UDP = 35, O_PORT = 39, O_UTOK = 41, O_UID = 57, O_SUM = 61 };
+enum { F_SHM = 1, F_UDP4 = 2, F_UDP6 = 4, F_UTOK = 8, F_UID = 16, F_ULO = 32, F_HOSTX = 64 };
 
 /* Make the checksum of @p p right again (after changing a field). */
 void reseal(uint8_t *p);

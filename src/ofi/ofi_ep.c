@@ -319,8 +319,13 @@ static int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
             r = -FI_EINVAL;
             break;
         }
+        if (ep->nbinds == 8) {
+            r = -FI_ENOSPC;
+            break;
+        }
         if ((r = vofi_cq_bind_ep(cq, ep)))
             break;
+        ep->binds[ep->nbinds++] = bfid;
         if (flags & FI_TRANSMIT) {
             ep->tx_cq = cq;
             ep->tx_cq_flags = flags;
@@ -348,8 +353,13 @@ static int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
             r = -FI_EBADFLAGS;
             break;
         }
+        if (ep->nbinds == 8) {
+            r = -FI_ENOSPC;
+            break;
+        }
         if ((r = vofi_cntr_bind_ep(c, ep)))
             break;
+        ep->binds[ep->nbinds++] = bfid;
         for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
             if ((flags & map[i].flag) && !*map[i].slot) {
                 *map[i].slot = c;
@@ -379,26 +389,22 @@ static int ep_close(struct fid *fid)
         vofi_rma_close(ep);
         vofi_proto_close(ep);
     }
+    /* Each bind call is undone once; each slot held a reference. */
+    for (int i = 0; i < ep->nbinds; i++) {
+        if (ep->binds[i]->fclass == FI_CLASS_CQ)
+            vofi_cq_unbind_ep(container_of(ep->binds[i], vofi_cq_t, fid.fid), ep);
+        else
+            vofi_cntr_unbind_ep(container_of(ep->binds[i], vofi_cntr_t, fid.fid), ep);
+    }
     vofi_cq_t *cqs[2] = {ep->tx_cq, ep->rx_cq};
     for (int i = 0; i < 2; i++)
-        if (cqs[i]) {
-            if (i == 0 || cqs[1] != cqs[0])
-                vofi_cq_unbind_ep(cqs[i], ep);
+        if (cqs[i])
             atomic_fetch_sub(&cqs[i]->ref, 1);
-        }
     vofi_cntr_t *cs[6] = {ep->cntr_send, ep->cntr_recv, ep->cntr_read,
                           ep->cntr_write, ep->cntr_rread, ep->cntr_rwrite};
-    for (int i = 0; i < 6; i++) {
-        if (!cs[i])
-            continue;
-        int first = 1;
-        for (int j = 0; j < i; j++)
-            if (cs[j] == cs[i])
-                first = 0;
-        if (first)
-            vofi_cntr_unbind_ep(cs[i], ep);
-        atomic_fetch_sub(&cs[i]->ref, 1);
-    }
+    for (int i = 0; i < 6; i++)
+        if (cs[i])
+            atomic_fetch_sub(&cs[i]->ref, 1);
     if (ep->av)
         atomic_fetch_sub(&ep->av->ref, 1);
     vmmc_ep_close(ep->vep);

@@ -17,6 +17,7 @@
  * Exit codes: 0 pass, 1 fail, 77 skip (the provider does not load or does
  * not offer what the scenario asks; the reason is printed).
  *
+ * OFI_TEST_AV=table (or map) opens that kind of address vector.
  * The provider is "vmmc" unless OFI_TEST_PROV names another (e.g. "tcp",
  * "shm", "sockets": to check the tests themselves against libfabric's own
  * providers).
@@ -328,8 +329,13 @@ static inline void op_side_open(op_side_t *s, const op_cfg_t *c, int rank)
         OP_CALL(fi_cntr_open(s->domain, &na, &s->scntr, NULL));
     if (c->cntr_recv)
         OP_CALL(fi_cntr_open(s->domain, &na, &s->rcntr, NULL));
-    struct fi_av_attr aa = {.type = c->av_type != FI_AV_UNSPEC ? c->av_type
-                                                               : fi->domain_attr->av_type};
+    /* OFI_TEST_AV=table|map runs a scenario on that kind of AV */
+    const char *avenv = getenv("OFI_TEST_AV");
+    enum fi_av_type avt = c->av_type;
+    if (avt == FI_AV_UNSPEC && avenv)
+        avt = !strcmp(avenv, "table") ? FI_AV_TABLE : !strcmp(avenv, "map") ? FI_AV_MAP
+                                                                              : FI_AV_UNSPEC;
+    struct fi_av_attr aa = {.type = avt != FI_AV_UNSPEC ? avt : fi->domain_attr->av_type};
     if (aa.type == FI_AV_UNSPEC)
         aa.type = FI_AV_MAP;
     OP_CALL(fi_av_open(s->domain, &aa, &s->av, NULL));

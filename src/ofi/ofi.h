@@ -447,6 +447,7 @@ struct vofi_ep {
     int thread_on;
     _Atomic int stop;
     uint64_t live_check_ns;     /* last peer liveness check of the rendezvous */
+    unsigned passes;            /* progress passes (see vofi_ep_progress_locked) */
     uint64_t counters[VOFI_C_COUNT];
 };
 
@@ -484,6 +485,7 @@ extern struct fi_ops_atomic vofi_atomic_ops;
 int vofi_rma_open(vofi_ep_t *ep);   /* at fi_enable: on-demand MR exports, vmmc CQ */
 void vofi_rma_close(vofi_ep_t *ep);
 int vofi_rma_progress(vofi_ep_t *ep); /* poll ep->vcq; lock held */
+int vofi_rma_busy(vofi_ep_t *ep);     /* 1 while RMA may wait for the core's progress */
 
 /* ofi_proto.c: the matching protocol */
 int vofi_proto_open(vofi_ep_t *ep);  /* at fi_enable: FM channels, handlers */

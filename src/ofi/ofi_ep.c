@@ -99,8 +99,17 @@ int vofi_ep_peer(vofi_ep_t *ep, fi_addr_t a)
     int r = vofi_addr_unpack(packed, (size_t)len, ep->vaddr, ep->vaddr_len, vaddr, &vlen);
     if (r)
         return r;
-    int peer;
-    int st = vmmc_connect(ep->vep, vaddr, vlen, &peer);
+    /* A peer on another host that reached us first is known by its full
+     * address, which the packed name only abbreviates: find it by name. */
+    int peer = -1, np = vmmc_peer_count(ep->vep);
+    for (int h = 0; h < np && peer < 0; h++) {
+        uint8_t hv[VMMC_ADDR_MAX], hp[VOFI_MAX_EP_ADDR];
+        size_t hvl = sizeof hv, hpl = sizeof hp;
+        if (!vmmc_peer_addr(ep->vep, h, hv, &hvl) && !vofi_addr_pack(hv, hvl, hp, &hpl) &&
+            hpl == (size_t)len && !memcmp(hp, packed, hpl))
+            peer = h;
+    }
+    int st = peer >= 0 ? 0 : vmmc_connect(ep->vep, vaddr, vlen, &peer);
     if (st) {
         vofi_warn("fi_addr %llu: %s", (unsigned long long)a, vmmc_last_error());
         return vofi_err(st);
@@ -186,9 +195,17 @@ int vofi_ep_progress_locked(vofi_ep_t *ep)
 {
     if (!ep->enabled)
         return 0;
-    int n = vmmc_progress(ep->vep);
-    if (n < 0)
-        n = 0;
+    int n = 0;
+    /* The core's own progress runs notification handlers (RMA writes with
+     * data) and reads the udp link's socket: a system call. FM drives the
+     * core itself when its rings are not mapped, so a polling loop that
+     * only waits for messages needs it rarely: every pass while RMA or a
+     * rendezvous is in flight, else one pass in 256. */
+    if (ep->rdv_rx.head || vofi_rma_busy(ep) || (++ep->passes & 255) == 0) {
+        n = vmmc_progress(ep->vep);
+        if (n < 0)
+            n = 0;
+    }
     n += vofi_proto_progress(ep);
     n += vofi_rma_progress(ep);
     return n;

@@ -397,6 +397,7 @@ enum {
     VOFI_C_UNEXP,    /* messages that arrived before their receive */
     VOFI_C_EAGER,    /* eager messages received straight into a posted buffer */
     VOFI_C_RTS,      /* rendezvous messages matched on arrival */
+    VOFI_C_OVER,     /* passes that read beyond the unexpected bound for a posted receive */
     VOFI_C_COUNT
 };
 

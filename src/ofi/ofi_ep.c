@@ -402,6 +402,14 @@ static int ep_close(struct fid *fid)
         pthread_join(ep->thread, NULL);
     }
     pthread_mutex_lock(&ep->lock);
+    vofi_info("endpoint closed: %llu eager into posted buffers, %llu rendezvous matched on "
+              "arrival, %llu unexpected, %llu passes over the unexpected bound, %llu malformed or "
+              "stale messages dropped",
+              (unsigned long long)ep->counters[VOFI_C_EAGER],
+              (unsigned long long)ep->counters[VOFI_C_RTS],
+              (unsigned long long)ep->counters[VOFI_C_UNEXP],
+              (unsigned long long)ep->counters[VOFI_C_OVER],
+              (unsigned long long)ep->counters[VOFI_C_PROTOCOL]);
     if (ep->enabled) {
         vofi_rma_close(ep);
         vofi_proto_close(ep);

@@ -4,7 +4,8 @@
  * (-FI_EOPBADSTATE), closing what is still in use (-FI_EBUSY), garbage
  * addresses offered to the AV, and a peer that exits in the middle of a
  * rendezvous: the survivor's operations end with an error completion, in
- * bounded time, and it closes cleanly.
+ * bounded time, and it closes cleanly; a receive directed at a peer that
+ * exits without sending ends too.
  *
  * Where fi_*(3) leave the exact code open, any error is accepted but never
  * 0 or -FI_EAGAIN (which would invite a retry forever), and an operation
@@ -218,7 +219,19 @@ static int s_peer_dies(op_side_t *s, void *v)
     }
     if (sender == 0) {
         op_barrier(s);
-        OP_POST(s, "tsend", fi_tsend(s->ep, b, len, NULL, s->peer, 1, &c));
+        /* the peer may be gone already: then the send may fail at once */
+        ssize_t r;
+        double end = op_now() + OP_TIMEOUT;
+        while ((r = fi_tsend(s->ep, b, len, NULL, s->peer, 1, &c)) == -FI_EAGAIN) {
+            if (op_now() > end)
+                OP_FAIL("a send to a dying peer: -FI_EAGAIN for %.0f s", OP_TIMEOUT);
+            op_settle(s, 0.001);
+        }
+        if (r < 0) {
+            printf("  send to a dead peer refused at once: %s\n", fi_strerror((int)-r));
+            free(b);
+            return 0;
+        }
     } else {
         OP_POST(s, "trecv", fi_trecv(s->ep, b, len, NULL, s->peer, 1, 0, &c));
         op_barrier(s);
@@ -231,15 +244,48 @@ static int s_peer_dies(op_side_t *s, void *v)
     if (!e.err && e.e.len != len)
         OP_FAIL("success with %zu of %zu bytes", e.e.len, len);
     /* the peer is gone: a new send to it must end too */
-    ssize_t r = fi_tsend(s->ep, b, 100000, NULL, s->peer, 2, &c2);
+    ssize_t r;
+    double end = op_now() + OP_TIMEOUT;
+    while ((r = fi_tsend(s->ep, b, 100000, NULL, s->peer, 2, &c2)) == -FI_EAGAIN &&
+           op_now() < end)
+        op_settle(s, 0.001);
     if (r == 0) {
         e = op_wait_for(s, s->txcq, &c2, OP_TIMEOUT, "a send to a dead peer");
         if (!e.err)
             OP_FAIL("a 100000-byte send to a dead peer completed successfully");
     } else if (r == -FI_EAGAIN) {
-        OP_FAIL("a send to a dead peer: -FI_EAGAIN");
+        OP_FAIL("a send to a dead peer: -FI_EAGAIN for %.0f s", OP_TIMEOUT);
     }
     free(b);
+    return 0;
+}
+
+/* A receive directed at a peer that exits without sending it anything
+ * more: it can never match, so it must end with an error rather than wait
+ * forever. @p v: the peers first swap one message each way (so each knows
+ * the other as a live peer), or not at all. */
+static int s_directed_dead(op_side_t *s, void *v)
+{
+    int talk = *(int *)v;
+    char b[64];
+    struct fi_context2 c, c2;
+    if (!(s->info->caps & FI_DIRECTED_RECV))
+        OP_FAIL("asked for FI_DIRECTED_RECV, got caps 0x%llx", (unsigned long long)s->info->caps);
+    if (talk) {
+        OP_POST(s, "trecv", fi_trecv(s->ep, b, sizeof b, NULL, s->peer, 9, 0, &c2));
+        OP_POST(s, "tsend", fi_tsend(s->ep, "hello", 6, NULL, s->peer, 9, &c));
+        op_wait_ok(s, s->txcq, &c, "hello sent");
+        op_wait_ok(s, s->rxcq, &c2, "hello received");
+    }
+    if (s->rank == 1) {
+        op_barrier(s);
+        _exit(0);
+    }
+    OP_POST(s, "trecv", fi_trecv(s->ep, b, sizeof b, NULL, s->peer, 1, 0, &c));
+    op_barrier(s);
+    op_ent_t e = op_wait_for(s, s->rxcq, &c, OP_TIMEOUT, "a receive directed at a dead peer");
+    if (!e.err)
+        OP_FAIL("a receive from a peer that sent nothing completed successfully");
     return 0;
 }
 
@@ -271,6 +317,18 @@ int main(int argc, char **argv)
         const char *n = m ? "peer_dies_sending" : "peer_dies_receiving";
         if (op_want(argc, argv, n))
             op_tally(&t, op_run(n, &d, s_peer_dies, &a));
+    }
+    {
+        op_cfg_t d = c;
+        d.no_final_barrier = 1;
+        d.caps |= FI_DIRECTED_RECV;
+        static int talk = 1, silent = 0;
+        if (op_want(argc, argv, "directed_dead"))
+            op_tally(&t, op_run("directed_dead", &d, s_directed_dead, &talk));
+        /* The same with no message ever exchanged: run only when named
+         * (the provider learns of a peer's death from its traffic). */
+        if (argc > 1 && !strcmp(argv[1], "silent_dead"))
+            op_tally(&t, op_run("silent_dead", &d, s_directed_dead, &silent));
     }
     return op_tally_exit(&t);
 }

@@ -1,7 +1,8 @@
 /* Threads and progress (fi_domain(3)): with FI_THREAD_SAFE, 4 threads per
  * side send, receive and read the shared CQs on one endpoint at once;
  * with FI_PROGRESS_AUTO, a side that makes no libfabric call at all still
- * lets its peer's rendezvous send (and receive) complete.
+ * lets its peer's rendezvous send (and receive) complete; two threads
+ * blocked in fi_cq_sread on one CQ share its completions, none lost.
  *
  *   t_ofi_threads [filter] [messages per thread] */
 #include <pthread.h>
@@ -200,6 +201,84 @@ static int s_auto(op_side_t *s, void *v)
     return 0;
 }
 
+/* Two threads block in fi_cq_sread on one CQ while the messages arrive:
+ * each completion is read exactly once, none is lost to a missed wake-up,
+ * and fi_cq_signal releases the thread still waiting at the end. */
+typedef struct sarg {
+    op_side_t *s;
+    int n;
+    _Atomic int got;
+    _Atomic unsigned char *seen;
+} sarg_t;
+
+static void *sread_main(void *v)
+{
+    sarg_t *a = v;
+    double end = op_now() + OP_TIMEOUT;
+    while (atomic_load(&a->got) < a->n) {
+        struct fi_cq_tagged_entry e;
+        ssize_t r = fi_cq_sread(a->s->rxcq, &e, 1, NULL, 1000);
+        if (r == 1) {
+            op_t *o = e.op_context;
+            int i = (int)(o - (op_t *)a->s->user);
+            if (i < 0 || i >= a->n)
+                OP_FAIL("sread: a completion with an unknown context %p", e.op_context);
+            if (atomic_fetch_add(&a->seen[i], 1) != 0)
+                OP_FAIL("sread: completion %d read twice", i);
+            if (atomic_fetch_add(&a->got, 1) + 1 == a->n)
+                fi_cq_signal(a->s->rxcq); /* the other thread may be asleep */
+            continue;
+        }
+        /* woken by fi_cq_signal: fi_cq(3) leaves the code open */
+        if (r != -FI_EAGAIN && r != -FI_ECANCELED)
+            OP_FAIL("fi_cq_sread in a thread: %zd (%s)", r, fi_strerror((int)-r));
+        if (op_now() > end)
+            OP_FAIL("sread threads: %d of %d completions after %.0f s", atomic_load(&a->got),
+                    a->n, OP_TIMEOUT);
+    }
+    return NULL;
+}
+
+static int s_sread_threads(op_side_t *s, void *v)
+{
+    int n = *(int *)v;
+    op_t *ops = calloc((size_t)n, sizeof *ops);
+    char (*b)[64] = calloc((size_t)n, 64);
+    OP_CHECK(ops && b);
+    if (s->rank == 0) {
+        char go;
+        op_oob_recv(s, &go, 1);
+        for (int i = 0; i < n; i++) {
+            op_fill(b[i], 40, (uint64_t)i);
+            OP_POST(s, "tsend", fi_tsend(s->ep, b[i], 40, NULL, s->peer, 2, &ops[i].ctx));
+        }
+        for (int i = 0; i < n; i++)
+            op_wait_ok(s, s->txcq, &ops[i].ctx, "tsend");
+        op_oob_recv(s, &go, 1);
+    } else {
+        sarg_t a = {.s = s, .n = n};
+        a.seen = calloc((size_t)n, 1);
+        OP_CHECK(a.seen);
+        s->user = ops;
+        for (int i = 0; i < n; i++)
+            OP_POST(s, "trecv", fi_trecv(s->ep, b[i], 64, NULL, s->peer, 2, 0, &ops[i].ctx));
+        pthread_t th[2];
+        for (int k = 0; k < 2; k++)
+            if (pthread_create(&th[k], NULL, sread_main, &a))
+                OP_FAIL("pthread_create");
+        op_oob_send(s, "g", 1);
+        for (int k = 0; k < 2; k++)
+            pthread_join(th[k], NULL);
+        for (int i = 0; i < n; i++)
+            OP_VERIFY(b[i], 40, (uint64_t)i, 0, "sread data");
+        free((void *)a.seen);
+        op_oob_send(s, "d", 1);
+    }
+    free(ops);
+    free(b);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     op_tally_t t = {0};
@@ -212,5 +291,11 @@ int main(int argc, char **argv)
     d.progress = FI_PROGRESS_AUTO;
     if (op_want(argc, argv, "auto_progress"))
         op_tally(&t, op_run("auto_progress", &d, s_auto, NULL));
+    op_cfg_t e = op_cfg_default();
+    e.threading = FI_THREAD_SAFE;
+    e.cq_wait = FI_WAIT_UNSPEC;
+    int n = 10 * m;
+    if (op_want(argc, argv, "sread_threads"))
+        op_tally(&t, op_run("sread_threads", &e, s_sread_threads, &n));
     return op_tally_exit(&t);
 }

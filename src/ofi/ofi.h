@@ -432,6 +432,7 @@ struct vofi_ep {
     size_t unexp_bytes;
     size_t rx_posted, tx_live;
     /* rendezvous */
+    vofi_queue_t tx_wait;       /* sends that found no credit, in order (ofi_proto.c) */
     vofi_queue_t rdv_tx;        /* sends waiting for CTS, by id */
     vofi_queue_t rdv_rx;        /* receives moving data (redirects live) */
     vofi_queue_t work;          /* CTS/NAK to act on outside handlers (ofi_proto.c) */

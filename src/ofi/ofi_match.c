@@ -118,7 +118,8 @@ static vofi_xfer_t *xfer_new(const struct iovec *iov, size_t count, void *contex
     vofi_xfer_t *x = calloc(1, sizeof *x);
     if (!x)
         return NULL;
-    memcpy(x->iov, iov, count * sizeof *iov);
+    if (count)
+        memcpy(x->iov, iov, count * sizeof *iov);
     x->iov_count = count;
     x->len = vofi_iov_len(iov, count);
     x->context = context;

@@ -276,7 +276,8 @@ static ssize_t send_rts(vofi_ep_t *ep, const struct iovec *iov, size_t count, in
     vofi_xfer_t *x = calloc(1, sizeof *x);
     if (!x)
         return -FI_ENOMEM;
-    memcpy(x->iov, iov, count * sizeof *iov);
+    if (count)
+        memcpy(x->iov, iov, count * sizeof *iov);
     x->iov_count = count;
     x->len = h->len;
     x->context = context;
@@ -296,7 +297,7 @@ static ssize_t send_rts(vofi_ep_t *ep, const struct iovec *iov, size_t count, in
     return 0;
 }
 
-ssize_t vofi_proto_send(vofi_ep_t *ep, const struct iovec *iov, size_t count, int peer,
+static ssize_t send_now(vofi_ep_t *ep, const struct iovec *iov, size_t count, int peer,
                         uint64_t tag, uint64_t data, uint64_t flags, void *context)
 {
     size_t len = vofi_iov_len(iov, count);
@@ -341,9 +342,93 @@ ssize_t vofi_proto_send(vofi_ep_t *ep, const struct iovec *iov, size_t count, in
     return 0;
 }
 
+/* Sends that found no credit wait here, in order, and go out from
+ * progress: an application that posts many sends before its receives (as
+ * MPI allows) gets them accepted and reaches its receives, whose posting
+ * lets the peers' rings be read (a -FI_EAGAIN loop there would deadlock two
+ * such peers once the unexpected bound holds their rings). Once one send
+ * waits, every later one waits behind it, so order holds. An inject's bytes
+ * are copied (at most VMMC_OFI_INJECT); other sends keep the user's buffer,
+ * which stays untouched until their completion. */
+static ssize_t backlog_push(vofi_ep_t *ep, const struct iovec *iov, size_t count, int peer,
+                            uint64_t tag, uint64_t data, uint64_t flags, void *context)
+{
+    if (ep->tx_live >= VOFI_TX_SIZE)
+        return -FI_EAGAIN;
+    size_t len = vofi_iov_len(iov, count);
+    size_t extra = (flags & FI_INJECT) ? len : 0;
+    vofi_xfer_t *x = calloc(1, sizeof *x + extra);
+    if (!x)
+        return -FI_ENOMEM;
+    if (extra) {
+        char *copy = (char *)(x + 1);
+        size_t off = 0;
+        for (size_t i = 0; i < count; i++) {
+            if (iov[i].iov_len)
+                memcpy(copy + off, iov[i].iov_base, iov[i].iov_len);
+            off += iov[i].iov_len;
+        }
+        x->iov[0] = (struct iovec){.iov_base = copy, .iov_len = len};
+        x->iov_count = 1;
+    } else {
+        if (count)
+            memcpy(x->iov, iov, count * sizeof *iov);
+        x->iov_count = count;
+    }
+    x->len = len;
+    x->peer = peer;
+    x->tag = tag;
+    x->data = data;
+    x->flags = flags;
+    x->context = context;
+    vofi_queue_push(&ep->tx_wait, x);
+    ep->tx_live++;
+    return 0;
+}
+
+static int backlog_drain(vofi_ep_t *ep)
+{
+    int n = 0;
+    vofi_xfer_t *x;
+    while ((x = ep->tx_wait.head)) {
+        ssize_t r = send_now(ep, x->iov, x->iov_count, x->peer, x->tag, x->data, x->flags,
+                             x->context);
+        if (r == -FI_EAGAIN)
+            break;
+        vofi_queue_remove(&ep->tx_wait, x);
+        ep->tx_live--;
+        if (r < 0) /* refused now that it could go: the operation fails */
+            vofi_fail_tx(ep, FI_SEND | ((x->flags & FI_TAGGED) ? FI_TAGGED : FI_MSG), x->context,
+                         (int)-r, 0, ep->cntr_send);
+        free(x);
+        n++;
+    }
+    return n;
+}
+
+ssize_t vofi_proto_send(vofi_ep_t *ep, const struct iovec *iov, size_t count, int peer,
+                        uint64_t tag, uint64_t data, uint64_t flags, void *context)
+{
+    if (!ep->tx_wait.head) {
+        ssize_t r = send_now(ep, iov, count, peer, tag, data, flags, context);
+        if (r != -FI_EAGAIN)
+            return r;
+        /* Credits may come back with a pass of progress. */
+        vofi_ep_progress_locked(ep);
+        if (!ep->tx_wait.head) {
+            r = send_now(ep, iov, count, peer, tag, data, flags, context);
+            if (r != -FI_EAGAIN)
+                return r;
+        }
+    }
+    return backlog_push(ep, iov, count, peer, tag, data, flags, context);
+}
+
 int vofi_proto_progress(vofi_ep_t *ep)
 {
     int n = 0, r;
+    if (ep->tx_wait.head)
+        n += backlog_drain(ep);
     /* The control channel carries only answers to our rendezvous sends. */
     if (ep->rdv_tx.head) {
         r = fm_extract(ep->fmc, FM_EXTRACT_ALL);
@@ -402,6 +487,7 @@ static void drain_queue(vofi_ep_t *ep, vofi_queue_t *q, int posted)
 
 void vofi_proto_close(vofi_ep_t *ep)
 {
+    drain_queue(ep, &ep->tx_wait, 1);
     vofi_rdv_close(ep);
     for (int i = 0; i < 2; i++) {
         fm_t **f = i ? &ep->fmc : &ep->fm;

@@ -39,11 +39,6 @@ ssize_t vofi_send_common(struct fid_ep *fep, const struct iovec *iov, size_t cou
     }
     flags = want_cq(flags, ep->tx_cq_flags);
     r = vofi_proto_send(ep, iov, count, peer, tag, data, flags, context);
-    if (r == -FI_EAGAIN) {
-        /* Credits come back with progress: try once more before saying so. */
-        vofi_ep_progress_locked(ep);
-        r = vofi_proto_send(ep, iov, count, peer, tag, data, flags, context);
-    }
 out:
     pthread_mutex_unlock(&ep->lock);
     return r;

@@ -14,7 +14,8 @@
  *   ofi_ep.c       endpoint object: bind, enable, getname, progress thread
  *   ofi_progress.c the endpoint's progress (FM extract, rendezvous, RMA)
  *   ofi_match.c    posted and unexpected queues, MPI-FM matching
- *   ofi_proto.c    the wire: eager over FM streams, rendezvous by redirection
+ *   ofi_proto.c    the wire: eager over FM streams, handlers, sends
+ *   ofi_rdv.c      the rendezvous: redirection windows, chunks, CTS
  *   ofi_tagged.c   fi_ops_tagged        ofi_msg.c    fi_ops_msg
  *   ofi_rma.c      fi_ops_rma           ofi_atomic.c fi_ops_atomic
  *
@@ -358,6 +359,15 @@ typedef struct vofi_queue {
 /* ------------------------------------------------------------------------ */
 /* endpoint (ofi_ep.c) */
 
+/* The endpoint's counters (ep->counters[]). */
+enum {
+    VOFI_C_PROTOCOL, /* malformed or stale messages dropped */
+    VOFI_C_UNEXP,    /* messages that arrived before their receive */
+    VOFI_C_EAGER,    /* eager messages received straight into a posted buffer */
+    VOFI_C_RTS,      /* rendezvous messages matched on arrival */
+    VOFI_C_COUNT
+};
+
 struct vofi_ep {
     struct fid_ep fid;
     vofi_domain_t *dom;
@@ -402,7 +412,8 @@ struct vofi_ep {
     pthread_t thread;
     int thread_on;
     _Atomic int stop;
-    uint64_t counters[8];
+    uint64_t live_check_ns;     /* last peer liveness check of the rendezvous */
+    uint64_t counters[VOFI_C_COUNT];
 };
 
 /* Progress once (takes the lock): returns events handled (>= 0). */
@@ -419,8 +430,11 @@ fi_addr_t vofi_ep_addr_of(vofi_ep_t *ep, int peer);
 int vofi_endpoint(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep,
                   void *context);
 
-/* Completions of an endpoint's operations (lock held): to the CQ if the
- * operation asked for one, and to the counter. */
+/* Completions of an endpoint's operations (lock held): a CQ entry when
+ * the flags hold FI_COMPLETION (set at posting time when the operation must
+ * be reported: no selective completion, or FI_COMPLETION asked; never for
+ * FI_INJECT), written without that bit; and the counter, if any. Errors
+ * are always written to the CQ (and counted as counter errors). */
 void vofi_complete_tx(vofi_ep_t *ep, uint64_t flags, void *context, vofi_cntr_t *cntr);
 void vofi_complete_rx(vofi_ep_t *ep, const vofi_cqe_t *e, vofi_cntr_t *cntr);
 void vofi_fail_tx(vofi_ep_t *ep, uint64_t flags, void *context, int err, int vst,
@@ -446,6 +460,25 @@ ssize_t vofi_proto_send(vofi_ep_t *ep, const struct iovec *iov, size_t count, in
                         uint64_t tag, uint64_t data, uint64_t flags, void *context);
 /* A receive was posted (or claimed) and matched @p u: take its data. */
 void vofi_proto_take(vofi_ep_t *ep, vofi_xfer_t *x, vofi_unexp_t *u);
+
+/* ofi_rdv.c: large messages. The receiver, once the message is matched,
+ * posts a redirect of a window of its export for that sender into the
+ * user's buffer and sends a CTS; the sender writes the chunk there by
+ * deliberate update (process_vm_writev on one host, the udp link across). */
+void vofi_rdv_start(vofi_ep_t *ep, vofi_xfer_t *x); /* x matched an RTS (x->peer, x->id set) */
+void vofi_rdv_cts(vofi_ep_t *ep, int peer, const vofi_cts_t *cts); /* from the ctrl handler */
+int vofi_rdv_progress(vofi_ep_t *ep);
+void vofi_rdv_close(vofi_ep_t *ep);
+/* Send a CTS on the control channel: 0, or -FI_EAGAIN. */
+int vofi_proto_send_cts(vofi_ep_t *ep, int peer, const vofi_cts_t *cts);
+
+/* ofi_tagged.c: the checked entry of every send and receive call. */
+ssize_t vofi_send_common(struct fid_ep *fep, const struct iovec *iov, size_t count,
+                         fi_addr_t dest, uint64_t tag, uint64_t data, void *context,
+                         uint64_t flags);
+ssize_t vofi_recv_common(struct fid_ep *fep, const struct iovec *iov, size_t count,
+                         fi_addr_t src, uint64_t tag, uint64_t ignore, void *context,
+                         uint64_t flags);
 
 /* ofi_match.c */
 ssize_t vofi_post_recv(vofi_ep_t *ep, const struct iovec *iov, size_t count, fi_addr_t src,

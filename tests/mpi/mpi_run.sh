@@ -5,7 +5,10 @@
 #   vmmc      through the libfabric provider vmmc (`vmmc mpirun`: pml cm,
 #             mtl ofi restricted to provider vmmc, so there is no fallback),
 #             over vmmc's default transports (shm on this host);
-#   vmmc_udp  the same with VMMC_TRANSPORT=udp.
+#   vmmc_udp  the same with VMMC_TRANSPORT=udp;
+#   tcp       Open MPI over TCP (pml ob1, btl self,vader,tcp): the reference
+#             across hosts (netns_mpi.sh).
+# MPI_RUN_EXTRA: more mpirun options (netns_mpi.sh: hostfile, rsh agent).
 # For vmmc and vmmc_udp the run must also show that the provider carried it:
 # every rank reports the ofi MTL on provider "vmmc" (mtl_base_verbose), has
 # libvmmc-fi.so mapped (VMMC_MPIT_EXPECT, checked by the program), and each
@@ -16,14 +19,14 @@
 # Exit 77 (skip) with the reason when Open MPI, libfabric or the provider is
 # absent, or when libfabric does not list the provider.
 set -u
-[ $# -ge 5 ] || { echo "usage: $0 vader|vmmc|vmmc_udp NP VMMC_TOOL FI_DIR PROG [ARGS...]" >&2; exit 2; }
+[ $# -ge 5 ] || { echo "usage: $0 vader|vmmc|vmmc_udp|tcp NP VMMC_TOOL FI_DIR PROG [ARGS...]" >&2; exit 2; }
 mode=$1 np=$2 tool=$3 fidir=$4
 shift 4
 mpirun=$(command -v mpirun.openmpi || command -v mpirun) ||
     { echo "SKIP: Open MPI's mpirun is not installed (apt-get install -y openmpi-bin)"; exit 77; }
 limit=${MPI_RUN_LIMIT:-150}
 # Open MPI busy-polls: more ranks than cores must yield, and no binding.
-common=(--oversubscribe -np "$np" --bind-to none --mca mpi_yield_when_idle 1)
+common=(--oversubscribe -np "$np" --bind-to none --mca mpi_yield_when_idle 1 ${MPI_RUN_EXTRA:-})
 root=()
 [ "$(id -u)" = 0 ] && root=(--allow-run-as-root)
 
@@ -31,6 +34,10 @@ case $mode in
 vader)
     exec timeout -k 10 "$limit" "$mpirun" "${root[@]}" "${common[@]}" \
         --mca pml ob1 --mca btl self,vader "$@"
+    ;;
+tcp)
+    exec timeout -k 10 "$limit" "$mpirun" "${root[@]}" "${common[@]}" \
+        --mca pml ob1 --mca btl self,vader,tcp "$@"
     ;;
 vmmc | vmmc_udp) ;;
 *) echo "mpi_run.sh: unknown mode '$mode'" >&2; exit 2 ;;

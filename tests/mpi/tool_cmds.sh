@@ -33,6 +33,10 @@ if [ -e "$fidir/libvmmc-fi.so" ]; then
                     "-np 2 ./prog 'a b'"; do
             grep -qF -- "$want" <<<"$out" || fail "--print lacks '$want': $out"
         done
+        # Open MPI refuses a parameter twice: the user's --mca replaces ours
+        out=$("$tool" mpirun --print --mca btl self,ofi -np 2 ./prog)
+        [ "$(grep -o -- "--mca btl " <<<"$out" | wc -l)" = 1 ] && grep -qF -- "--mca btl self,ofi" <<<"$out" ||
+            fail "the user's --mca btl does not replace ours: $out"
         # a FI_PROVIDER_PATH already set is kept, after ours
         out=$(FI_PROVIDER_PATH=/elsewhere "$tool" mpirun --print ./prog)
         grep -qF "FI_PROVIDER_PATH=$real:/elsewhere " <<<"$out" || fail "FI_PROVIDER_PATH not kept: $out"

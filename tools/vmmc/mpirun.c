@@ -13,7 +13,9 @@
  *   --allow-run-as-root when run as root (as Open MPI would refuse).
  *
  * The provider is found relative to this program (fi_where.c). The options
- * given are appended after these, so a later --mca overrides ours. */
+ * given are appended after these. Open MPI refuses a parameter given twice
+ * on its command line, so where the user's options set one of ours
+ * (--mca NAME / -mca NAME), ours is left out: the user's wins. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +39,8 @@ static void mpirun_usage(FILE *f)
             "the directory of libvmmc-fi.so (found next to this program: <build>/fi, or\n"
             "<libdir>/libfabric when installed). Every VMMC_* and FI_* variable is passed\n"
             "to the ranks (-x), so `VMMC_TRANSPORT=udp vmmc mpirun -np 2 ./prog` runs\n"
-            "over udp. Options after `mpirun` go to mpirun unchanged, after ours.\n"
+            "over udp. Options after `mpirun` go to mpirun unchanged, after ours; an\n"
+            "--mca NAME of ours that they also set is left out (theirs wins).\n"
             "\n"
             "options:\n"
             "  --print     print the command instead of running it\n"
@@ -78,6 +81,15 @@ static int find_mpirun(char *out, size_t n)
     fprintf(stderr, "vmmc mpirun: Open MPI's mpirun is not in PATH "
             "(apt-get install -y openmpi-bin)\n");
     return -1;
+}
+
+/* Do the user's arguments set mca parameter @name? */
+static int user_sets(char **argv, int first, int argc, const char *name)
+{
+    for (int i = first; i + 1 < argc; i++)
+        if ((!strcmp(argv[i], "--mca") || !strcmp(argv[i], "-mca")) && !strcmp(argv[i + 1], name))
+            return 1;
+    return 0;
 }
 
 /* Print @s quoted for a POSIX shell when it needs to be. */
@@ -161,6 +173,8 @@ int vmmc_cmd_mpirun(int argc, char **argv)
         {"pml", "cm"}, {"mtl", "ofi"}, {"mtl_ofi_provider_include", "vmmc"},
         {"btl", "self,vader,tcp"}};
     for (size_t i = 0; i < sizeof mca / sizeof *mca; i++) {
+        if (user_sets(argv, first, argc, mca[i][0]))
+            continue;
         av[n++] = "--mca";
         av[n++] = (char *)mca[i][0];
         av[n++] = (char *)mca[i][1];

@@ -86,6 +86,7 @@ typedef struct vofi_settings {
     uint64_t cq_size;    /* default CQ depth (VMMC_OFI_CQ_SIZE) */
     uint64_t import_ms;  /* how long a first RMA to a peer waits for its import */
     int progress_thread; /* auto progress: a thread per endpoint (VMMC_OFI_PROGRESS=auto) */
+    int progress_manual; /* VMMC_OFI_PROGRESS=manual: FI_PROGRESS_AUTO is refused */
 } vofi_settings_t;
 extern vofi_settings_t vofi_set;
 int vofi_settings_init(void);
@@ -104,7 +105,7 @@ int vofi_err(int vmmc_status);
 
 typedef struct vofi_fabric {
     struct fid_fabric fid;
-    _Atomic int ref; /* domains */
+    _Atomic int ref; /* domains, EQs */
 } vofi_fabric_t;
 
 typedef struct vofi_mr vofi_mr_t;
@@ -118,9 +119,11 @@ typedef struct vofi_domain {
     vofi_mr_t **mrs;      /* by key index (see ofi_mr.c) */
     size_t mr_cap;
     uint32_t mr_gen;
-    uint64_t mr_mode;     /* FI_MR_* the application agreed to */
+    uint64_t mr_mode;     /* FI_MR_* the application agreed to, as bits: FI_MR_BASIC is
+                           * PROV_KEY|VIRT_ADDR|ALLOCATED, FI_MR_SCALABLE is 0 */
     int threading;        /* FI_THREAD_* */
     int data_progress;    /* FI_PROGRESS_* */
+    struct fid_eq *eq;    /* bound by fi_domain_bind (held: it cannot close first) */
 } vofi_domain_t;
 
 int vofi_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context);
@@ -129,6 +132,9 @@ int vofi_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid
 int vofi_trywait(struct fid_fabric *fabric, struct fid **fids, int count);
 int vofi_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_eq **eq,
                  void *context);
+/* An object bound to an EQ holds it (+1) until it closes (-1): fi_close of
+ * a held EQ is -FI_EBUSY. */
+void vofi_eq_hold(struct fid_eq *eq, int delta);
 int vofi_query_atomic(struct fid_domain *domain, enum fi_datatype datatype, enum fi_op op,
                       struct fi_atomic_attr *attr, uint64_t flags);
 
@@ -141,11 +147,15 @@ int vofi_check_info(const struct fi_info *info); /* 0 or -FI_ENODATA / -FI_EINVA
 /* addresses (ofi_addr.c) */
 
 /* Pack a vmmc address (vmmc_ep_addr()) into at most VOFI_MAX_EP_ADDR bytes.
- * 0 or -FI_ETOOSMALL (*outlen: the size needed) / -FI_EINVAL. */
+ * *outlen: in, the room at @p out; out, the packed size (every name has the
+ * same size, and its first byte says it). 0 or -FI_ETOOSMALL (*outlen: the
+ * size needed) / -FI_EINVAL (not an address this format can hold). */
 int vofi_addr_pack(const void *vaddr, size_t vlen, uint8_t *out, size_t *outlen);
 /* Back to a vmmc address, given this host's own vmmc address (to restore
- * the host field when the packed one names this host). 0 or -FI_EINVAL
- * (malformed: every byte is checked). */
+ * the host field when the packed one names this host; NULL: none is).
+ * *vlen: in, the room at @p vaddr (VMMC_ADDR_MAX is always enough); out,
+ * the address's length. 0, -FI_EINVAL (malformed: every byte is checked)
+ * or -FI_ETOOSMALL (*vlen: the size needed). */
 int vofi_addr_unpack(const uint8_t *in, size_t inlen, const void *own_vaddr, size_t own_vlen,
                      void *vaddr, size_t *vlen);
 /* Printable form for fi_av_straddr(): "vmmc://<hex>". */
@@ -214,7 +224,13 @@ typedef struct vofi_cq {
     int efd;                 /* eventfd written on each completion (wait fd only) */
     int epfd;                /* epoll: efd + each bound endpoint's vmmc event fd */
     _Atomic int signaled;
+    /* Under lock: the eventfd is written only when someone may sleep on it
+     * (a thread in sread, or the fd was handed out by FI_GETWAIT), and only
+     * once until a read empties the queue again. */
+    int waiters, fd_given, armed;
+    size_t lost;             /* completions that found no memory: one FI_EOVERRUN error */
     vofi_ep_t *eps[VOFI_MAX_CNTR_EPS]; /* endpoints bound: progressed by reads */
+    int ep_fd[VOFI_MAX_CNTR_EPS]; /* eps[i]'s wait fd once added to epfd, else -1 */
     int neps;
     _Atomic int ref;
 } vofi_cq_t;
@@ -235,10 +251,15 @@ typedef struct vofi_cntr {
     vofi_domain_t *dom;
     _Atomic uint64_t value, err;
     pthread_mutex_t lock;
-    pthread_cond_t cond;
     int wait_obj;
     int efd, epfd;
+    /* The eventfd counts wake-ups: one per waiting thread not woken yet
+     * (waiters), and one for the holder of the fd (FI_GETWAIT) until it
+     * reads the counter (armed). kicks: wake-ups given, under lock. */
+    _Atomic int waiters, fd_given, armed;
+    uint64_t kicks;
     vofi_ep_t *eps[VOFI_MAX_CNTR_EPS];
+    int ep_fd[VOFI_MAX_CNTR_EPS]; /* as in vofi_cq_t */
     int neps;
     _Atomic int ref;
 } vofi_cntr_t;
@@ -264,6 +285,10 @@ struct vofi_mr {
     vofi_ep_t *ep;         /* FI_MR_ENDPOINT: bound endpoint */
     vofi_cntr_t *rcntr;    /* FI_REMOTE_WRITE counter bound to the MR (FI_RMA_EVENT) */
     _Atomic int ref;
+    uint32_t slot;         /* its place in dom->mrs */
+    int closed;            /* fi_close() began: nothing is exported of it again */
+    struct vofi_mr_exp *exps; /* its exports, one per endpoint that was asked (ofi_rma.c);
+                                 under dom->mr_lock */
 };
 
 int vofi_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access, uint64_t offset,
@@ -276,6 +301,11 @@ int vofi_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_t fla
 /* The registered region with @p key (a reference is taken), or NULL. */
 vofi_mr_t *vofi_mr_get(vofi_domain_t *dom, uint64_t key);
 void vofi_mr_put(vofi_mr_t *mr);
+/* Same, dom->mr_lock held by the caller; NULL for a closing region too. */
+vofi_mr_t *vofi_mr_find_locked(vofi_domain_t *dom, uint64_t key);
+/* fi_close() of a region: withdraw its exports (ofi_rma.c; the records are
+ * already off the region and the lock is not held). */
+void vofi_rma_mr_unexport(struct vofi_mr_exp *list);
 
 /* ------------------------------------------------------------------------ */
 /* the wire (FM messages on VOFI_CH_DATA / VOFI_CH_CTRL) */
@@ -349,6 +379,8 @@ typedef struct vofi_unexp {
     uint64_t id;              /* RTS: sender's id */
     void *claim;              /* FI_CLAIM: the context that claimed it */
     size_t have;              /* eager bytes held in payload[] */
+    int arriving;             /* its handler is still receiving the payload */
+    struct vofi_xfer *waiter; /* matched while arriving: delivered when it has arrived */
     char payload[];
 } vofi_unexp_t;
 
@@ -458,8 +490,11 @@ int vofi_proto_progress(vofi_ep_t *ep); /* lock held */
 /* Start a send (tagged or not): eager or RTS. Lock held. 0 or -FI_E*. */
 ssize_t vofi_proto_send(vofi_ep_t *ep, const struct iovec *iov, size_t count, int peer,
                         uint64_t tag, uint64_t data, uint64_t flags, void *context);
-/* A receive was posted (or claimed) and matched @p u: take its data. */
-void vofi_proto_take(vofi_ep_t *ep, vofi_xfer_t *x, vofi_unexp_t *u);
+/* A receive was posted (or claimed) and matched @p u, which the caller took
+ * off its queue: deliver it into @p x (now, or when it has arrived). x is
+ * owned by the protocol from then on. Returns 1 when x was a multi-receive
+ * buffer that this message released (x is gone), else 0. */
+int vofi_proto_take(vofi_ep_t *ep, vofi_xfer_t *x, vofi_unexp_t *u);
 
 /* ofi_rdv.c: large messages. The receiver, once the message is matched,
  * posts a redirect of a window of its export for that sender into the

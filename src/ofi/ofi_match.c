@@ -146,9 +146,13 @@ static ssize_t peek(vofi_ep_t *ep, int peer, uint64_t tag, uint64_t ignore, void
         e.flags |= FI_REMOTE_CQ_DATA;
     e.src = (ep->caps & FI_SOURCE) ? vofi_ep_addr_of(ep, u->peer) : FI_ADDR_NOTAVAIL;
     if (flags & FI_DISCARD) {
-        vofi_xfer_t x = {.flags = FI_RECV | FI_TAGGED | FI_DISCARD, .context = context};
+        vofi_xfer_t *x = calloc(1, sizeof *x);
+        if (!x)
+            return -FI_ENOMEM;
+        x->flags = FI_RECV | FI_TAGGED | FI_DISCARD;
+        x->context = context;
         vofi_queue_remove(&ep->unexp_tag, u);
-        vofi_proto_take(ep, &x, u); /* frees u; tells a rendezvous sender */
+        vofi_proto_take(ep, x, u); /* frees u and x; tells a rendezvous sender */
     } else if (flags & FI_CLAIM) {
         u->claim = context;
     }
@@ -207,9 +211,10 @@ ssize_t vofi_post_recv(vofi_ep_t *ep, const struct iovec *iov, size_t count, fi_
     ep->rx_posted++;
     if (flags & FI_MULTI_RECV) {
         /* Messages that arrived before the buffer: drain them into it. */
-        while (ep->posted_msg.head == x && (u = match_unexp(ep, 0, peer, 0, 0, NULL))) {
+        while ((u = match_unexp(ep, 0, peer, 0, 0, NULL))) {
             vofi_queue_remove(&ep->unexp_msg, u);
-            vofi_proto_take(ep, x, u);
+            if (vofi_proto_take(ep, x, u))
+                break; /* released by that message */
         }
     }
     return 0;

@@ -46,7 +46,7 @@ static void finish_rx(vofi_ep_t *ep, vofi_xfer_t *x, void *buf, size_t got, size
 {
     vofi_cqe_t e = {
         .op_context = x->context,
-        .flags = rx_flags(x->msg_flags) | extra | (x->flags & FI_COMPLETION),
+        .flags = rx_flags(x->msg_flags) | extra | (x->flags & (FI_COMPLETION | FI_MULTI_RECV)),
         .len = got,
         .buf = buf,
         .data = x->msg_data,
@@ -65,7 +65,7 @@ static void finish_rx(vofi_ep_t *ep, vofi_xfer_t *x, void *buf, size_t got, size
 /* A multi-receive buffer: place the message at its current offset. Returns
  * the child transfer describing that slice (the buffer itself stays posted
  * until less than min_multi_recv bytes are left). */
-static vofi_xfer_t *multi_slice(vofi_ep_t *ep, vofi_xfer_t *m, size_t len)
+static vofi_xfer_t *multi_slice(vofi_ep_t *ep, vofi_xfer_t *m, size_t len, int *released)
 {
     vofi_xfer_t *c = calloc(1, sizeof *c);
     if (!c)
@@ -85,6 +85,8 @@ static vofi_xfer_t *multi_slice(vofi_ep_t *ep, vofi_xfer_t *m, size_t len)
         ep->rx_posted--;
         c->flags |= FI_MULTI_RECV;
         free(m);
+        if (released)
+            *released = 1;
     }
     return c;
 }
@@ -109,6 +111,8 @@ static size_t stream_into(fm_stream_t *s, vofi_xfer_t *x, size_t n)
     return got;
 }
 
+static void deliver(vofi_ep_t *ep, vofi_xfer_t *x, vofi_unexp_t *u);
+
 static void on_data(fm_stream_t *s, int sender, void *arg)
 {
     vofi_ep_t *ep = arg;
@@ -123,7 +127,7 @@ static void on_data(fm_stream_t *s, int sender, void *arg)
     int tagged = (h.flags & VOFI_F_TAGGED) != 0;
     vofi_xfer_t *x = vofi_match_posted(ep, tagged, sender, h.tag);
     if (x && (x->flags & FI_MULTI_RECV)) {
-        x = multi_slice(ep, x, h.len);
+        x = multi_slice(ep, x, h.len, NULL);
         if (!x) {
             ep->counters[VOFI_C_PROTOCOL]++;
             return;
@@ -158,14 +162,24 @@ static void on_data(fm_stream_t *s, int sender, void *arg)
     }
     *u = (vofi_unexp_t){.peer = sender, .op = h.op, .flags = h.flags, .tag = h.tag,
                         .data = h.data, .len = h.len, .id = h.id};
+    ep->counters[VOFI_C_UNEXP]++;
+    /* Queued before its payload is read: fm_receive() may suspend this
+     * handler, and a receive posted meanwhile must match this message, not
+     * one behind it. A receive that matches it now waits for the rest. */
+    vofi_queue_push(tagged ? &ep->unexp_tag : &ep->unexp_msg, u);
     if (keep) {
+        u->arriving = 1;
         ssize_t r = fm_receive(u->payload, s, keep);
         u->have = r > 0 ? (size_t)r : 0;
         u->len = u->have;
         ep->unexp_bytes += u->have;
+        int orphan = u->arriving == 2;
+        u->arriving = 0;
+        if (u->waiter)
+            deliver(ep, u->waiter, u);
+        else if (orphan)
+            unexp_free(ep, u);
     }
-    ep->counters[VOFI_C_UNEXP]++;
-    vofi_queue_push(tagged ? &ep->unexp_tag : &ep->unexp_msg, u);
 }
 
 static void on_ctrl(fm_stream_t *s, int sender, void *arg)
@@ -180,16 +194,9 @@ static void on_ctrl(fm_stream_t *s, int sender, void *arg)
     vofi_rdv_cts(ep, sender, &c);
 }
 
-void vofi_proto_take(vofi_ep_t *ep, vofi_xfer_t *x, vofi_unexp_t *u)
+/* Deliver unexpected message @p u (off its queue, arrived whole) into @p x. */
+static void deliver(vofi_ep_t *ep, vofi_xfer_t *x, vofi_unexp_t *u)
 {
-    if (x->flags & FI_MULTI_RECV) {
-        vofi_xfer_t *c = multi_slice(ep, x, u->len);
-        if (!c) {
-            unexp_free(ep, u);
-            return;
-        }
-        x = c;
-    }
     x->peer = u->peer;
     x->msg_len = u->len;
     x->msg_tag = u->tag;
@@ -199,13 +206,12 @@ void vofi_proto_take(vofi_ep_t *ep, vofi_xfer_t *x, vofi_unexp_t *u)
     if (x->flags & FI_DISCARD) {
         /* Nothing is delivered; a rendezvous sender is told to finish. */
         if (u->op == VOFI_OP_RTS) {
-            x->len = 0;
-            x->iov_count = 0;
             vofi_xfer_t *d = calloc(1, sizeof *d);
             if (d) {
                 *d = *x;
-                d->flags &= ~(uint64_t)FI_COMPLETION;
-                d->flags |= FI_DISCARD;
+                d->len = 0;
+                d->iov_count = 0;
+                d->flags = (d->flags & ~(uint64_t)FI_COMPLETION) | FI_DISCARD;
                 vofi_rdv_start(ep, d);
             }
         }
@@ -215,8 +221,8 @@ void vofi_proto_take(vofi_ep_t *ep, vofi_xfer_t *x, vofi_unexp_t *u)
                             .flags = rx_flags(x->msg_flags) | (x->flags & FI_COMPLETION),
                             .tag = x->msg_tag, .data = x->msg_data, .src = FI_ADDR_NOTAVAIL};
             vofi_complete_rx(ep, &e, ep->cntr_recv);
-            free(x);
         }
+        free(x);
         return;
     }
     if (u->op == VOFI_OP_RTS) {
@@ -229,6 +235,27 @@ void vofi_proto_take(vofi_ep_t *ep, vofi_xfer_t *x, vofi_unexp_t *u)
     finish_rx(ep, x, x->iov_count ? x->iov[0].iov_base : NULL, got, u->have, 0);
     unexp_free(ep, u);
     free(x);
+}
+
+int vofi_proto_take(vofi_ep_t *ep, vofi_xfer_t *x, vofi_unexp_t *u)
+{
+    int released = 0;
+    if (x->flags & FI_MULTI_RECV) {
+        vofi_xfer_t *c = multi_slice(ep, x, u->len, &released);
+        if (!c) {
+            if (u->arriving)
+                u->arriving = 2; /* off its queue: dropped when it has arrived */
+            else
+                unexp_free(ep, u);
+            return released;
+        }
+        x = c;
+    }
+    if (u->arriving)
+        u->waiter = x;
+    else
+        deliver(ep, x, u);
+    return released;
 }
 
 int vofi_proto_send_cts(vofi_ep_t *ep, int peer, const vofi_cts_t *cts)

@@ -76,12 +76,17 @@ static void probe_libfabric(void)
     int n = 0;
     for (struct fi_info *i = info; i; i = i->next)
         n++;
-    char *caps = tostr(&info->caps, FI_TYPE_CAPS);
-    char *ep = tostr(&info->ep_attr->type, FI_TYPE_EP_TYPE);
-    snprintf(fi.seen, sizeof fi.seen, "yes: %s %u.%u, fabric %s, domain %s, %d fi_info, first %s, caps %s",
+    /* fi_tostr() answers in one buffer of its own: copy each answer */
+    char ep[64], caps[512];
+    const char *t = tostr(&info->ep_attr->type, FI_TYPE_EP_TYPE);
+    snprintf(ep, sizeof ep, "%s", t ? t : "?");
+    t = tostr(&info->caps, FI_TYPE_CAPS);
+    snprintf(caps, sizeof caps, "%s", t ? t : "?");
+    snprintf(fi.seen, sizeof fi.seen,
+             "yes: %s %u.%u, fabric %s, domain %s, %d fi_info, first %s, caps %s",
              info->fabric_attr->prov_name, FI_MAJOR(info->fabric_attr->prov_version),
              FI_MINOR(info->fabric_attr->prov_version), info->fabric_attr->name,
-             info->domain_attr->name, n, ep ? ep : "?", caps ? caps : "?");
+             info->domain_attr->name, n, ep, caps);
     /* fi_tostr's output has trailing separators and newlines: tidy */
     for (char *p = fi.seen; *p; p++)
         if (*p == '\n')

@@ -11,7 +11,7 @@
 # MPI_RUN_EXTRA: more mpirun options (netns_mpi.sh: hostfile, rsh agent).
 # For vmmc and vmmc_udp the run must also show that the provider carried it:
 # every rank reports the ofi MTL on provider "vmmc" (mtl_base_verbose), has
-# libvmmc-fi.so mapped (VMMC_MPIT_EXPECT, checked by the program), and each
+# libvmmc-fi.so mapped (MPIT_EXPECT_LIB, checked by the program), and each
 # rank's vmmc endpoint writes its counters when it closes (VMMC_STATS): over
 # udp, every endpoint sent udp data datagrams.
 #
@@ -54,20 +54,21 @@ fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export VMMC_MPIT_EXPECT=libvmmc-fi.so
+export MPIT_EXPECT_LIB=libvmmc-fi.so
 export VMMC_STATS="$tmp/stats.%p"
 if [ "$mode" = vmmc_udp ]; then
     export VMMC_TRANSPORT=udp
 else
     unset VMMC_TRANSPORT
 fi
-timeout -k 10 "$limit" "$tool" mpirun "${common[@]}" --mca mtl_base_verbose 100 "$@" \
+timeout -k 10 "$limit" "$tool" mpirun "${common[@]}" --mca mtl_base_verbose 100 \
+    -x MPIT_EXPECT_LIB "$@" \
     >"$tmp/out" 2>&1
 st=$?
 # the program's own lines, and Open MPI's, without the selection chatter
 grep -v -e 'mca: base:' -e 'mca:base:' -e 'select:' "$tmp/out"
 if [ $st != 0 ]; then
-    echo "FAIL: status $st (124: the job did not finish in $limit s)"
+    [ $st = 124 ] && echo "FAIL: the job did not finish in $limit s" || echo "FAIL: status $st"
     exit 1
 fi
 n=$(grep -c 'mtl:ofi:provider: vmmc' "$tmp/out")

@@ -94,11 +94,11 @@ static inline void *mpit_alloc(size_t n)
     return p;
 }
 
-/* When VMMC_MPIT_EXPECT names a library (libvmmc-fi.so), it must be mapped in
+/* When MPIT_EXPECT_LIB names a library (libvmmc-fi.so), it must be mapped in
  * this process: the job did go through that provider. Then MPI_Finalize. */
 static inline void mpit_finish(const char *what)
 {
-    const char *lib = getenv("VMMC_MPIT_EXPECT");
+    const char *lib = getenv("MPIT_EXPECT_LIB");
     if (lib && *lib) {
         FILE *f = fopen("/proc/self/maps", "r");
         char line[4096];

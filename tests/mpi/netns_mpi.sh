@@ -61,6 +61,8 @@ exec ip netns exec "\$ns" unshare --uts sh -c 'hostname "\$0"; exec sh -c "\$1"'
 AGENT
 chmod +x "$tmp/agent"
 
+# a run takes seconds; a hang is cut short so the failure is seen in time
+export MPI_RUN_LIMIT=${MPI_RUN_LIMIT:-90}
 export MPI_RUN_EXTRA="--hostfile $tmp/hostfile --mca plm_rsh_agent $tmp/agent
  --mca oob_tcp_if_include eth0 --mca btl_tcp_if_include eth0"
 ip netns exec "${tag}h0" unshare --uts sh -c 'hostname 192.0.2.10; exec "$@"' sh \

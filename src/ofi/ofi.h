@@ -397,6 +397,7 @@ enum {
     VOFI_C_UNEXP,    /* messages that arrived before their receive */
     VOFI_C_EAGER,    /* eager messages received straight into a posted buffer */
     VOFI_C_RTS,      /* rendezvous messages matched on arrival */
+    VOFI_C_OVER,     /* passes that read beyond the unexpected bound for a posted receive */
     VOFI_C_COUNT
 };
 
@@ -421,6 +422,8 @@ struct vofi_ep {
     vofi_cq_t *tx_cq, *rx_cq;
     uint64_t tx_cq_flags, rx_cq_flags; /* FI_SELECTIVE_COMPLETION */
     vofi_cntr_t *cntr_send, *cntr_recv, *cntr_read, *cntr_write, *cntr_rread, *cntr_rwrite;
+    struct fid *binds[8];       /* CQs and counters, once per fi_ep_bind() call */
+    int nbinds;
     uint64_t caps, tx_op_flags, rx_op_flags;
     size_t min_multi_recv;
     /* matching */
@@ -445,6 +448,7 @@ struct vofi_ep {
     int thread_on;
     _Atomic int stop;
     uint64_t live_check_ns;     /* last peer liveness check of the rendezvous */
+    unsigned passes;            /* progress passes (see vofi_ep_progress_locked) */
     uint64_t counters[VOFI_C_COUNT];
 };
 
@@ -482,6 +486,7 @@ extern struct fi_ops_atomic vofi_atomic_ops;
 int vofi_rma_open(vofi_ep_t *ep);   /* at fi_enable: on-demand MR exports, vmmc CQ */
 void vofi_rma_close(vofi_ep_t *ep);
 int vofi_rma_progress(vofi_ep_t *ep); /* poll ep->vcq; lock held */
+int vofi_rma_busy(vofi_ep_t *ep);     /* 1 while RMA may wait for the core's progress */
 
 /* ofi_proto.c: the matching protocol */
 int vofi_proto_open(vofi_ep_t *ep);  /* at fi_enable: FM channels, handlers */

@@ -87,6 +87,12 @@ void vofi_bound_sync(vofi_bound_t b)
 void vofi_bound_progress(vofi_bound_t b)
 {
     vofi_ep_t *eps[VOFI_MAX_CNTR_EPS];
+    /* One endpoint (the usual case): no lock, since binding and unbinding
+     * must not run while another thread reads the queue. */
+    if (__atomic_load_n(b.neps, __ATOMIC_ACQUIRE) == 1) {
+        vofi_ep_progress(b.eps[0]);
+        return;
+    }
     pthread_mutex_lock(b.lock);
     int n = *b.neps;
     memcpy(eps, b.eps, (size_t)n * sizeof eps[0]);

@@ -194,6 +194,14 @@ static ssize_t cq_take(vofi_cq_t *cq, void *buf, size_t count, fi_addr_t *src, i
         return -FI_EINVAL;
     }
     vofi_bound_progress(VOFI_BOUND(cq, "cq"));
+    /* The polling loop's common case, an empty queue nobody sleeps on, is
+     * seen without the lock (a completion written meanwhile is read next
+     * time; the lock orders everything else). */
+#define PEEK(f) __atomic_load_n(&cq->f, __ATOMIC_RELAXED)
+    if (count && !PEEK(count) && !PEEK(nerr) && !PEEK(lost) && !PEEK(over_head) &&
+        !PEEK(armed) && !atomic_load_explicit(&cq->signaled, memory_order_relaxed))
+        return -FI_EAGAIN;
+#undef PEEK
     pthread_mutex_lock(&cq->lock);
     ssize_t ret;
     if (cq->nerr || cq->lost) {

@@ -50,7 +50,7 @@ static int domain_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
         vofi_warn("fi_domain_bind: unknown flags 0x%llx", (unsigned long long)flags);
         return -FI_EBADFLAGS;
     }
-    pthread_mutex_lock(&dom->mr_lock);
+    pthread_mutex_lock(&dom->mr_lock); /* the domain's one lock guards dom->eq too */
     int busy = dom->eq != NULL;
     if (!busy) {
         dom->eq = (struct fid_eq *)(void *)bfid;

@@ -99,8 +99,17 @@ int vofi_ep_peer(vofi_ep_t *ep, fi_addr_t a)
     int r = vofi_addr_unpack(packed, (size_t)len, ep->vaddr, ep->vaddr_len, vaddr, &vlen);
     if (r)
         return r;
-    int peer;
-    int st = vmmc_connect(ep->vep, vaddr, vlen, &peer);
+    /* A peer on another host that reached us first is known by its full
+     * address, which the packed name only abbreviates: find it by name. */
+    int peer = -1, np = vmmc_peer_count(ep->vep);
+    for (int h = 0; h < np && peer < 0; h++) {
+        uint8_t hv[VMMC_ADDR_MAX], hp[VOFI_MAX_EP_ADDR];
+        size_t hvl = sizeof hv, hpl = sizeof hp;
+        if (!vmmc_peer_addr(ep->vep, h, hv, &hvl) && !vofi_addr_pack(hv, hvl, hp, &hpl) &&
+            hpl == (size_t)len && !memcmp(hp, packed, hpl))
+            peer = h;
+    }
+    int st = peer >= 0 ? 0 : vmmc_connect(ep->vep, vaddr, vlen, &peer);
     if (st) {
         vofi_warn("fi_addr %llu: %s", (unsigned long long)a, vmmc_last_error());
         return vofi_err(st);
@@ -186,9 +195,17 @@ int vofi_ep_progress_locked(vofi_ep_t *ep)
 {
     if (!ep->enabled)
         return 0;
-    int n = vmmc_progress(ep->vep);
-    if (n < 0)
-        n = 0;
+    int n = 0;
+    /* The core's own progress runs notification handlers (RMA writes with
+     * data) and reads the udp link's socket: a system call. FM drives the
+     * core itself when its rings are not mapped, so a polling loop that
+     * only waits for messages needs it rarely: every pass while RMA or a
+     * rendezvous is in flight, else one pass in 256. */
+    if (ep->rdv_rx.head || vofi_rma_busy(ep) || (++ep->passes & 255) == 0) {
+        n = vmmc_progress(ep->vep);
+        if (n < 0)
+            n = 0;
+    }
     n += vofi_proto_progress(ep);
     n += vofi_rma_progress(ep);
     return n;
@@ -319,8 +336,13 @@ static int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
             r = -FI_EINVAL;
             break;
         }
+        if (ep->nbinds == 8) {
+            r = -FI_ENOSPC;
+            break;
+        }
         if ((r = vofi_cq_bind_ep(cq, ep)))
             break;
+        ep->binds[ep->nbinds++] = bfid;
         if (flags & FI_TRANSMIT) {
             ep->tx_cq = cq;
             ep->tx_cq_flags = flags;
@@ -348,8 +370,13 @@ static int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
             r = -FI_EBADFLAGS;
             break;
         }
+        if (ep->nbinds == 8) {
+            r = -FI_ENOSPC;
+            break;
+        }
         if ((r = vofi_cntr_bind_ep(c, ep)))
             break;
+        ep->binds[ep->nbinds++] = bfid;
         for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
             if ((flags & map[i].flag) && !*map[i].slot) {
                 *map[i].slot = c;
@@ -375,30 +402,34 @@ static int ep_close(struct fid *fid)
         pthread_join(ep->thread, NULL);
     }
     pthread_mutex_lock(&ep->lock);
+    vofi_info("endpoint closed: %llu eager into posted buffers, %llu rendezvous matched on "
+              "arrival, %llu unexpected, %llu passes over the unexpected bound, %llu malformed or "
+              "stale messages dropped",
+              (unsigned long long)ep->counters[VOFI_C_EAGER],
+              (unsigned long long)ep->counters[VOFI_C_RTS],
+              (unsigned long long)ep->counters[VOFI_C_UNEXP],
+              (unsigned long long)ep->counters[VOFI_C_OVER],
+              (unsigned long long)ep->counters[VOFI_C_PROTOCOL]);
     if (ep->enabled) {
         vofi_rma_close(ep);
         vofi_proto_close(ep);
     }
+    /* Each bind call is undone once; each slot held a reference. */
+    for (int i = 0; i < ep->nbinds; i++) {
+        if (ep->binds[i]->fclass == FI_CLASS_CQ)
+            vofi_cq_unbind_ep(container_of(ep->binds[i], vofi_cq_t, fid.fid), ep);
+        else
+            vofi_cntr_unbind_ep(container_of(ep->binds[i], vofi_cntr_t, fid.fid), ep);
+    }
     vofi_cq_t *cqs[2] = {ep->tx_cq, ep->rx_cq};
     for (int i = 0; i < 2; i++)
-        if (cqs[i]) {
-            if (i == 0 || cqs[1] != cqs[0])
-                vofi_cq_unbind_ep(cqs[i], ep);
+        if (cqs[i])
             atomic_fetch_sub(&cqs[i]->ref, 1);
-        }
     vofi_cntr_t *cs[6] = {ep->cntr_send, ep->cntr_recv, ep->cntr_read,
                           ep->cntr_write, ep->cntr_rread, ep->cntr_rwrite};
-    for (int i = 0; i < 6; i++) {
-        if (!cs[i])
-            continue;
-        int first = 1;
-        for (int j = 0; j < i; j++)
-            if (cs[j] == cs[i])
-                first = 0;
-        if (first)
-            vofi_cntr_unbind_ep(cs[i], ep);
-        atomic_fetch_sub(&cs[i]->ref, 1);
-    }
+    for (int i = 0; i < 6; i++)
+        if (cs[i])
+            atomic_fetch_sub(&cs[i]->ref, 1);
     if (ep->av)
         atomic_fetch_sub(&ep->av->ref, 1);
     vmmc_ep_close(ep->vep);

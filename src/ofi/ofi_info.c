@@ -51,17 +51,19 @@
      FI_MULTI_RECV | FI_SOURCE | FI_RMA_EVENT | FI_SOURCE_ERR)
 #define RX_IGNORED (FI_READ | FI_WRITE | FI_SEND | FI_FENCE | FI_MULTICAST | FI_NAMED_RX_CTX)
 
-/* Operation flags the endpoint honours as defaults. FI_DELIVERY_COMPLETE
- * and FI_COMMIT_COMPLETE are not among them: a completion means the data
- * left the source buffer (on udp, the link holds it). */
-#define VOFI_TX_OP_FLAGS (FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE)
+/* Operation flags the endpoint honours as defaults. With
+ * FI_DELIVERY_COMPLETE a send completes once its data is in the target's
+ * memory (a vmmc_fence() to that peer: nothing to wait for on one host),
+ * RMA writes always do; FI_COMMIT_COMPLETE (persistent memory) is not
+ * offered. */
+#define VOFI_TX_OP_FLAGS                                                                  \
+    (FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE)
 #define VOFI_RX_OP_FLAGS (FI_COMPLETION | FI_MULTI_RECV)
 /* Messages (tagged or not) from one endpoint to another are matched in the
  * order they were sent; nothing else is ordered. */
 #define VOFI_MSG_ORDER FI_ORDER_SAS
 
 #define VOFI_MR_MODES (FI_MR_PROV_KEY | FI_MR_VIRT_ADDR)
-#define VOFI_MR_BASIC_BITS (FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED)
 
 /* Domain limits. */
 #define VOFI_MR_CNT ((1u << 24) - 1) /* key index: 24 bits */
@@ -73,7 +75,7 @@
 
 #define REFUSE(...)                                 \
     do {                                            \
-        vofi_info("fi_info refused: " __VA_ARGS__);      \
+        vofi_info("fi_info refused: " __VA_ARGS__); \
         return -FI_ENODATA;                         \
     } while (0)
 
@@ -335,10 +337,11 @@ static int fill(uint32_t version, const struct fi_info *h, struct fi_info *fi)
     e->max_msg_size = VOFI_MAX_MSG;
     e->msg_prefix_size = 0;
     e->max_order_raw_size = e->max_order_war_size = e->max_order_waw_size = 0;
-    e->mem_tag_format = VOFI_TAG_FORMAT;
+    /* Matching takes any mask, so the fields the application asked for
+     * are the provider's too (fi_endpoint(3): at least the size asked). */
+    e->mem_tag_format = he && he->mem_tag_format ? he->mem_tag_format : VOFI_TAG_FORMAT;
     e->tx_ctx_cnt = 1;
     e->rx_ctx_cnt = 1;
-    (void)he;
 
     struct fi_domain_attr *d = fi->domain_attr;
     d->name = strdup(VOFI_DOMAIN_NAME);

@@ -40,7 +40,7 @@ static const char *cfg_progress;
 
 static const vmmc_config_entry_t ofi_entries[] = {
     {"OFI_EAGER", "16K", "largest message the libfabric provider sends eagerly (larger ones go by "
-     "rendezvous into the posted buffer)", VMMC_CONFIG_SIZE, &cfg_eager, 64, 1u << 20},
+     "rendezvous into the posted buffer)", VMMC_CONFIG_SIZE, &cfg_eager, 64, 256u << 10},
     {"OFI_INJECT", "4K", "largest fi_inject/fi_tinject (inject_size; at most VMMC_OFI_EAGER)",
      VMMC_CONFIG_SIZE, &cfg_inject, 0, 1u << 20},
     {"OFI_UNEXPECTED", "16M", "bytes of unexpected eager messages an endpoint holds before its "

@@ -26,8 +26,7 @@
 
 static void unexp_free(vofi_ep_t *ep, vofi_unexp_t *u)
 {
-    if (u->op == VOFI_OP_EAGER)
-        ep->unexp_bytes -= u->have;
+    ep->unexp_bytes -= sizeof *u + u->have;
     free(u);
 }
 
@@ -163,6 +162,7 @@ static void on_data(fm_stream_t *s, int sender, void *arg)
     *u = (vofi_unexp_t){.peer = sender, .op = h.op, .flags = h.flags, .tag = h.tag,
                         .data = h.data, .len = h.len, .id = h.id};
     ep->counters[VOFI_C_UNEXP]++;
+    ep->unexp_bytes += sizeof *u; /* headers count too: RTS floods are paced as well */
     /* Queued before its payload is read: fm_receive() may suspend this
      * handler, and a receive posted meanwhile must match this message, not
      * one behind it. A receive that matches it now waits for the rest. */
@@ -266,6 +266,36 @@ int vofi_proto_send_cts(vofi_ep_t *ep, int peer, const vofi_cts_t *cts)
     return st ? vofi_err(st) : 0;
 }
 
+/* A rendezvous send: the RTS goes in matching order, the data once the
+ * receiver posted its buffer (ofi_rdv.c). */
+static ssize_t send_rts(vofi_ep_t *ep, const struct iovec *iov, size_t count, int peer,
+                        vofi_hdr_t *h, uint64_t flags, uint64_t cflags, void *context)
+{
+    if (ep->tx_live >= VOFI_TX_SIZE)
+        return -FI_EAGAIN;
+    vofi_xfer_t *x = calloc(1, sizeof *x);
+    if (!x)
+        return -FI_ENOMEM;
+    memcpy(x->iov, iov, count * sizeof *iov);
+    x->iov_count = count;
+    x->len = h->len;
+    x->context = context;
+    x->flags = cflags | (flags & FI_COMPLETION);
+    x->msg_flags = (flags & FI_DELIVERY_COMPLETE) ? 1 : 0; /* fence before completing */
+    x->peer = peer;
+    x->id = ++ep->next_id;
+    h->op = VOFI_OP_RTS;
+    h->id = x->id;
+    int st = fm_send(ep->fm, peer, VOFI_H_MSG, h, sizeof *h);
+    if (st) {
+        free(x);
+        return (st == VMMC_ERR_AGAIN || st == VMMC_ERR_BUSY) ? -FI_EAGAIN : vofi_err(st);
+    }
+    vofi_queue_push(&ep->rdv_tx, x);
+    ep->tx_live++;
+    return 0;
+}
+
 ssize_t vofi_proto_send(vofi_ep_t *ep, const struct iovec *iov, size_t count, int peer,
                         uint64_t tag, uint64_t data, uint64_t flags, void *context)
 {
@@ -280,32 +310,14 @@ ssize_t vofi_proto_send(vofi_ep_t *ep, const struct iovec *iov, size_t count, in
     if (len > vofi_set.eager) {
         if (flags & FI_INJECT)
             return -FI_EMSGSIZE;
-        if (ep->tx_live >= VOFI_TX_SIZE)
-            return -FI_EAGAIN;
-        vofi_xfer_t *x = calloc(1, sizeof *x);
-        if (!x)
-            return -FI_ENOMEM;
-        memcpy(x->iov, iov, count * sizeof *iov);
-        x->iov_count = count;
-        x->len = len;
-        x->context = context;
-        x->flags = cflags | (flags & FI_COMPLETION);
-        x->peer = peer;
-        x->id = ++ep->next_id;
-        h.op = VOFI_OP_RTS;
-        h.id = x->id;
-        int st = fm_send(ep->fm, peer, VOFI_H_MSG, &h, sizeof h);
-        if (st) {
-            free(x);
-            return (st == VMMC_ERR_AGAIN || st == VMMC_ERR_BUSY) ? -FI_EAGAIN : vofi_err(st);
-        }
-        vofi_queue_push(&ep->rdv_tx, x);
-        ep->tx_live++;
-        return 0;
+        return send_rts(ep, iov, count, peer, &h, flags, cflags, context);
     }
 
     fm_stream_t *s;
     int st = fm_begin_message(ep->fm, peer, sizeof h + len, VOFI_H_MSG, &s);
+    if (st == VMMC_ERR_INVALID && !(flags & FI_INJECT) && len)
+        /* Larger than this peer's ring (a large job's rings are small). */
+        return send_rts(ep, iov, count, peer, &h, flags, cflags, context);
     if (st)
         return (st == VMMC_ERR_AGAIN || st == VMMC_ERR_BUSY) ? -FI_EAGAIN : vofi_err(st);
     st = fm_send_piece(s, &h, sizeof h);
@@ -315,6 +327,8 @@ ssize_t vofi_proto_send(vofi_ep_t *ep, const struct iovec *iov, size_t count, in
     int st2 = fm_end_message(s);
     if (!st)
         st = st2;
+    if (!st && (flags & FI_DELIVERY_COMPLETE))
+        st = vmmc_fence(ep->vep, peer); /* in the target's ring, not only on its way */
     if (st) {
         /* Part of it may be gone: the receiver sees a short message. */
         vofi_fail_tx(ep, cflags, context, -vofi_err(st), st, ep->cntr_send);
@@ -330,10 +344,20 @@ ssize_t vofi_proto_send(vofi_ep_t *ep, const struct iovec *iov, size_t count, in
 int vofi_proto_progress(vofi_ep_t *ep)
 {
     int n = 0, r;
-    r = fm_extract(ep->fmc, FM_EXTRACT_ALL);
-    if (r > 0)
-        n += r;
-    if (ep->unexp_bytes < vofi_set.unexp_max) {
+    /* The control channel carries only answers to our rendezvous sends. */
+    if (ep->rdv_tx.head) {
+        r = fm_extract(ep->fmc, FM_EXTRACT_ALL);
+        if (r > 0)
+            n += r;
+    }
+    /* Over the bound the rings are left alone and FM's credits hold the
+     * senders back, unless a posted receive waits for a message that may
+     * be behind the unexpected ones in a ring: then reading on is the only
+     * way forward (counted: VOFI_C_OVER). */
+    int over = ep->unexp_bytes >= vofi_set.unexp_max;
+    if (over && (ep->posted_tag.head || ep->posted_msg.head))
+        ep->counters[VOFI_C_OVER]++, over = 0;
+    if (!over) {
         r = fm_extract(ep->fm, 256 * 1024);
         if (r > 0)
             n += r;

@@ -257,6 +257,8 @@ static vofi_xfer_t *tx_find(vofi_ep_t *ep, int peer, uint64_t id)
 
 static void tx_finish(vofi_ep_t *ep, vofi_xfer_t *x, int vst)
 {
+    if (!vst && x->msg_flags) /* FI_DELIVERY_COMPLETE: landed, not only sent */
+        vst = vmmc_fence(ep->vep, x->peer);
     vofi_queue_remove(&ep->rdv_tx, x);
     ep->tx_live--;
     if (vst)

@@ -131,6 +131,12 @@ static void notified(vofi_ep_t *ep, const vmmc_completion_t *c)
 
 #define BATCH 32
 
+int vofi_rma_busy(vofi_ep_t *ep)
+{
+    vofi_rma_t *rma = ep->rma;
+    return ep->rma_live > 0 || (rma && atomic_load_explicit(&rma->nexp, memory_order_relaxed) > 0);
+}
+
 int vofi_rma_progress(vofi_ep_t *ep)
 {
     vofi_rma_t *rma = ep->rma;

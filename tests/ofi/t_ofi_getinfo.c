@@ -152,6 +152,13 @@ static void test_mtl(void)
         CHECK(fi->domain_attr->av_type == FI_AV_MAP);
         /* pre-1.5 callers get a legacy mode */
         CHECK(fi->domain_attr->mr_mode == (k ? FI_MR_BASIC : 0));
+        /* and the objects open with what they got, as the mtl does next */
+        struct fid_fabric *fab;
+        struct fid_domain *dom;
+        EXPECT(0, fi_fabric(fi->fabric_attr, &fab, NULL));
+        EXPECT(0, fi_domain(fab, fi, &dom, NULL));
+        EXPECT(0, fi_close(&dom->fid));
+        EXPECT(0, fi_close(&fab->fid));
         fi_freeinfo(fi);
         /* the second call: remote CQ data and directed receives */
         h->caps |= FI_DIRECTED_RECV;
@@ -171,6 +178,11 @@ static void test_mtl(void)
     CHECK(fi->domain_attr->av_type == FI_AV_TABLE);
     CHECK(fi->domain_attr->threading == FI_THREAD_DOMAIN);
     CHECK(fi->domain_attr->data_progress == FI_PROGRESS_AUTO);
+    fi_freeinfo(fi);
+    /* tag fields: the application's layout is met (every mask is matched) */
+    h->ep_attr->mem_tag_format = 0x0000ffff0000ffffull;
+    fi = get(V_NOW, NULL, 0, h);
+    CHECK(fi->ep_attr->mem_tag_format == 0x0000ffff0000ffffull);
     fi_freeinfo(fi);
     fi_freeinfo(h);
 }
@@ -262,8 +274,15 @@ static void test_refusals(void)
     refused("FI_ORDER_RAW", V_NOW, NULL, 0, h);
     h = base_hints(), h->rx_attr->comp_order = FI_ORDER_STRICT;
     refused("comp_order", V_NOW, NULL, 0, h);
-    h = base_hints(), h->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
-    refused("FI_DELIVERY_COMPLETE", V_NOW, NULL, 0, h);
+    h = base_hints(), h->tx_attr->op_flags = FI_COMMIT_COMPLETE;
+    refused("FI_COMMIT_COMPLETE", V_NOW, NULL, 0, h);
+    /* Open MPI's btl ofi: RMA and atomics, completions on delivery. */
+    h = base_hints(), h->caps = FI_RMA | FI_ATOMIC, h->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+    h->domain_attr->mr_mode = FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+    struct fi_info *btl = get(V_NOW, NULL, 0, h);
+    CHECK(btl->tx_attr->op_flags & FI_DELIVERY_COMPLETE);
+    fi_freeinfo(btl);
+    fi_freeinfo(h);
     h = base_hints(), h->addr_format = FI_SOCKADDR_IN;
     refused("FI_SOCKADDR_IN", V_NOW, NULL, 0, h);
     h = base_hints(), h->src_addr = calloc(1, 16), h->src_addrlen = 16;

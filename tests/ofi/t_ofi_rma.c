@@ -289,8 +289,18 @@ static int sc_errors(op_side_t *s, void *arg)
         op_wait_ok(s, s->txcq, &ctx, "write before the region closes");
         op_barrier(s);
     }
-    if (s->rank == 1)
+    /* A new region, likely in the closed one's slot, on the same memory. */
+    struct fid_mr *magain = NULL;
+    uint64_t again = 0;
+    if (s->rank == 1) {
         OP_CALL(fi_close(&mgone->fid));
+        magain = reg(s, gone, LEN, FI_REMOTE_READ | FI_REMOTE_WRITE, 0);
+        again = fi_mr_key(magain);
+        op_oob_send(s, &again, sizeof again);
+    } else {
+        op_oob_recv(s, &again, sizeof again);
+        OP_CHECK(again != pgone.key);
+    }
     op_barrier(s);
     if (s->rank == 0) {
         /* Out of bounds: past the end, before the start, wrapping. */
@@ -317,9 +327,15 @@ static int sc_errors(op_side_t *s, void *arg)
             OP_POST(s, "forged", fi_write(s->ep, src, 8, NULL, s->peer, prw.addr, k, &ctx));
             op_wait_err(s, s->txcq, &ctx, FI_EACCES, "write with a forged key");
         }
-        /* The closed region: refused, cached import or not. */
-        OP_POST(s, "closed", fi_write(s->ep, src, 8, NULL, s->peer, pgone.addr, pgone.key, &ctx));
+        /* The closed region: refused, cached import or not, though a new
+         * region covers the same memory; the new one's key works. */
+        char other[8];
+        memset(other, 0x77, sizeof other);
+        OP_POST(s, "closed", fi_write(s->ep, other, 8, NULL, s->peer, pgone.addr + 16, pgone.key,
+                                      &ctx));
         op_wait_err(s, s->txcq, &ctx, FI_EACCES, "write into a closed region");
+        OP_POST(s, "again", fi_write(s->ep, src, 8, NULL, s->peer, pgone.addr + 8, again, &ctx));
+        op_wait_ok(s, s->txcq, &ctx, "write into the new region");
         OP_POST(s, "closed", fi_read(s->ep, src, 8, NULL, s->peer, pgone.addr, pgone.key, &ctx));
         op_wait_err(s, s->txcq, &ctx, FI_EACCES, "read of a closed region");
         /* The endpoint still works. */
@@ -336,6 +352,11 @@ static int sc_errors(op_side_t *s, void *arg)
             OP_CHECK((unsigned char)rw[i] == 0xee);
         for (int i = 8; i < LEN; i++)
             OP_CHECK(rw[i] == 0);
+        for (int i = 0; i < 16; i++)
+            OP_CHECK((unsigned char)gone[i] == 0xee);
+        for (int i = 16; i < LEN; i++)
+            OP_CHECK(gone[i] == 0); /* the old key's write never landed */
+        OP_CALL(fi_close(&magain->fid));
     }
     OP_CALL(fi_close(&mrw->fid));
     OP_CALL(fi_close(&mro->fid));

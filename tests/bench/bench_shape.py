@@ -327,6 +327,27 @@ def case_flag(tool):
         fail("the CSV does not carry the flag")
 
 
+def case_mpi(tool):
+    p = run(tool, ["mpi", "--sizes", "8:8", "--format", "json"] + TINY)
+    doc = json.loads(p.stdout)
+    rows = [r for r in doc["rows"] if r["suite"] == "mpi"]
+    notes = [n["text"] for n in doc["notes"] if n["suite"] == "mpi"]
+    if not (shutil.which("mpicc.openmpi") and shutil.which("mpirun.openmpi")):
+        if not any("apt-get install" in n for n in notes):
+            fail("no Open MPI, and no note naming the package: %r" % notes)
+        skip("Open MPI is not installed")
+    check_rows(doc["rows"], "mpi")
+    for m in ("vader_lat", "vader_rate", "vader_allreduce", "vader_alltoall", "vader_bcast"):
+        find(rows, m, 8)
+    # the provider's rows, or a note saying why there are none
+    vmmc = [r for r in rows if r["metric"].startswith("vmmc_")]
+    if not vmmc and not any(n.startswith("vmmc not measured") for n in notes):
+        fail("neither vmmc rows nor a note saying why: %r" % notes)
+    for r in vmmc:
+        if r["ratio_to"] != "mpi/vader_%s@8" % r["metric"][len("vmmc_"):]:
+            fail("a vmmc figure is not compared with vader's in the same run: %r" % r)
+
+
 CASES = {
     "fm": case_fm,
     "flag": case_flag,
@@ -338,6 +359,7 @@ CASES = {
     "plot": case_plot,
     "peers": case_peers,
     "vmmc": case_vmmc,
+    "mpi": case_mpi,
 }
 
 if __name__ == "__main__":

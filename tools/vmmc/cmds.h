@@ -6,5 +6,12 @@
 int vmmc_cmd_run(int argc, char **argv);   /* run.c: the job launcher */
 int vmmc_cmd_info(int argc, char **argv);  /* info.c: version, limits, settings */
 int vmmc_cmd_bench(int argc, char **argv); /* bench.c: the benchmark instrument */
+int vmmc_cmd_mpirun(int argc, char **argv); /* mpirun.c: Open MPI's mpirun over the provider */
+
+/* info_fi.c: the libfabric provider section of `vmmc info`. probe() loads
+ * libfabric and the provider (registering its settings); print() reports. */
+void vmmc_info_fi_probe(void);
+void vmmc_info_fi_print(void);
+int vmmc_info_fi_ok(void);
 
 #endif

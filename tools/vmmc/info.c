@@ -16,7 +16,9 @@ static void info_usage(FILE *f)
             "       vmmc info --counters [PID]\n"
             "\n"
             "Print the library version and facts about this build and machine\n"
-            "(transports, PMIx support, limits).\n"
+            "(transports, PMIx support, limits), and where the libfabric provider\n"
+            "libvmmc-fi.so is and whether libfabric lists it (its VMMC_OFI_* settings\n"
+            "are known once it is loaded).\n"
             "\n"
             "options:\n"
             "  -c, --config   also list every VMMC_* setting: value in effect, default, help\n"
@@ -120,6 +122,9 @@ int vmmc_cmd_info(int argc, char **argv)
             return 2;
         }
     }
+    /* The provider registers its VMMC_OFI_* settings when libfabric loads it:
+     * before the settings are checked, so that they are known. */
+    vmmc_info_fi_probe();
     /* Reading the settings first makes the library report unknown or bad
      * VMMC_* variables before anything else is printed. */
     int bad = vmmc_config_check() != VMMC_OK;
@@ -129,6 +134,7 @@ int vmmc_cmd_info(int argc, char **argv)
     printf("vmmc %s\n\n", vmmc_version());
     printf("build and machine:\n");
     print_facts();
+    vmmc_info_fi_print();
     if (config) {
         printf("\nsettings (VMMC_* environment variables; * = changed from the default):\n");
         print_config();

@@ -1,4 +1,4 @@
-/* vmmc: the command-line tool (run, bench, info). */
+/* vmmc: the command-line tool (run, bench, info, mpirun). */
 #include <stdio.h>
 #include <string.h>
 
@@ -14,6 +14,7 @@ static void usage(FILE *f)
             "  run -n N [--] prog [args...]   start N processes of prog as one job\n"
             "  bench [--quick] [suites...]     measure latency, bandwidth, overheads\n"
             "  info [-c]                       version, transports, limits, settings\n"
+            "  mpirun [mpirun args] prog       an MPI program over the libfabric provider vmmc\n"
             "  help                            this text\n"
             "\n"
             "`vmmc <command> --help` describes each command.\n");
@@ -32,6 +33,8 @@ int main(int argc, char **argv)
         return vmmc_cmd_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench"))
         return vmmc_cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "mpirun"))
+        return vmmc_cmd_mpirun(argc - 1, argv + 1);
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
         usage(stdout);
         return 0;

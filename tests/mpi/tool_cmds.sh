@@ -28,14 +28,15 @@ if [ -e "$fidir/libvmmc-fi.so" ]; then
         out=$(VMMC_TRANSPORT=udp FI_LOG_LEVEL=warn "$tool" mpirun --print -np 2 ./prog "a b" 2>&1) ||
             fail "--print: status $?: $out"
         for want in "FI_PROVIDER_PATH=$real " "--mca pml cm" "--mca mtl ofi" \
-                    "--mca mtl_ofi_provider_include vmmc" "--mca btl self,vader,tcp" \
+                    "--mca mtl_ofi_provider_include vmmc" "--mca btl self,ofi" \
+                    "--mca btl_ofi_provider_include vmmc" \
                     "-x VMMC_TRANSPORT" "-x FI_LOG_LEVEL" "-x FI_PROVIDER_PATH" \
                     "-np 2 ./prog 'a b'"; do
             grep -qF -- "$want" <<<"$out" || fail "--print lacks '$want': $out"
         done
         # Open MPI refuses a parameter twice: the user's --mca replaces ours
-        out=$("$tool" mpirun --print --mca btl self,ofi -np 2 ./prog)
-        [ "$(grep -o -- "--mca btl " <<<"$out" | wc -l)" = 1 ] && grep -qF -- "--mca btl self,ofi" <<<"$out" ||
+        out=$("$tool" mpirun --print --mca btl self,vader -np 2 ./prog)
+        [ "$(grep -o -- "--mca btl " <<<"$out" | wc -l)" = 1 ] && grep -qF -- "--mca btl self,vader" <<<"$out" ||
             fail "the user's --mca btl does not replace ours: $out"
         # a FI_PROVIDER_PATH already set is kept, after ours
         out=$(FI_PROVIDER_PATH=/elsewhere "$tool" mpirun --print ./prog)

@@ -5,9 +5,9 @@
  *   --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include vmmc
  *       point-to-point through the ofi MTL, which may use no provider but
  *       vmmc: if the provider cannot be used, MPI_Init fails (no fallback);
- *   --mca btl self,vader,tcp
- *       the BTLs that one-sided windows (osc rdma) use; btl ofi is left out
- *       so that no second libfabric user opens other providers;
+ *   --mca btl self,ofi --mca btl_ofi_provider_include vmmc
+ *       one-sided windows (osc rdma) over the provider's RMA and atomics,
+ *       through Open MPI's btl ofi, which may use no provider but vmmc;
  *   -x FI_PROVIDER_PATH=<where libvmmc-fi.so is> and every VMMC_* / FI_*
  *       variable of this environment, so that ranks on other hosts see them;
  *   --allow-run-as-root when run as root (as Open MPI would refuse).
@@ -34,13 +34,14 @@ static void mpirun_usage(FILE *f)
             "\n"
             "Run an MPI program built with Open MPI's mpicc over vmmc: exec Open MPI's\n"
             "mpirun with the libfabric provider \"vmmc\" as the only path for point-to-point\n"
-            "messages (--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include vmmc,\n"
-            "--mca btl self,vader,tcp for one-sided windows) and FI_PROVIDER_PATH set to\n"
-            "the directory of libvmmc-fi.so (found next to this program: <build>/fi, or\n"
-            "<libdir>/libfabric when installed). Every VMMC_* and FI_* variable is passed\n"
-            "to the ranks (-x), so `VMMC_TRANSPORT=udp vmmc mpirun -np 2 ./prog` runs\n"
-            "over udp. Options after `mpirun` go to mpirun unchanged, after ours; an\n"
-            "--mca NAME of ours that they also set is left out (theirs wins).\n"
+            "messages (--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include vmmc) and\n"
+            "one-sided windows (--mca btl self,ofi --mca btl_ofi_provider_include vmmc),\n"
+            "and FI_PROVIDER_PATH set to the directory of libvmmc-fi.so (found next to\n"
+            "this program: <build>/fi, or <libdir>/libfabric when installed). Every\n"
+            "VMMC_* and FI_* variable is passed to the ranks (-x), so\n"
+            "`VMMC_TRANSPORT=udp vmmc mpirun -np 2 ./prog` runs over udp. Options after\n"
+            "`mpirun` go to mpirun unchanged, after ours; an --mca NAME of ours that they\n"
+            "also set is left out (theirs wins).\n"
             "\n"
             "options:\n"
             "  --print     print the command instead of running it\n"
@@ -171,7 +172,7 @@ int vmmc_cmd_mpirun(int argc, char **argv)
         av[n++] = "--allow-run-as-root";
     static const char *const mca[][2] = {
         {"pml", "cm"}, {"mtl", "ofi"}, {"mtl_ofi_provider_include", "vmmc"},
-        {"btl", "self,vader,tcp"}};
+        {"btl", "self,ofi"}, {"btl_ofi_provider_include", "vmmc"}};
     for (size_t i = 0; i < sizeof mca / sizeof *mca; i++) {
         if (user_sets(argv, first, argc, mca[i][0]))
             continue;

@@ -6,7 +6,7 @@
  * transport with a gather put takes the pieces as they are (shm: one
  * process_vm_writev); otherwise (udp, redirectable exports) the core stages
  * them into one buffer and makes one put, so the receiver still sees one
- * message. */
+ * message (a single non-empty piece is put from where it is). */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -87,6 +87,13 @@ int vmmc_sendv(vmmc_proxy_t *px, size_t off, const vmmc_iov_t *iov, int iovcnt, 
     const vmmc_tl_ops_t *tl = px->peer->tl;
     if (tl && tl->putv && !(px->flags & VMMC_EXPORT_REDIRECTABLE))
         return tl->putv(&px->view, off, (const struct iovec *)(const void *)iov, iovcnt, (int)flags, imm);
+    /* One piece needs no staging: put it from where it is. */
+    int one = -1;
+    for (int i = 0; i < iovcnt; i++)
+        if (iov[i].len)
+            one = one == -1 ? i : -2;
+    if (one >= 0)
+        return px->put(&px->view, off, iov[one].base, total, (int)flags, imm);
     char stack[SENDV_STACK];
     char *buf = total <= sizeof stack ? stack : malloc(total);
     if (!buf)

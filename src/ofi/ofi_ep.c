@@ -198,10 +198,12 @@ int vofi_ep_progress_locked(vofi_ep_t *ep)
     int n = 0;
     /* The core's own progress runs notification handlers (RMA writes with
      * data) and reads the udp link's socket: a system call. FM drives the
-     * core itself when its rings are not mapped, so a polling loop that
-     * only waits for messages needs it rarely: every pass while RMA or a
-     * rendezvous is in flight, else one pass in 256. */
-    if (ep->rdv_rx.head || vofi_rma_busy(ep) || (++ep->passes & 255) == 0) {
+     * core itself when its rings are not mapped, and the udp link's thread
+     * lands a rendezvous meanwhile, so a polling loop runs it every pass
+     * only while RMA is in flight, one pass in 16 while a rendezvous is,
+     * and one in 256 otherwise. */
+    unsigned every = vofi_rma_busy(ep) ? 1 : ep->rdv_rx.head ? 16 : 256;
+    if (++ep->passes % every == 0) {
         n = vmmc_progress(ep->vep);
         if (n < 0)
             n = 0;

@@ -433,6 +433,8 @@ struct vofi_ep {
     size_t rx_posted, tx_live;
     /* rendezvous */
     vofi_queue_t tx_wait;       /* sends that found no credit, in order (ofi_proto.c) */
+    struct vofi_xfer *xfer_pool; /* freed transfers kept for reuse (ofi_match.c) */
+    int xfer_pooled;
     vofi_queue_t rdv_tx;        /* sends waiting for CTS, by id */
     vofi_queue_t rdv_rx;        /* receives moving data (redirects live) */
     vofi_queue_t work;          /* CTS/NAK to act on outside handlers (ofi_proto.c) */
@@ -522,6 +524,11 @@ ssize_t vofi_recv_common(struct fid_ep *fep, const struct iovec *iov, size_t cou
                          uint64_t flags);
 
 /* ofi_match.c */
+/* A zeroed transfer, from the endpoint's pool when it has one (no malloc on
+ * the short-message path), and back. Lock held. */
+vofi_xfer_t *vofi_xfer_get(vofi_ep_t *ep);
+void vofi_xfer_put(vofi_ep_t *ep, vofi_xfer_t *x);
+void vofi_xfer_pool_free(vofi_ep_t *ep);
 ssize_t vofi_post_recv(vofi_ep_t *ep, const struct iovec *iov, size_t count, fi_addr_t src,
                        uint64_t tag, uint64_t ignore, void *context, uint64_t flags);
 ssize_t vofi_cancel(fid_t fid, void *context);

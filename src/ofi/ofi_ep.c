@@ -434,6 +434,7 @@ static int ep_close(struct fid *fid)
             atomic_fetch_sub(&cs[i]->ref, 1);
     if (ep->av)
         atomic_fetch_sub(&ep->av->ref, 1);
+    vofi_xfer_pool_free(ep);
     vmmc_ep_close(ep->vep);
     pthread_mutex_unlock(&ep->lock);
     pthread_mutex_destroy(&ep->lock);

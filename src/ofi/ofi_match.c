@@ -112,10 +112,44 @@ static vofi_unexp_t *match_unexp(vofi_ep_t *ep, int tagged, int peer, uint64_t t
     return NULL;
 }
 
-static vofi_xfer_t *xfer_new(const struct iovec *iov, size_t count, void *context,
-                             uint64_t flags)
+#define XFER_POOL_MAX 256
+
+vofi_xfer_t *vofi_xfer_get(vofi_ep_t *ep)
 {
-    vofi_xfer_t *x = calloc(1, sizeof *x);
+    vofi_xfer_t *x = ep->xfer_pool;
+    if (!x)
+        return calloc(1, sizeof *x);
+    ep->xfer_pool = x->next;
+    ep->xfer_pooled--;
+    memset(x, 0, sizeof *x);
+    return x;
+}
+
+void vofi_xfer_put(vofi_ep_t *ep, vofi_xfer_t *x)
+{
+    if (ep->xfer_pooled >= XFER_POOL_MAX) {
+        free(x);
+        return;
+    }
+    x->next = ep->xfer_pool;
+    ep->xfer_pool = x;
+    ep->xfer_pooled++;
+}
+
+void vofi_xfer_pool_free(vofi_ep_t *ep)
+{
+    while (ep->xfer_pool) {
+        vofi_xfer_t *x = ep->xfer_pool;
+        ep->xfer_pool = x->next;
+        free(x);
+    }
+    ep->xfer_pooled = 0;
+}
+
+static vofi_xfer_t *xfer_new(vofi_ep_t *ep, const struct iovec *iov, size_t count,
+                             void *context, uint64_t flags)
+{
+    vofi_xfer_t *x = vofi_xfer_get(ep);
     if (!x)
         return NULL;
     if (count)
@@ -196,7 +230,7 @@ ssize_t vofi_post_recv(vofi_ep_t *ep, const struct iovec *iov, size_t count, fi_
         u = match_unexp(ep, tagged, peer, tag, ignore, NULL);
     }
 
-    vofi_xfer_t *x = xfer_new(iov, count, context, flags | FI_RECV | (tagged ? FI_TAGGED : FI_MSG));
+    vofi_xfer_t *x = xfer_new(ep, iov, count, context, flags | FI_RECV | (tagged ? FI_TAGGED : FI_MSG));
     if (!x)
         return -FI_ENOMEM;
     x->tag = tag;

@@ -66,7 +66,7 @@ static void finish_rx(vofi_ep_t *ep, vofi_xfer_t *x, void *buf, size_t got, size
  * until less than min_multi_recv bytes are left). */
 static vofi_xfer_t *multi_slice(vofi_ep_t *ep, vofi_xfer_t *m, size_t len, int *released)
 {
-    vofi_xfer_t *c = calloc(1, sizeof *c);
+    vofi_xfer_t *c = vofi_xfer_get(ep);
     if (!c)
         return NULL;
     size_t room = m->len - m->mr_used;
@@ -149,7 +149,7 @@ static void on_data(fm_stream_t *s, int sender, void *arg)
         size_t got = stream_into(s, x, want);
         size_t msg_len = got < want ? got : h.len; /* a short stream: what came */
         finish_rx(ep, x, x->iov_count ? x->iov[0].iov_base : NULL, got, msg_len, 0);
-        free(x);
+        vofi_xfer_put(ep, x);
         return;
     }
     /* Unexpected: keep the header, and an eager payload. */
@@ -234,7 +234,7 @@ static void deliver(vofi_ep_t *ep, vofi_xfer_t *x, vofi_unexp_t *u)
     vofi_iov_copy_in(x->iov, x->iov_count, 0, u->payload, got);
     finish_rx(ep, x, x->iov_count ? x->iov[0].iov_base : NULL, got, u->have, 0);
     unexp_free(ep, u);
-    free(x);
+    vofi_xfer_put(ep, x);
 }
 
 int vofi_proto_take(vofi_ep_t *ep, vofi_xfer_t *x, vofi_unexp_t *u)

@@ -366,7 +366,8 @@ typedef struct vofi_xfer {
     int msg_flags;            /* VOFI_F_* of the matched message */
     size_t mr_used;           /* FI_MULTI_RECV: bytes consumed */
     vmmc_request_t req;       /* receive: the redirect of the current chunk */
-    int chunk_live;
+    int chunk_live;           /* its slot + 1 in window win */
+    struct vofi_window *win;
 } vofi_xfer_t;
 
 /* A message that arrived before its receive was posted. */

@@ -2,8 +2,9 @@
  * buffer by VMMC deliberate update, redirected (VMMC-2's transfer
  * redirection) from a window of an export into the posted buffer.
  *
- * Each endpoint exports, for every peer that sends it a large message, a
- * *window*: VOFI_WIN_SLOTS slots of VMMC_OFI_RDV_CHUNK bytes of address
+ * Each endpoint exports, for every peer that sends it a large message, up
+ * to VOFI_WINS *windows* (more as more chunks from it are in flight): each
+ * VOFI_WIN_SLOTS slots of VMMC_OFI_RDV_CHUNK bytes of address
  * space (never touched: anonymous, MAP_NORESERVE), redirectable, importable
  * by that peer only. Once the RTS is matched, the receiver posts
  * vmmc_redirect(window, slot, user buffer, chunk) and sends a CTS naming the
@@ -26,6 +27,7 @@
 #include "ofi/ofi.h"
 
 #define VOFI_WIN_SLOTS 8 /* vmmc keeps up to 8 posted redirects per export */
+#define VOFI_WINS 4      /* windows per sending peer: chunks in flight from it <= 32 */
 #define VOFI_LIVE_CHECK_NS 50000000ull
 
 struct vofi_window {
@@ -62,11 +64,23 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static struct vofi_window *window_get(vofi_ep_t *ep, int peer)
+/* A window of @p peer's with a free slot, made if needed (at most
+ * VOFI_WINS): NULL with *full set when all are busy, NULL alone when one
+ * cannot be made. */
+static struct vofi_window *window_get(vofi_ep_t *ep, int peer, int *full)
 {
+    int have = 0;
+    *full = 0;
     for (struct vofi_window *w = ep->windows; w; w = w->next)
-        if (w->peer == peer)
-            return w;
+        if (w->peer == peer) {
+            if (w->used != (1u << VOFI_WIN_SLOTS) - 1)
+                return w;
+            have++;
+        }
+    if (have >= VOFI_WINS) {
+        *full = 1;
+        return NULL;
+    }
     struct vofi_window *w = calloc(1, sizeof *w);
     if (!w)
         return NULL;
@@ -190,7 +204,10 @@ static int rx_chunk(vofi_ep_t *ep, vofi_xfer_t *x)
         rx_finish(ep, x, 0, 0);
         return 1;
     }
-    struct vofi_window *w = window_get(ep, x->peer);
+    int full;
+    struct vofi_window *w = window_get(ep, x->peer, &full);
+    if (!w && full)
+        return -1; /* every slot busy: later */
     if (!w) {
         c.op = VOFI_OP_NAK;
         if (vofi_proto_send_cts(ep, x->peer, &c) == -FI_EAGAIN)
@@ -237,6 +254,7 @@ static int rx_chunk(vofi_ep_t *ep, vofi_xfer_t *x)
     }
     w->used |= 1u << slot;
     x->chunk_live = slot + 1;
+    x->win = w;
     x->mr_used = len; /* the chunk in flight */
     vofi_queue_push(&ep->rdv_rx, x);
     return 0;
@@ -333,10 +351,9 @@ static int rx_poll(vofi_ep_t *ep, int check_live)
             st = VMMC_ERR_PEER_DEAD;
         }
         vofi_queue_remove(&ep->rdv_rx, x);
-        for (struct vofi_window *w = ep->windows; w; w = w->next)
-            if (w->peer == x->peer)
-                w->used &= ~(1u << (x->chunk_live - 1));
+        x->win->used &= ~(1u << (x->chunk_live - 1));
         x->chunk_live = 0;
+        x->win = NULL;
         n++;
         if (st) {
             rx_finish(ep, x, FI_EIO, st);

@@ -452,6 +452,7 @@ struct vofi_ep {
     int thread_on;
     _Atomic int stop;
     uint64_t live_check_ns;     /* last peer liveness check of the rendezvous */
+    unsigned live_passes;
     unsigned passes;            /* progress passes (see vofi_ep_progress_locked) */
     uint64_t counters[VOFI_C_COUNT];
 };

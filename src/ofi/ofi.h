@@ -97,6 +97,11 @@ extern struct fi_provider vofi_prov;
 void vofi_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void vofi_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* ofi_noop.c: for ops tables, what an object does not offer (-FI_ENOSYS). */
+int vofi_no_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
+                     void *context);
+int vofi_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags);
+
 /* vmmc status -> negative FI_E* (FI_EAGAIN, FI_EINVAL, FI_EIO, ...). */
 int vofi_err(int vmmc_status);
 

@@ -292,18 +292,12 @@ static int av_control(struct fid *fid, int command, void *arg)
     return -FI_ENOSYS;
 }
 
-static int av_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
-                       void *context)
-{
-    return -FI_ENOSYS;
-}
-
 static struct fi_ops av_fi_ops = {
     .size = sizeof(struct fi_ops),
     .close = av_close,
     .bind = av_bind,
     .control = av_control,
-    .ops_open = av_ops_open,
+    .ops_open = vofi_no_ops_open,
 };
 
 static struct fi_ops_av av_ops = {

@@ -226,18 +226,12 @@ static int cntr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
     return -FI_ENOSYS;
 }
 
-static int cntr_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
-                         void *context)
-{
-    return -FI_ENOSYS;
-}
-
 static struct fi_ops vofi_cntr_fi_ops = {
     .size = sizeof(struct fi_ops),
     .close = cntr_close,
     .bind = cntr_bind,
     .control = cntr_control,
-    .ops_open = cntr_ops_open,
+    .ops_open = vofi_no_ops_open,
 };
 
 static struct fi_ops_cntr vofi_cntr_ops = {

@@ -448,23 +448,12 @@ static int cq_control(struct fid *fid, int command, void *arg)
     }
 }
 
-static int cq_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
-{
-    return -FI_ENOSYS;
-}
-
-static int cq_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
-                       void *context)
-{
-    return -FI_ENOSYS;
-}
-
 static struct fi_ops vofi_cq_fi_ops = {
     .size = sizeof(struct fi_ops),
     .close = cq_close,
-    .bind = cq_bind,
+    .bind = vofi_no_bind,
     .control = cq_control,
-    .ops_open = cq_ops_open,
+    .ops_open = vofi_no_ops_open,
 };
 
 static struct fi_ops_cq vofi_cq_ops = {

@@ -70,19 +70,12 @@ static int domain_control(struct fid *fid, int command, void *arg)
     return -FI_ENOSYS;
 }
 
-static int domain_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
-                           void *context)
-{
-    (void)fid, (void)name, (void)flags, (void)ops, (void)context;
-    return -FI_ENOSYS;
-}
-
 static struct fi_ops domain_fi_ops = {
     .size = sizeof(struct fi_ops),
     .close = domain_close,
     .bind = domain_bind,
     .control = domain_control,
-    .ops_open = domain_ops_open,
+    .ops_open = vofi_no_ops_open,
 };
 
 static int domain_scalable_ep(struct fid_domain *domain, struct fi_info *info,

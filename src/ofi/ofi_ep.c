@@ -13,11 +13,6 @@
 
 #include "ofi/ofi.h"
 
-static int no_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
-                       void *context)
-{
-    return -FI_ENOSYS;
-}
 static int no_ctx(struct fid_ep *sep, int index, void *attr, struct fid_ep **ep, void *context)
 {
     return -FI_ENOSYS;
@@ -50,7 +45,7 @@ static struct fi_ops ep_fi_ops = {
     .close = ep_close,
     .bind = ep_bind,
     .control = ep_control,
-    .ops_open = no_ops_open,
+    .ops_open = vofi_no_ops_open,
 };
 
 /* ---- peers ---------------------------------------------------------------- */

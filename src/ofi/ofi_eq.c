@@ -242,12 +242,6 @@ static int eq_close(struct fid *fid)
     return 0;
 }
 
-static int eq_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
-{
-    (void)fid, (void)bfid, (void)flags;
-    return -FI_ENOSYS; /* others bind to an EQ, not the reverse */
-}
-
 static int eq_control(struct fid *fid, int command, void *arg)
 {
     vofi_eq_t *eq = EQ_OF(fid);
@@ -269,19 +263,12 @@ static int eq_control(struct fid *fid, int command, void *arg)
     }
 }
 
-static int eq_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
-                       void *context)
-{
-    (void)fid, (void)name, (void)flags, (void)ops, (void)context;
-    return -FI_ENOSYS;
-}
-
 static struct fi_ops eq_fi_ops = {
     .size = sizeof(struct fi_ops),
     .close = eq_close,
-    .bind = eq_bind,
+    .bind = vofi_no_bind,
     .control = eq_control,
-    .ops_open = eq_ops_open,
+    .ops_open = vofi_no_ops_open,
 };
 
 int vofi_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_eq **out,

@@ -28,31 +28,18 @@ static int fabric_close(struct fid *fid)
     return 0;
 }
 
-static int fabric_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
-{
-    (void)fid, (void)bfid, (void)flags;
-    return -FI_ENOSYS;
-}
-
 static int fabric_control(struct fid *fid, int command, void *arg)
 {
     (void)fid, (void)command, (void)arg;
     return -FI_ENOSYS;
 }
 
-static int fabric_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
-                           void *context)
-{
-    (void)fid, (void)name, (void)flags, (void)ops, (void)context;
-    return -FI_ENOSYS;
-}
-
 static struct fi_ops fabric_fi_ops = {
     .size = sizeof(struct fi_ops),
     .close = fabric_close,
-    .bind = fabric_bind,
+    .bind = vofi_no_bind,
     .control = fabric_control,
-    .ops_open = fabric_ops_open,
+    .ops_open = vofi_no_ops_open,
 };
 
 static int fabric_passive_ep(struct fid_fabric *fabric, struct fi_info *info,

@@ -172,23 +172,12 @@ static int mr_control(struct fid *fid, int command, void *arg)
     return -FI_ENOSYS;
 }
 
-static int mr_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
-                       void *context)
-{
-    (void)fid;
-    (void)name;
-    (void)flags;
-    (void)ops;
-    (void)context;
-    return -FI_ENOSYS;
-}
-
 static struct fi_ops vofi_mr_fi_ops = {
     .size = sizeof(struct fi_ops),
     .close = mr_close,
     .bind = mr_bind,
     .control = mr_control,
-    .ops_open = mr_ops_open,
+    .ops_open = vofi_no_ops_open,
 };
 
 static int mr_register(vofi_domain_t *dom, const void *buf, size_t len, uint64_t access,

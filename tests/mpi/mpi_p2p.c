@@ -1,7 +1,8 @@
 /* Point-to-point semantics that the matching layer must get right: wildcard
  * receives (MPI_ANY_TAG, MPI_ANY_SOURCE), message order between one pair
  * (non-overtaking), MPI_Probe / Iprobe / Mprobe / Mrecv, non-blocking calls
- * (Isend / Irecv / Waitall / Test / Testall / Waitany), MPI_Bsend, and a
+ * (Isend / Irecv / Waitall / Test / Testall / Waitany), MPI_Bsend, MPI_Ssend
+ * and MPI_Issend (not complete before the receive is posted), and a
  * truncated receive reported as MPI_ERR_TRUNCATE under MPI_ERRORS_RETURN.
  * Every rank > 0 plays the sender against rank 0, so with 4 ranks the
  * wildcard receives see three sources at once. */
@@ -283,6 +284,39 @@ static void bsend(int rank, int size, unsigned char *buf)
         }
 }
 
+/* MPI_Ssend / MPI_Issend: complete only once the receive matched (Open
+ * MPI's mtl ofi sends an acknowledgement through the provider). Rank 0
+ * posts nothing before the barrier, so no Issend may be complete there. */
+static void ssend(int rank, int size, unsigned char *buf)
+{
+    size_t lens[] = {8, BIG};
+    for (int k = 0; k < 2; k++) {
+        size_t n = lens[k];
+        if (rank != 0) {
+            MPI_Request r;
+            int done = 1;
+            mpit_fill(buf, n, rank, 0, 700 + k);
+            MPIT(MPI_Issend(buf, (int)n, MPI_BYTE, 0, 700 + k, MPI_COMM_WORLD, &r));
+            for (int i = 0; i < 100; i++)
+                MPIT(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
+            if (done)
+                MPIT_FAIL("MPI_Issend of %zu bytes completed before rank 0 posted its receive", n);
+            MPIT(MPI_Barrier(MPI_COMM_WORLD));
+            MPIT(MPI_Wait(&r, MPI_STATUS_IGNORE));
+            mpit_fill(buf, n, rank, 1, 710 + k);
+            MPIT(MPI_Ssend(buf, (int)n, MPI_BYTE, 0, 710 + k, MPI_COMM_WORLD));
+            continue;
+        }
+        MPIT(MPI_Barrier(MPI_COMM_WORLD));
+        for (int src = 1; src < size; src++) {
+            MPIT(MPI_Recv(buf, (int)n, MPI_BYTE, src, 700 + k, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            MPIT_DATA(buf, n, src, 0, 700 + k);
+            MPIT(MPI_Recv(buf, (int)n, MPI_BYTE, src, 710 + k, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            MPIT_DATA(buf, n, src, 1, 710 + k);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     int rank, size;
@@ -301,6 +335,8 @@ int main(int argc, char **argv)
     truncation(rank, buf);
     MPIT(MPI_Barrier(MPI_COMM_WORLD));
     bsend(rank, size, buf);
+    MPIT(MPI_Barrier(MPI_COMM_WORLD));
+    ssend(rank, size, buf);
     free(buf);
     mpit_finish("mpi_p2p");
     return 0;

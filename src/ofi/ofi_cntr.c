@@ -146,6 +146,7 @@ static int cntr_wait(struct fid_cntr *fid, uint64_t threshold, int timeout)
     uint64_t err0 = atomic_load(&c->err);
     int64_t deadline = timeout >= 0 ? vofi_now_ms() + timeout : 0;
     for (;;) {
+        vofi_bound_sync(VOFI_BOUND(c, "cntr")); /* before the pass: see ofi_cq.c sread */
         vofi_bound_progress(VOFI_BOUND(c, "cntr"));
         cntr_drain(c); /* this thread looks at the counter now */
         if (atomic_load(&c->value) >= threshold)
@@ -155,7 +156,6 @@ static int cntr_wait(struct fid_cntr *fid, uint64_t threshold, int timeout)
         int ms = vofi_ms_left(deadline, timeout);
         if (ms == 0)
             return -FI_ETIMEDOUT;
-        vofi_bound_sync(VOFI_BOUND(c, "cntr"));
         pthread_mutex_lock(&c->lock);
         atomic_fetch_add(&c->waiters, 1);
         uint64_t kicks = c->kicks;

@@ -336,11 +336,14 @@ static ssize_t cq_sreadfrom(struct fid_cq *fid, void *buf, size_t count, fi_addr
     }
     int64_t deadline = timeout >= 0 ? vofi_now_ms() + timeout : 0;
     for (;;) {
+        /* The endpoints' fds join the set (and peers start waking us)
+         * before the progress pass that looks for work: whatever arrives
+         * after that pass makes the set readable. */
+        vofi_bound_sync(VOFI_BOUND(cq, "cq"));
         ssize_t ret = cq_take(cq, buf, count, src, 0);
         if (ret != -FI_EAGAIN)
             return ret;
         int ms = vofi_ms_left(deadline, timeout);
-        vofi_bound_sync(VOFI_BOUND(cq, "cq"));
         pthread_mutex_lock(&cq->lock);
         if (atomic_exchange(&cq->signaled, 0)) {
             cq_drain(cq);

@@ -12,11 +12,13 @@
  *   sock_fd.c      the descriptor table: fd -> sock_t, references, dups, modes
  *   sock_api.c     the public calls of vmmc/sock.h that dispatch on the mode
  *   sock_io.c      send/recv family, sendfile (dispatch, timeouts, SIGPIPE)
- *   sock_poll.c    vmmc_sock_poll, vmmc_sock_ready, waits, EINTR rules
+ *   sock_poll.c    vmmc_sock_poll, vmmc_sock_ready, vmmc_sock_event_fd
+ *   sock_wait.c    sock_wait: spin, arm, sleep; the EINTR rule
  *   sock_ctx.c     the process context: endpoint, the sock thread, fork/exec
  *   sock_probe.c   UDP probes: the listener's responder, the client's probe,
  *                  the listener's shared probe table
  *   sock_hello.c   the hello/ack exchange on the TCP stream (sock_up_*)
+ *   sock_rec.c     reading and writing the TCP stream's records
  *   sock_ring.c    one direction's byte ring in exported memory
  *   sock_conn.c    an upgraded connection: send/recv/ready/shutdown/close
  *   sock_revert.c  the way back to TCP (fork, exec), both sides
@@ -289,13 +291,15 @@ int sock_conn_revert(sock_conn_t *c);
 void sock_conn_info(sock_conn_t *c, vmmc_sock_info_t *info);
 
 /* ------------------------------------------------------------------------ */
-/* waiting (sock_poll.c) */
+/* waiting (sock_wait.c) */
 
 /* Block until @p fd (the TCP side) has POLLIN-class events or the context's
  * event fd fires, at most @p timeout_ms (-1 forever). The waiter arms first,
  * then looks at @p recheck(arg), then sleeps: returns 1 when woken or when
  * recheck says ready, 0 on timeout, -1/EINTR on a signal that must
- * interrupt (a handler without SA_RESTART), -1/errno else. */
+ * interrupt (a handler without SA_RESTART: a blocking call then fails with
+ * EINTR as the kernel's would; with SA_RESTART it goes on waiting), -1/errno
+ * else. Used by sock_conn.c, sock_hello.c and sock_poll.c alike. */
 int sock_wait(sock_ctx_t *ctx, int fd, int timeout_ms, int (*recheck)(void *), void *arg);
 
 #endif /* VMMC_SOCK_SOCK_H */

@@ -1,5 +1,6 @@
 /* An upgraded connection's private state: the rings (sock_ring.c), the conn
- * (sock_conn.c, sock_conn_io.c), the way back to TCP (sock_revert.c).
+ * (sock_conn.c, sock_conn_io.c, sock_conn_ready.c), the way back to TCP
+ * (sock_revert.c).
  *
  * Each side exports its RECEIVE ring: one vmmc_mem_alloc() allocation that
  * holds a header, then the ring's data. Every header word is written by the

@@ -6,3 +6,8 @@ vmmc_add_test(t_sock_hello_rec SOURCES t_sock_hello_rec.c TIMEOUT 120 LABELS soc
               ENV "VMMC_SOCK_HELLO_TIMEOUT=100ms;VMMC_SOCK_REVERT_TIMEOUT=100ms")
 vmmc_add_test(t_sock_probe SOURCES t_sock_probe.c TIMEOUT 120 LABELS sock
               ENV "VMMC_SOCK_PROBE_SLOTS=16;VMMC_SOCK_HELLO_TIMEOUT=100ms")
+# The upgrade end to end at the layer's internal calls, on shm and over udp.
+vmmc_add_test(t_sock_hello SOURCES t_sock_hello.c TIMEOUT 300 LABELS sock ARGS shm
+              ENV "VMMC_SOCK_DEBUG=y")
+vmmc_add_test(t_sock_hello_udp SOURCES t_sock_hello.c TIMEOUT 300 LABELS sock ARGS udp
+              ENV "VMMC_SOCK_DEBUG=y;VMMC_TRANSPORT=udp")

@@ -12,7 +12,9 @@
  *   IPv6, and an IPv4 client of a dual-stack listener.
  * With VMMC_SOCK_DEBUG=y, stderr carries one line per decision in the
  * documented format: counted at the end.
- * usage: t_sock_hello [shm|udp] (the transport upgraded connections use) */
+ * usage: t_sock_hello [shm|udp] (the transport upgraded connections use)
+ *        t_sock_hello serve IP PORT | dial IP PORT: one connection between
+ *        two hosts (sock_netns.sh): both ends must upgrade over udp. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -333,9 +335,49 @@ static int count_lines(const char *log, const char *needle)
     return n;
 }
 
+/* Two hosts: one connection, upgraded over udp, 1 MiB each way. */
+static int two_hosts(const char *role, const char *ip, int port)
+{
+    want_transport = "udp";
+    lst_t l;
+    memset(&l, 0, sizeof l);
+    struct sockaddr_in *in = (void *)&l.a;
+    in->sin_family = AF_INET;
+    in->sin_port = htons((uint16_t)port);
+    VT_CHECK(inet_pton(AF_INET, ip, &in->sin_addr) == 1);
+    l.alen = sizeof *in;
+    int mode;
+    if (!strcmp(role, "serve")) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        VT_CHECK(bind(fd, (struct sockaddr *)&l.a, l.alen) == 0);
+        VT_CHECK(listen(fd, 4) == 0);
+        l.s.fd = fd;
+        l.s.domain = AF_INET;
+        VT_CHECK(sock_probe_listen(&l.s) == 0 && l.s.lst != NULL);
+        printf("listening\n");
+        fflush(stdout);
+        mode = serve(&l, 1, 0);
+    } else {
+        pid_t pid = fork();
+        VT_CHECK(pid >= 0);
+        if (pid == 0)
+            client(&l, AF_INET, C_VMMC, 0);
+        mode = reap(pid);
+    }
+    printf("%s: %s\n", role, mode == VMMC_SOCK_VMMC ? "upgraded" : "tcp");
+    return mode == VMMC_SOCK_VMMC ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     alarm(300);
+    if (argc == 4) {
+        out_buf = malloc(N);
+        in_buf = malloc(N);
+        return two_hosts(argv[1], argv[2], atoi(argv[3]));
+    }
     if (argc > 1)
         want_transport = argv[1];
     out_buf = malloc(N);

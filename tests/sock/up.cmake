@@ -11,3 +11,7 @@ vmmc_add_test(t_sock_hello SOURCES t_sock_hello.c TIMEOUT 300 LABELS sock ARGS s
               ENV "VMMC_SOCK_DEBUG=y")
 vmmc_add_test(t_sock_hello_udp SOURCES t_sock_hello.c TIMEOUT 300 LABELS sock ARGS udp
               ENV "VMMC_SOCK_DEBUG=y;VMMC_TRANSPORT=udp")
+# Two hosts (network namespaces): the upgrade crosses the link, over udp.
+add_test(NAME sock_up_netns COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/sock_netns.sh $<TARGET_FILE:t_sock_hello>)
+set_tests_properties(sock_up_netns PROPERTIES LABELS "sock;multihost;nosan" TIMEOUT 180
+                     SKIP_RETURN_CODE 77)

@@ -31,6 +31,8 @@
 
 #define N (1u << 20)
 static const char *want_transport = "shm";
+static int expect_up = 1; /* 0: VMMC_SOCK_UPGRADE=n ("off") */
+#define UP (expect_up ? VMMC_SOCK_VMMC : VMMC_SOCK_KERNEL)
 static unsigned char *out_buf, *in_buf;
 
 static void pattern(unsigned char *b, size_t n, unsigned seed)
@@ -155,7 +157,7 @@ static void listen_on(lst_t *l, int family, int vmmc)
     l->s.fd = fd;
     l->s.domain = family;
     if (vmmc)
-        VT_CHECK(sock_probe_listen(&l->s) == 0 && l->s.lst != NULL);
+        VT_CHECK(sock_probe_listen(&l->s) == 0 && (l->s.lst != NULL) == expect_up);
 }
 
 static int dial(lst_t *l, int family)
@@ -263,6 +265,35 @@ static int reap(pid_t pid)
     return WEXITSTATUS(st) - 10;
 }
 
+/* A vmmc client to a plain listener whose UDP port we hold: the probe
+ * arrives there, unless upgrading is off (then nothing is ever sent). */
+static void sniff_probe(void)
+{
+    lst_t l;
+    listen_on(&l, AF_INET, 0);
+    int u = socket(AF_INET, SOCK_DGRAM, 0);
+    VT_CHECK(bind(u, (struct sockaddr *)&l.a, l.alen) == 0);
+    pid_t pid = fork();
+    VT_CHECK(pid >= 0);
+    if (pid == 0) {
+        alarm(60);
+        int fd = dial(&l, AF_INET);
+        sock_t *s = wrap(fd, AF_INET, VMMC_SOCK_PENDING);
+        VT_CHECK(sock_up_client(s) == 0);
+        _exit(10 + atomic_load(&s->mode));
+    }
+    int acc = accept(l.s.fd, NULL, NULL);
+    VT_CHECK(acc >= 0);
+    VT_CHECK(reap(pid) == VMMC_SOCK_KERNEL);
+    char b[2048];
+    ssize_t n = recv(u, b, sizeof b, MSG_DONTWAIT);
+    VT_CHECK((n > 0) == expect_up);
+    printf("%-44s %s\n", "probe sent", n > 0 ? "yes" : "no");
+    close(acc);
+    close(u);
+    close(l.s.fd);
+}
+
 /* One pairing: returns the (agreed) mode. */
 static int pairing(const char *what, int family, int cfamily, int vmmc_listener, int kind,
                    int server_first)
@@ -302,8 +333,8 @@ static void preforked(void)
         client(&l, AF_INET, C_VMMC, 0);
     int cmode = reap(cl), smode = reap(acc);
     VT_CHECK(cmode == smode);
-    VT_CHECK(smode == VMMC_SOCK_VMMC);
-    printf("%-44s upgraded\n", "pre-forked listener");
+    VT_CHECK(smode == UP);
+    printf("%-44s %s\n", "pre-forked listener", smode == VMMC_SOCK_VMMC ? "upgraded" : "tcp");
     sock_probe_unlisten(&l.s);
     close(l.s.fd);
 }
@@ -380,6 +411,7 @@ int main(int argc, char **argv)
     }
     if (argc > 1)
         want_transport = argv[1];
+    expect_up = strcmp(want_transport, "off") != 0;
     out_buf = malloc(N);
     in_buf = malloc(N);
     /* stderr into a file, read back at the end (children write there too). */
@@ -393,8 +425,8 @@ int main(int argc, char **argv)
     dup2(log_fd, 2);
 
     int up = 0;
-    VT_CHECK(pairing("vmmc client, vmmc listener", AF_INET, AF_INET, 1, C_VMMC, 0) ==
-             VMMC_SOCK_VMMC);
+    sniff_probe();
+    VT_CHECK(pairing("vmmc client, vmmc listener", AF_INET, AF_INET, 1, C_VMMC, 0) == UP);
     up++;
     if (pairing("vmmc client, vmmc listener, server first", AF_INET, AF_INET, 1, C_VMMC, 1) ==
         VMMC_SOCK_VMMC)
@@ -407,14 +439,15 @@ int main(int argc, char **argv)
              VMMC_SOCK_KERNEL);
     VT_CHECK(pairing("vmmc client, plain listener, server first", AF_INET, AF_INET, 0, C_VMMC,
                      1) == VMMC_SOCK_KERNEL);
-    VT_CHECK(pairing("hello without a probe", AF_INET, AF_INET, 1, C_HELLO_NO_PROBE, 0) ==
-             VMMC_SOCK_KERNEL);
-    VT_CHECK(pairing("probe, then plain bytes", AF_INET, AF_INET, 1, C_PROBE_THEN_PLAIN, 0) ==
-             VMMC_SOCK_KERNEL);
-    VT_CHECK(pairing("IPv6", AF_INET6, AF_INET6, 1, C_VMMC, 0) == VMMC_SOCK_VMMC);
+    if (expect_up) { /* these talk to the responder */
+        VT_CHECK(pairing("hello without a probe", AF_INET, AF_INET, 1, C_HELLO_NO_PROBE, 0) ==
+                 VMMC_SOCK_KERNEL);
+        VT_CHECK(pairing("probe, then plain bytes", AF_INET, AF_INET, 1, C_PROBE_THEN_PLAIN,
+                         0) == VMMC_SOCK_KERNEL);
+    }
+    VT_CHECK(pairing("IPv6", AF_INET6, AF_INET6, 1, C_VMMC, 0) == UP);
     up++;
-    VT_CHECK(pairing("IPv4 client, dual-stack listener", AF_INET6, AF_INET, 1, C_VMMC, 0) ==
-             VMMC_SOCK_VMMC);
+    VT_CHECK(pairing("IPv4 client, dual-stack listener", AF_INET6, AF_INET, 1, C_VMMC, 0) == UP);
     up++;
     preforked();
     up++;
@@ -423,18 +456,23 @@ int main(int argc, char **argv)
     dump_log();
     const char *log = log_text;
     VT_CHECK(log != NULL);
-    if (getenv("VMMC_SOCK_DEBUG")) {
+    if (getenv("VMMC_SOCK_DEBUG") && !expect_up) {
+        VT_CHECK(count_lines(log, "upgraded (") == 0);
+        VT_CHECK(count_lines(log, "stays on tcp (upgrade disabled, client)\n") == 8);
+        VT_CHECK(count_lines(log, "stays on tcp (upgrade disabled, server)\n") >= 1);
+    } else if (getenv("VMMC_SOCK_DEBUG")) {
         char want[64];
         snprintf(want, sizeof want, "upgraded (%s, client)\n", want_transport);
         VT_CHECK(count_lines(log, want) == up);
         snprintf(want, sizeof want, "upgraded (%s, server)\n", want_transport);
         VT_CHECK(count_lines(log, want) == up);
         VT_CHECK(count_lines(log, "stays on tcp (no vmmc listener, client)\n") == 2);
+        VT_CHECK(count_lines(log, "stays on tcp (no answer, client)\n") == 1); /* sniffed */
         VT_CHECK(count_lines(log, "stays on tcp (plain client, server)\n") >= 1);
         VT_CHECK(count_lines(log, "stays on tcp (hello without its probe, server)\n") == 1);
         VT_CHECK(count_lines(log, "stays on tcp (client sent no hello, server)\n") == 1);
         VT_CHECK(count_lines(log, "]: fd ") == count_lines(log, "vmmc-sock["));
     }
-    printf("t_sock_hello: ok (%d upgraded)\n", up);
+    printf("t_sock_hello: ok (%d upgraded)\n", expect_up ? up : 0);
     return 0;
 }

@@ -15,3 +15,6 @@ vmmc_add_test(t_sock_hello_udp SOURCES t_sock_hello.c TIMEOUT 300 LABELS sock AR
 add_test(NAME sock_up_netns COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/sock_netns.sh $<TARGET_FILE:t_sock_hello>)
 set_tests_properties(sock_up_netns PROPERTIES LABELS "sock;multihost;nosan" TIMEOUT 180
                      SKIP_RETURN_CODE 77)
+# VMMC_SOCK_UPGRADE=n: no probe is ever sent, no listener answers, every byte on TCP.
+vmmc_add_test(t_sock_hello_off SOURCES t_sock_hello.c TIMEOUT 300 LABELS sock ARGS off
+              ENV "VMMC_SOCK_DEBUG=y;VMMC_SOCK_UPGRADE=n")

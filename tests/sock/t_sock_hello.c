@@ -299,6 +299,7 @@ static int pairing(const char *what, int family, int cfamily, int vmmc_listener,
                    int server_first)
 {
     lst_t l;
+    double t0 = vt_now();
     listen_on(&l, family, vmmc_listener);
     pid_t pid = fork();
     VT_CHECK(pid >= 0);
@@ -308,7 +309,8 @@ static int pairing(const char *what, int family, int cfamily, int vmmc_listener,
     int cmode = reap(pid);
     if (smode != cmode)
         VT_FAIL("%s: server mode %d, client mode %d", what, smode, cmode);
-    printf("%-44s %s\n", what, smode == VMMC_SOCK_VMMC ? "upgraded" : "tcp");
+    printf("%-44s %s (%.2fs)\n", what, smode == VMMC_SOCK_VMMC ? "upgraded" : "tcp",
+           vt_now() - t0);
     fflush(stdout);
     sock_probe_unlisten(&l.s);
     close(l.s.fd);
@@ -318,6 +320,7 @@ static int pairing(const char *what, int family, int cfamily, int vmmc_listener,
 /* fork after listen: a child accepts; the parent's thread answers probes. */
 static void preforked(void)
 {
+    double t0 = vt_now();
     lst_t l;
     listen_on(&l, AF_INET, 1);
     pid_t acc = fork();
@@ -334,7 +337,8 @@ static void preforked(void)
     int cmode = reap(cl), smode = reap(acc);
     VT_CHECK(cmode == smode);
     VT_CHECK(smode == UP);
-    printf("%-44s %s\n", "pre-forked listener", smode == VMMC_SOCK_VMMC ? "upgraded" : "tcp");
+    printf("%-44s %s (%.2fs)\n", "pre-forked listener", smode == VMMC_SOCK_VMMC ? "upgraded" : "tcp",
+           vt_now() - t0);
     sock_probe_unlisten(&l.s);
     close(l.s.fd);
 }

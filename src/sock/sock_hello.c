@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sock/sock.h"
@@ -312,7 +313,13 @@ int sock_up_server(sock_t *s, int why, int timeout_ms)
         uint64_t now = vmmc_now_ns();
         if (now >= end)
             return server_kernel(s, "no hello in time");
-        if (wait_readable(s->fd, (int)((end - now + 999999) / 1000000)) < 0)
+        if (n > 0) {
+            /* Part of a record: the stream is readable already, so poll()
+             * would not wait; look again in a millisecond. */
+            struct timespec ms1 = {0, 1000000};
+            nanosleep(&ms1, NULL);
+        } else if (wait_readable(s->fd, (int)((end - now + 999999) / 1000000)) < 0) {
             return server_kernel(s, "connection failed");
+        }
     }
 }

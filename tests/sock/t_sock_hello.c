@@ -12,7 +12,9 @@
  *   IPv6, and an IPv4 client of a dual-stack listener.
  * With VMMC_SOCK_DEBUG=y, stderr carries one line per decision in the
  * documented format: counted at the end.
- * usage: t_sock_hello [shm|udp] (the transport upgraded connections use) */
+ * usage: t_sock_hello [shm|udp] (the transport upgraded connections use)
+ *        t_sock_hello serve IP PORT | dial IP PORT: one connection between
+ *        two hosts (sock_netns.sh): both ends must upgrade over udp. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -29,12 +31,18 @@
 
 #define N (1u << 20)
 static const char *want_transport = "shm";
+static int expect_up = 1; /* 0: VMMC_SOCK_UPGRADE=n ("off") */
+#define UP (expect_up ? VMMC_SOCK_VMMC : VMMC_SOCK_KERNEL)
 static unsigned char *out_buf, *in_buf;
+
+static int magic_prefix; /* the client's bytes start like a record's magic */
 
 static void pattern(unsigned char *b, size_t n, unsigned seed)
 {
     for (size_t i = 0; i < n; i++)
         b[i] = (unsigned char)(i * 7 + seed + (i >> 12));
+    if (magic_prefix && seed == 1)
+        memcpy(b, "VMMCS", 5);
 }
 
 static sock_t *wrap(int fd, int domain, int mode)
@@ -153,7 +161,7 @@ static void listen_on(lst_t *l, int family, int vmmc)
     l->s.fd = fd;
     l->s.domain = family;
     if (vmmc)
-        VT_CHECK(sock_probe_listen(&l->s) == 0 && l->s.lst != NULL);
+        VT_CHECK(sock_probe_listen(&l->s) == 0 && (l->s.lst != NULL) == expect_up);
 }
 
 static int dial(lst_t *l, int family)
@@ -180,7 +188,7 @@ static int dial(lst_t *l, int family)
     return fd;
 }
 
-enum { C_VMMC, C_PLAIN, C_HELLO_NO_PROBE, C_PROBE_THEN_PLAIN };
+enum { C_VMMC, C_PLAIN, C_HELLO_NO_PROBE, C_PROBE_THEN_PLAIN, C_PARTIAL };
 
 /* The client process: connect, decide, then the exchange. Exit status: 10
  * + its final mode. */
@@ -213,7 +221,14 @@ static void client(lst_t *l, int family, int kind, int server_first)
     int mode = atomic_load(&s->mode);
     VT_CHECK(mode == VMMC_SOCK_VMMC || mode == VMMC_SOCK_KERNEL);
     pattern(out_buf, N, 1);
-    if (server_first) {
+    if (kind == C_PARTIAL) {
+        /* A plain client whose first bytes look like the start of a
+         * record, then a pause longer than VMMC_SOCK_HELLO_TIMEOUT. */
+        VT_CHECK(send(fd, out_buf, 5, 0) == 5);
+        usleep(400000);
+        xsend(s, out_buf + 5, N - 5);
+        xrecv(s, in_buf, N);
+    } else if (server_first) {
         xrecv(s, in_buf, N);
         xsend(s, out_buf, N);
     } else {
@@ -261,11 +276,41 @@ static int reap(pid_t pid)
     return WEXITSTATUS(st) - 10;
 }
 
+/* A vmmc client to a plain listener whose UDP port we hold: the probe
+ * arrives there, unless upgrading is off (then nothing is ever sent). */
+static void sniff_probe(void)
+{
+    lst_t l;
+    listen_on(&l, AF_INET, 0);
+    int u = socket(AF_INET, SOCK_DGRAM, 0);
+    VT_CHECK(bind(u, (struct sockaddr *)&l.a, l.alen) == 0);
+    pid_t pid = fork();
+    VT_CHECK(pid >= 0);
+    if (pid == 0) {
+        alarm(60);
+        int fd = dial(&l, AF_INET);
+        sock_t *s = wrap(fd, AF_INET, VMMC_SOCK_PENDING);
+        VT_CHECK(sock_up_client(s) == 0);
+        _exit(10 + atomic_load(&s->mode));
+    }
+    int acc = accept(l.s.fd, NULL, NULL);
+    VT_CHECK(acc >= 0);
+    VT_CHECK(reap(pid) == VMMC_SOCK_KERNEL);
+    char b[2048];
+    ssize_t n = recv(u, b, sizeof b, MSG_DONTWAIT);
+    VT_CHECK((n > 0) == expect_up);
+    printf("%-44s %s\n", "probe sent", n > 0 ? "yes" : "no");
+    close(acc);
+    close(u);
+    close(l.s.fd);
+}
+
 /* One pairing: returns the (agreed) mode. */
 static int pairing(const char *what, int family, int cfamily, int vmmc_listener, int kind,
                    int server_first)
 {
     lst_t l;
+    double t0 = vt_now();
     listen_on(&l, family, vmmc_listener);
     pid_t pid = fork();
     VT_CHECK(pid >= 0);
@@ -275,7 +320,8 @@ static int pairing(const char *what, int family, int cfamily, int vmmc_listener,
     int cmode = reap(pid);
     if (smode != cmode)
         VT_FAIL("%s: server mode %d, client mode %d", what, smode, cmode);
-    printf("%-44s %s\n", what, smode == VMMC_SOCK_VMMC ? "upgraded" : "tcp");
+    printf("%-44s %s (%.2fs)\n", what, smode == VMMC_SOCK_VMMC ? "upgraded" : "tcp",
+           vt_now() - t0);
     fflush(stdout);
     sock_probe_unlisten(&l.s);
     close(l.s.fd);
@@ -285,6 +331,7 @@ static int pairing(const char *what, int family, int cfamily, int vmmc_listener,
 /* fork after listen: a child accepts; the parent's thread answers probes. */
 static void preforked(void)
 {
+    double t0 = vt_now();
     lst_t l;
     listen_on(&l, AF_INET, 1);
     pid_t acc = fork();
@@ -300,8 +347,9 @@ static void preforked(void)
         client(&l, AF_INET, C_VMMC, 0);
     int cmode = reap(cl), smode = reap(acc);
     VT_CHECK(cmode == smode);
-    VT_CHECK(smode == VMMC_SOCK_VMMC);
-    printf("%-44s upgraded\n", "pre-forked listener");
+    VT_CHECK(smode == UP);
+    printf("%-44s %s (%.2fs)\n", "pre-forked listener", smode == VMMC_SOCK_VMMC ? "upgraded" : "tcp",
+           vt_now() - t0);
     sock_probe_unlisten(&l.s);
     close(l.s.fd);
 }
@@ -333,11 +381,52 @@ static int count_lines(const char *log, const char *needle)
     return n;
 }
 
+/* Two hosts: one connection, upgraded over udp, 1 MiB each way. */
+static int two_hosts(const char *role, const char *ip, int port)
+{
+    want_transport = "udp";
+    lst_t l;
+    memset(&l, 0, sizeof l);
+    struct sockaddr_in *in = (void *)&l.a;
+    in->sin_family = AF_INET;
+    in->sin_port = htons((uint16_t)port);
+    VT_CHECK(inet_pton(AF_INET, ip, &in->sin_addr) == 1);
+    l.alen = sizeof *in;
+    int mode;
+    if (!strcmp(role, "serve")) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        VT_CHECK(bind(fd, (struct sockaddr *)&l.a, l.alen) == 0);
+        VT_CHECK(listen(fd, 4) == 0);
+        l.s.fd = fd;
+        l.s.domain = AF_INET;
+        VT_CHECK(sock_probe_listen(&l.s) == 0 && l.s.lst != NULL);
+        printf("listening\n");
+        fflush(stdout);
+        mode = serve(&l, 1, 0);
+    } else {
+        pid_t pid = fork();
+        VT_CHECK(pid >= 0);
+        if (pid == 0)
+            client(&l, AF_INET, C_VMMC, 0);
+        mode = reap(pid);
+    }
+    printf("%s: %s\n", role, mode == VMMC_SOCK_VMMC ? "upgraded" : "tcp");
+    return mode == VMMC_SOCK_VMMC ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     alarm(300);
+    if (argc == 4) {
+        out_buf = malloc(N);
+        in_buf = malloc(N);
+        return two_hosts(argv[1], argv[2], atoi(argv[3]));
+    }
     if (argc > 1)
         want_transport = argv[1];
+    expect_up = strcmp(want_transport, "off") != 0;
     out_buf = malloc(N);
     in_buf = malloc(N);
     /* stderr into a file, read back at the end (children write there too). */
@@ -351,8 +440,8 @@ int main(int argc, char **argv)
     dup2(log_fd, 2);
 
     int up = 0;
-    VT_CHECK(pairing("vmmc client, vmmc listener", AF_INET, AF_INET, 1, C_VMMC, 0) ==
-             VMMC_SOCK_VMMC);
+    sniff_probe();
+    VT_CHECK(pairing("vmmc client, vmmc listener", AF_INET, AF_INET, 1, C_VMMC, 0) == UP);
     up++;
     if (pairing("vmmc client, vmmc listener, server first", AF_INET, AF_INET, 1, C_VMMC, 1) ==
         VMMC_SOCK_VMMC)
@@ -365,14 +454,19 @@ int main(int argc, char **argv)
              VMMC_SOCK_KERNEL);
     VT_CHECK(pairing("vmmc client, plain listener, server first", AF_INET, AF_INET, 0, C_VMMC,
                      1) == VMMC_SOCK_KERNEL);
-    VT_CHECK(pairing("hello without a probe", AF_INET, AF_INET, 1, C_HELLO_NO_PROBE, 0) ==
-             VMMC_SOCK_KERNEL);
-    VT_CHECK(pairing("probe, then plain bytes", AF_INET, AF_INET, 1, C_PROBE_THEN_PLAIN, 0) ==
-             VMMC_SOCK_KERNEL);
-    VT_CHECK(pairing("IPv6", AF_INET6, AF_INET6, 1, C_VMMC, 0) == VMMC_SOCK_VMMC);
+    if (expect_up) { /* these talk to the responder */
+        VT_CHECK(pairing("hello without a probe", AF_INET, AF_INET, 1, C_HELLO_NO_PROBE, 0) ==
+                 VMMC_SOCK_KERNEL);
+        VT_CHECK(pairing("probe, then plain bytes", AF_INET, AF_INET, 1, C_PROBE_THEN_PLAIN,
+                         0) == VMMC_SOCK_KERNEL);
+    }
+    magic_prefix = 1;
+    VT_CHECK(pairing("plain bytes like a record's start, a pause", AF_INET, AF_INET, 1, C_PARTIAL,
+                     0) == VMMC_SOCK_KERNEL);
+    magic_prefix = 0;
+    VT_CHECK(pairing("IPv6", AF_INET6, AF_INET6, 1, C_VMMC, 0) == UP);
     up++;
-    VT_CHECK(pairing("IPv4 client, dual-stack listener", AF_INET6, AF_INET, 1, C_VMMC, 0) ==
-             VMMC_SOCK_VMMC);
+    VT_CHECK(pairing("IPv4 client, dual-stack listener", AF_INET6, AF_INET, 1, C_VMMC, 0) == UP);
     up++;
     preforked();
     up++;
@@ -381,18 +475,25 @@ int main(int argc, char **argv)
     dump_log();
     const char *log = log_text;
     VT_CHECK(log != NULL);
-    if (getenv("VMMC_SOCK_DEBUG")) {
+    if (getenv("VMMC_SOCK_DEBUG") && !expect_up) {
+        VT_CHECK(count_lines(log, "upgraded (") == 0);
+        VT_CHECK(count_lines(log, "stays on tcp (upgrade disabled, client)\n") == 8);
+        VT_CHECK(count_lines(log, "stays on tcp (upgrade disabled, server)\n") >= 1);
+        (void)0;
+    } else if (getenv("VMMC_SOCK_DEBUG")) {
         char want[64];
         snprintf(want, sizeof want, "upgraded (%s, client)\n", want_transport);
         VT_CHECK(count_lines(log, want) == up);
         snprintf(want, sizeof want, "upgraded (%s, server)\n", want_transport);
         VT_CHECK(count_lines(log, want) == up);
         VT_CHECK(count_lines(log, "stays on tcp (no vmmc listener, client)\n") == 2);
+        VT_CHECK(count_lines(log, "stays on tcp (no answer, client)\n") == 1); /* sniffed */
         VT_CHECK(count_lines(log, "stays on tcp (plain client, server)\n") >= 1);
         VT_CHECK(count_lines(log, "stays on tcp (hello without its probe, server)\n") == 1);
         VT_CHECK(count_lines(log, "stays on tcp (client sent no hello, server)\n") == 1);
+        VT_CHECK(count_lines(log, "stays on tcp (no hello in time, server)\n") == 1);
         VT_CHECK(count_lines(log, "]: fd ") == count_lines(log, "vmmc-sock["));
     }
-    printf("t_sock_hello: ok (%d upgraded)\n", up);
+    printf("t_sock_hello: ok (%d upgraded)\n", expect_up ? up : 0);
     return 0;
 }

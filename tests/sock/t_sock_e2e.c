@@ -507,15 +507,80 @@ static void t_eintr(void)
     printf("EINTR: without SA_RESTART interrupted, with it restarted\n");
 }
 
+/* exec: the client reverts the connection (vmmc_sock_before_exec) and
+ * execs this program, which goes on with the same descriptor as a kernel
+ * socket: the bytes before and after the exec arrive once, in order. */
+static char *self_exe;
+
+static void client_exec(const struct sockaddr_storage *a, socklen_t alen)
+{
+    int fd = client_connect(a, alen, 0);
+    expect_upgraded(fd);
+    send_all(fd, "before", 6);
+    char b[8];
+    recv_all(fd, b, 2);
+    VT_CHECK(!memcmp(b, "S1", 2));
+    int keep = vmmc_sock_socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0); /* exec closes it */
+    VT_CHECK(vmmc_sock_before_exec() == 0);
+    vmmc_sock_info_t info;
+    VT_CHECK(vmmc_sock_info(fd, &info) == 0 && info.mode == VMMC_SOCK_KERNEL);
+    char arg[16];
+    snprintf(arg, sizeof arg, "%d", fd);
+    execl(self_exe, self_exe, "exec-child", arg, (char *)NULL);
+    (void)keep;
+    VT_FAIL("exec: %s", strerror(errno));
+}
+
+static int exec_child(int fd)
+{
+    VT_CHECK(vmmc_sock_adopt(fd) == 0);
+    vmmc_sock_info_t info;
+    VT_CHECK(vmmc_sock_info(fd, &info) == 0 && info.mode == VMMC_SOCK_KERNEL);
+    guard(fd);
+    char b[8];
+    recv_all(fd, b, 2);
+    VT_CHECK(!memcmp(b, "S2", 2));
+    send_all(fd, "after", 5);
+    VT_CHECK(vmmc_sock_close(fd) == 0);
+    return 0;
+}
+
+static void t_exec(void)
+{
+    int l;
+    struct sockaddr_storage a;
+    socklen_t alen;
+    pid_t pid = spawn(client_exec, &l, &a, &alen);
+    int s = vmmc_sock_accept(l, NULL, NULL, 0);
+    guard(s);
+    char b[8];
+    recv_all(s, b, 6);
+    VT_CHECK(!memcmp(b, "before", 6));
+    expect_upgraded(s);
+    send_all(s, "S1", 2);
+    send_all(s, "S2", 2); /* may cross the revert */
+    recv_all(s, b, 5);
+    VT_CHECK(!memcmp(b, "after", 5));
+    VT_CHECK(vmmc_sock_recv(s, b, sizeof b, 0) == 0);
+    VT_CHECK(vmmc_sock_close(s) == 0);
+    reap(pid);
+    vmmc_sock_close(l);
+    printf("exec: the connection went back to TCP and the new program kept it\n");
+}
+
 int main(int argc, char **argv)
 {
+    self_exe = argv[0];
+    if (argc > 2 && !strcmp(argv[1], "exec-child"))
+        return exec_child(atoi(argv[2]));
     signal(SIGPIPE, SIG_IGN);
     const char *only = argc > 1 ? argv[1] : NULL;
     struct {
         const char *name;
         void (*fn)(void);
     } cases[] = {{"echo", t_echo},       {"many", t_many}, {"halfclose", t_halfclose},
-                 {"killed", t_killed},   {"fork", t_fork}, {"eintr", t_eintr}};
+                 {"killed", t_killed},   {"fork", t_fork}, {"eintr", t_eintr},
+                 {"exec", t_exec}};
     for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (!only || !strcmp(only, cases[i].name))
             cases[i].fn();

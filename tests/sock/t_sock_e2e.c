@@ -210,10 +210,22 @@ static void reap(pid_t pid)
 
 /* ------------------------------------------------------------ the cases */
 
+static int hook_fd = -1, hook_up = -1, hook_calls;
+static void mode_hook(int fd, int up, void *arg)
+{
+    VT_CHECK(arg == &hook_calls);
+    hook_fd = fd;
+    hook_up = up;
+    hook_calls++;
+}
+
 static void client_echo(const struct sockaddr_storage *a, socklen_t alen)
 {
+    vmmc_sock_set_mode_hook(mode_hook, &hook_calls);
     int fd = client_connect(a, alen, 0);
     expect_upgraded(fd);
+    VT_CHECK(hook_calls == 1 && hook_fd == fd && hook_up == 1); /* told, from connect */
+    vmmc_sock_set_mode_hook(NULL, NULL);
     for (unsigned i = 0; i < NSIZES; i++)
         echo_block(fd, sizes[i], i);
     VT_CHECK(vmmc_sock_close(fd) == 0);

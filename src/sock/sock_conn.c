@@ -274,16 +274,17 @@ int sock_conn_abandon(sock_conn_t *c)
 {
     sock_t *s = c->s;
     int rc = 0;
-    /* The local buffer may be touched by a sender only under tx_lock; the
-     * sender that holds it sees C_TX_TCP and writes the rest itself. */
-    atomic_fetch_or(&c->st, C_TX_TCP | C_RX_TCP);
+    /* The local buffer is the writer's (tx_lock): a sender that holds the
+     * lock sees C_TX_TCP, writes what waits there first, then retires the
+     * conn; else that is done here. */
+    atomic_fetch_or(&c->st, C_TX_TCP | C_RX_TCP | C_REV_ACKED);
     if (pthread_mutex_trylock(&s->tx_lock) == 0) {
         if (c->llen && sock_conn_tcp_write(c, c->lbuf, c->llen, -1) != 0)
             rc = -1;
         c->llen = 0;
+        sock_conn_maybe_retire(c, 1, 0);
         pthread_mutex_unlock(&s->tx_lock);
     }
-    retire(c, NULL);
     sock_conn_wake_local(c);
     return rc;
 }

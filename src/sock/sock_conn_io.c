@@ -198,7 +198,7 @@ ssize_t sock_conn_recv(sock_conn_t *c, const struct iovec *iov, int iovcnt, int 
         int st = atomic_load(&c->st);
         if (st & C_SHUT_RD)
             return (ssize_t)got;
-        if (VMMC_UNLIKELY(st & (C_REV_SENT | C_REV_PEER | C_RETIRED))) {
+        if (VMMC_UNLIKELY(st & (C_REV_SENT | C_REV_PEER | C_REV_ACKED | C_RX_TCP | C_RETIRED))) {
             /* going back to TCP: answer the peer's REVERT, then read TCP
              * once its REVERT_ACK came (the bytes it resends follow it) */
             if ((st & (C_REV_PEER | C_TX_TCP)) == C_REV_PEER)
@@ -437,6 +437,14 @@ ssize_t sock_conn_send(sock_conn_t *c, const struct iovec *iov, int iovcnt, int 
                     return done ? (ssize_t)done : -1;
             }
             st = atomic_load(&c->st);
+            if ((st & C_TX_TCP) && c->llen) { /* an abandoned upgrade: what waited first */
+                if (sock_conn_tcp_write(c, c->lbuf, c->llen, -1) != 0)
+                    return -1;
+                c->llen = 0;
+            }
+            if (st & C_TX_TCP)
+                sock_conn_maybe_retire(c, 1, 0);
+            st = atomic_load(&c->st);
             if (st & C_RETIRED) {
                 if (done)
                     return (ssize_t)done;
@@ -444,12 +452,6 @@ ssize_t sock_conn_send(sock_conn_t *c, const struct iovec *iov, int iovcnt, int 
                 return -1;
             }
             if (st & C_TX_TCP) {
-                if (c->llen) { /* an abandoned upgrade: what waited goes first */
-                    if (sock_conn_tcp_write(c, c->lbuf, c->llen, -1) != 0)
-                        return -1;
-                    c->llen = 0;
-                }
-                sock_conn_maybe_retire(c, 1, 0);
                 ssize_t r = tcp_send(c, iov, iovcnt, done, deadline, timeout_ms == 0);
                 if (r < 0)
                     return done ? (ssize_t)done : -1;

@@ -519,6 +519,42 @@ static void t_eintr(void)
     printf("EINTR: without SA_RESTART interrupted, with it restarted\n");
 }
 
+/* A one-shot server closes its listener right after accept(), before
+ * the first read: the connection still upgrades, and the first bytes read
+ * are the client's, never the upgrade's records. */
+static void client_oneshot(const struct sockaddr_storage *a, socklen_t alen)
+{
+    int fd = client_connect(a, alen, 0);
+    expect_upgraded(fd);
+    send_all(fd, "first", 5);
+    char b[8];
+    recv_all(fd, b, 4);
+    VT_CHECK(!memcmp(b, "done", 4));
+    VT_CHECK(vmmc_sock_close(fd) == 0);
+}
+
+static void t_oneshot(void)
+{
+    int l;
+    struct sockaddr_storage a;
+    socklen_t alen;
+    pid_t pid = spawn(client_oneshot, &l, &a, &alen);
+    int s = vmmc_sock_accept(l, NULL, NULL, 0);
+    VT_CHECK(s >= 0 && vmmc_sock_close(l) == 0);
+    guard(s);
+    char b[8];
+    recv_all(s, b, 5);
+    if (memcmp(b, "first", 5) != 0)
+        VT_FAIL("the first bytes read are not the client's: %02x %02x %02x", b[0] & 0xff,
+                b[1] & 0xff, b[2] & 0xff);
+    expect_upgraded(s);
+    send_all(s, "done", 4);
+    VT_CHECK(vmmc_sock_recv(s, b, sizeof b, 0) == 0);
+    VT_CHECK(vmmc_sock_close(s) == 0);
+    reap(pid);
+    printf("one-shot: the listener closed before the first read, still upgraded\n");
+}
+
 /* exec: the client reverts the connection (vmmc_sock_before_exec) and
  * execs this program, which goes on with the same descriptor as a kernel
  * socket: the bytes before and after the exec arrive once, in order. */
@@ -592,7 +628,7 @@ int main(int argc, char **argv)
         void (*fn)(void);
     } cases[] = {{"echo", t_echo},       {"many", t_many}, {"halfclose", t_halfclose},
                  {"killed", t_killed},   {"fork", t_fork}, {"eintr", t_eintr},
-                 {"exec", t_exec}};
+                 {"exec", t_exec},       {"oneshot", t_oneshot}};
     for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (!only || !strcmp(only, cases[i].name))
             cases[i].fn();

@@ -300,8 +300,13 @@ int sock_up_server(sock_t *s, int why, int timeout_ms)
                 send_ack_error(s, VMMC_ERR_PERMISSION);
                 return server_kernel(s, "hello without its probe");
             }
-            /* Reaching the client's ring is bounded as the HELLO was. */
-            return server_upgrade(s, &h, hello_ms);
+            /* Reaching the client's ring may take a first handshake with a
+             * fresh endpoint: bounded by the larger of the two timeouts. */
+            const sock_cfg_t *cfg = sock_cfg();
+            uint64_t reach = cfg->revert_timeout_ns > cfg->hello_timeout_ns
+                                 ? cfg->revert_timeout_ns
+                                 : cfg->hello_timeout_ns;
+            return server_upgrade(s, &h, (int)(reach / 1000000u));
         }
         /* Nothing yet, or the start of a record. */
         if (n < 0 && !p->claimed) {

@@ -254,7 +254,8 @@ static int serve(lst_t *l, int vmmc, int server_first)
     if (close_early) {
         /* One-shot servers close the listener before the first read: the
          * connection is still decided by its table. */
-        usleep(20000); /* the client's probe and HELLO are in */
+        struct pollfd pf = {.fd = fd, .events = POLLIN}; /* the HELLO is in */
+        VT_CHECK(poll(&pf, 1, 20000) == 1);
         sock_probe_unlisten(&l->s);
         close(l->s.fd);
         l->s.fd = -1;
@@ -293,9 +294,14 @@ static int reap(pid_t pid)
 static void sniff_probe(void)
 {
     lst_t l;
-    listen_on(&l, AF_INET, 0);
     int u = socket(AF_INET, SOCK_DGRAM, 0);
-    VT_CHECK(bind(u, (struct sockaddr *)&l.a, l.alen) == 0);
+    for (int tries = 0;; tries++) { /* another process may hold that UDP port */
+        listen_on(&l, AF_INET, 0);
+        if (bind(u, (struct sockaddr *)&l.a, l.alen) == 0)
+            break;
+        VT_CHECK(errno == EADDRINUSE && tries < 100);
+        close(l.s.fd);
+    }
     pid_t pid = fork();
     VT_CHECK(pid >= 0);
     if (pid == 0) {

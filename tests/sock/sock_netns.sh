@@ -20,7 +20,7 @@ ip link set "a$tag" netns "${tag}a" && ip link set "b$tag" netns "${tag}b" || ex
 ip -n "${tag}a" addr add 192.0.2.1/24 dev "a$tag" && ip -n "${tag}b" addr add 192.0.2.2/24 dev "b$tag"
 for n in a b; do ip -n "$tag$n" link set "$n$tag" up; ip -n "$tag$n" link set lo up; done
 port=$((20000 + $$ % 20000))
-VMMC_SOCK_DEBUG=y ip netns exec "${tag}a" "$prog" serve 192.0.2.1 $port >"$out" 2>&1 &
+VMMC_SOCK_PROBE_TIMEOUT=2s VMMC_SOCK_DEBUG=y ip netns exec "${tag}a" "$prog" serve 192.0.2.1 $port >"$out" 2>&1 &
 srv=$!
 for _ in $(seq 1 200); do
     grep -q listening "$out" && break
@@ -28,7 +28,7 @@ for _ in $(seq 1 200); do
     sleep 0.05
 done
 grep -q listening "$out" || { echo "sock_netns: the server did not listen:"; cat "$out"; exit 1; }
-VMMC_SOCK_DEBUG=y timeout 120 ip netns exec "${tag}b" "$prog" dial 192.0.2.1 $port
+VMMC_SOCK_PROBE_TIMEOUT=2s VMMC_SOCK_DEBUG=y timeout 120 ip netns exec "${tag}b" "$prog" dial 192.0.2.1 $port
 cst=$?
 wait "$srv"
 sst=$?

@@ -263,13 +263,13 @@ static void test_forged(void)
     VT_CHECK(st->yes <= 16 + 1 && st->full > 0);
     for (int i = 0; i < 200; i++)
         close(fl[i]);
-    /* Entries expire (2 x 100 ms + the probe timeout): a real client gets
+    /* Entries expire (2 x 100 ms + the 2 s probe timeout): a real client gets
      * its YES again. */
     sock_t c;
     int acc;
     uint64_t tok;
     const char *why;
-    usleep(600000);
+    usleep(2500000);
     connect_to(&l, AF_INET, &c, &acc);
     VT_CHECK(probe(&c, &tok, &why) == 1);
     close(acc);

@@ -300,10 +300,6 @@ ssize_t sock_conn_recv(sock_conn_t *c, const struct iovec *iov, int iovcnt, int 
             errno = EAGAIN;
             return -1;
         }
-        /* Bytes read before the ring was attached (the ACK came later):
-         * their credit could not go out then, and the writer waits for it. */
-        if (c->credit_pub != c->head)
-            publish_credit(c);
         int r = sock_wait(c->ctx, c->s->fd, left, rx_recheck, c);
         if (r < 0)
             return got ? (ssize_t)got : -1;

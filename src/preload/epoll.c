@@ -395,8 +395,15 @@ void pl_ep_fd_dup(int oldfd, int newfd)
     pthread_mutex_unlock(&g_lock);
 }
 
-void pl_ep_forked(void)
+void pl_ep_forked(int child)
 {
+    if (child) {
+        /* the child has one thread: a lock another thread of the parent
+         * held at the fork would never be released here */
+        pthread_mutex_init(&g_lock, NULL);
+        for (pl_ep_t *ep = g_list; ep; ep = ep->next)
+            pthread_mutex_init(&ep->lock, NULL);
+    }
     pthread_mutex_lock(&g_lock);
     for (pl_ep_t *ep = g_list; ep; ep = ep->next)
         atomic_store(&ep->shared, 1);

@@ -88,8 +88,9 @@ int pl_ep_known(int fd);
 void pl_ep_fd_closing(int fd);
 /* @p newfd now names the same epoll instance as @p oldfd (dup). */
 void pl_ep_fd_dup(int oldfd, int newfd);
-/* After fork(), in both processes: instances are now shared. */
-void pl_ep_forked(void);
+/* After fork(), in both processes (@p child: in the child): instances are
+ * now shared with the other process. */
+void pl_ep_forked(int child);
 /* The mode hook (vmmc_sock_set_mode_hook). */
 void pl_ep_mode_hook(int fd, int upgraded, void *arg);
 

@@ -298,9 +298,65 @@ static void server_side(void)
     waitpid(pid, NULL, 0);
 }
 
-int main(void)
+/* Run with VMMC_RPC_MAXREC=16K: both ends refuse records over it. */
+static void maxrec_side(void)
+{
+    struct sockaddr_in sin;
+    int lfd = listener(&sin);
+    pid_t pid = fork();
+    if (pid == 0) {
+        SVCXPRT *x = svc_vmmc_create(lfd, 0, 0);
+        if (!x || !svc_register(x, VTEST_PROG, VTEST_VERS, vtest_prog_1, 0))
+            _exit(1);
+        svc_vmmc_run();
+        _exit(1);
+    }
+    close(lfd);
+    CLIENT *cl = clnt_vmmc_addr_create((struct sockaddr *)&sin, sizeof sin, VTEST_PROG,
+                                       VTEST_VERS, 0, 0);
+    CHECK(cl, "client: %s", vmmc_rpc_last_error());
+    if (cl) {
+        static char buf[32768];
+        memset(buf, 'x', sizeof buf);
+        vbytes in = {8192, buf}, out = {0, NULL};
+        enum clnt_stat st = vtest_echo_1(&in, &out, cl);
+        CHECK(st == RPC_SUCCESS && out.vbytes_len == 8192, "echo of 8K under a 16K limit: %s",
+              clnt_sperrno(st));
+        clnt_freeres(cl, (xdrproc_t)xdr_vbytes, (char *)&out);
+        in.vbytes_len = sizeof buf;
+        st = vtest_echo_1(&in, &out, cl);
+        struct rpc_err e;
+        clnt_geterr(cl, &e);
+        printf("echo of 32K under a 16K limit -> %s (errno %d); %s\n", clnt_sperrno(st),
+               e.re_errno, vmmc_rpc_last_error());
+        CHECK(st == RPC_CANTENCODEARGS && e.re_errno == EMSGSIZE,
+              "echo of 32K under a 16K limit: %s errno %d", clnt_sperrno(st), e.re_errno);
+        st = vtest_null_1(NULL, NULL, cl);
+        CHECK(st == RPC_SUCCESS, "a call after a refused one: %s", clnt_sperrno(st));
+        clnt_destroy(cl);
+    }
+    /* a raw client announcing 20K: the server closes the connection */
+    int fd = raw_connect(&sin);
+    unsigned char m[4];
+    put32(m, 0x80000000u | 20480);
+    send(fd, m, 4, MSG_NOSIGNAL);
+    CHECK(closed_by_server(fd), "a 20K record under a 16K limit was not refused");
+    close(fd);
+    good_calls(&sin, "after the limit's refusals");
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
+    if (argc > 1 && !strcmp(argv[1], "maxrec")) {
+        maxrec_side();
+        if (failures)
+            return 1;
+        printf("the record limit holds on both ends\n");
+        return 0;
+    }
     client_side();
     server_side();
     if (failures) {

@@ -51,7 +51,10 @@ run() { # server client
         fi
         sleep 0.1
     done
-    rpcinfo -p 127.0.0.1 | grep -E '536309091|0x20076d63' || rpcinfo -p 127.0.0.1
+    # vtest's program number 0x20076d63, registered for tcp
+    if ! rpcinfo -p 127.0.0.1 | grep -E '^ *537357667 +1 +tcp '; then
+        echo "FAIL: $1 is not registered with rpcbind"; rpcinfo -p 127.0.0.1; rc=1
+    fi
     if ! timeout 120 "$2" 127.0.0.1 rpcbind basic; then
         echo "FAIL: $2 through rpcbind to $1"; rc=1
     fi

@@ -1,0 +1,23 @@
+# Tests of an upgraded connection's data path (src/sock/sock_ring.c,
+# sock_conn*.c, sock_revert.c, sock_wait.c).
+vmmc_add_test(t_sock_ring SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_ring.c TIMEOUT 180 LABELS sock)
+vmmc_add_test(t_sock_ring_udp SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_ring.c TIMEOUT 180
+              LABELS sock ENV VMMC_TRANSPORT=udp)
+vmmc_add_test(t_sock_conn SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_conn.c TIMEOUT 240 LABELS sock)
+vmmc_add_test(t_sock_conn_udp SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_conn.c TIMEOUT 240
+              LABELS sock ENV VMMC_TRANSPORT=udp)
+# A 4K ring: every transfer wraps it many times.
+vmmc_add_test(t_sock_conn_small SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_conn.c TIMEOUT 240
+              LABELS sock ENV VMMC_SOCK_RING=4K)
+vmmc_add_test(t_sock_conn_dead SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_conn_dead.c TIMEOUT 240
+              LABELS sock)
+vmmc_add_test(t_sock_conn_dead_udp SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_conn_dead.c
+              TIMEOUT 240 LABELS sock ENV VMMC_TRANSPORT=udp)
+vmmc_add_test(t_sock_revert SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_revert.c TIMEOUT 240
+              LABELS sock ENV VMMC_SOCK_DEBUG=y)
+vmmc_add_test(t_sock_revert_udp SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_revert.c TIMEOUT 240
+              LABELS sock ENV VMMC_TRANSPORT=udp)
+vmmc_add_test(t_sock_conn_detached SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_conn_detached.c
+              TIMEOUT 120 LABELS sock)
+vmmc_add_test(t_sock_conn_detached_udp SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_conn_detached.c
+              TIMEOUT 120 LABELS sock ENV VMMC_TRANSPORT=udp)

@@ -12,6 +12,7 @@
  * the stalled one does not stop the server from serving a good client. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -293,6 +294,32 @@ static void server_side(void)
     good_calls(&sin, "while a client stalls mid-record");
     close(stall);
     good_calls(&sin, "after");
+
+    /* a kernel socket connected by the caller, adopted; destroy leaves it open */
+    fd = raw_connect(&sin);
+    CLIENT *cl = clnt_vmmc_fd_create(fd, VTEST_PROG, VTEST_VERS, 0, 0);
+    CHECK(cl, "clnt_vmmc_fd_create: %s", vmmc_rpc_last_error());
+    if (cl) {
+        struct timeval t = {10, 0};
+        clnt_control(cl, CLSET_TIMEOUT, (char *)&t);
+        enum clnt_stat st = vtest_null_1(NULL, NULL, cl);
+        CHECK(st == RPC_SUCCESS, "null call on an adopted socket: %s", clnt_sperrno(st));
+        int got = -1;
+        CHECK(clnt_control(cl, CLGET_FD, (char *)&got) && got == fd, "CLGET_FD: %d", got);
+        clnt_destroy(cl);
+        CHECK(fcntl(fd, F_GETFD) >= 0, "clnt_destroy closed a descriptor it did not own");
+    }
+    close(fd);
+    CHECK(clnt_vmmc_fd_create(-1, VTEST_PROG, VTEST_VERS, 0, 0) == NULL &&
+              rpc_createerr.cf_stat == RPC_SYSTEMERROR,
+          "clnt_vmmc_fd_create(-1) did not fail with RPC_SYSTEMERROR");
+    CHECK(svc_vmmc_create(-5, 0, 0) == NULL, "svc_vmmc_create(-5) did not fail");
+    CHECK(clnt_vmmc_create("", VTEST_PROG, VTEST_VERS, "tcp") == NULL &&
+              rpc_createerr.cf_stat == RPC_UNKNOWNHOST,
+          "clnt_vmmc_create(\"\") did not fail with RPC_UNKNOWNHOST");
+    CHECK(clnt_vmmc_create("127.0.0.1", VTEST_PROG, VTEST_VERS, "udp") == NULL &&
+              rpc_createerr.cf_stat == RPC_UNKNOWNPROTO,
+          "clnt_vmmc_create over udp did not fail with RPC_UNKNOWNPROTO");
 
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);

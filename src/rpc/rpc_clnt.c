@@ -3,8 +3,9 @@
  *
  * A call: the 20-byte call header made at creation is copied in front,
  * then the procedure, the credentials and the arguments are XDR-encoded
- * straight into one buffer behind a 4-byte record mark; the whole record
- * goes out with one socket call. The reply is read whole (rpc_rec.c) into
+ * straight into one buffer behind a 4-byte record mark, large opaques
+ * referred to where they are (rpc_xdr.c); the whole record goes out with
+ * one socket call. The reply is read whole (rpc_rec.c) into
  * the reply buffer and decoded there with an xdrmem stream. A reply whose
  * xid is not the call's (the late answer of a call that timed out) is read
  * and dropped. */
@@ -36,6 +37,7 @@ typedef struct vclnt {
     struct sockaddr_storage addr;
     socklen_t addrlen;
     rpc_rd_t rd;
+    rpc_gx_t gx;               /* the call being encoded */
 } vclnt_t;
 
 static const struct clnt_ops vclnt_ops;
@@ -67,26 +69,26 @@ static enum clnt_stat fail_call(vclnt_t *ct, enum clnt_stat st, int err)
     return st;
 }
 
-/* Encode the call record into sbuf (mark in front); its length, or 0. */
-static size_t encode_call(CLIENT *cl, vclnt_t *ct, rpcproc_t proc, xdrproc_t xargs, void *args)
+/* Encode the call record (mark in front) into ct->gx: large opaques are
+ * referred to where they are (rpc_xdr.c). Its number of pieces, or 0. */
+static int encode_call(CLIENT *cl, vclnt_t *ct, rpcproc_t proc, xdrproc_t xargs, void *args)
 {
     size_t maxrec = rpc_cfg()->maxrec;
+    int gather = cl->cl_auth->ah_cred.oa_flavor != RPCSEC_GSS;
     for (int attempt = 0; attempt < 2; attempt++) {
-        XDR x;
-        xdrmem_create(&x, ct->sbuf.p + 4, (u_int)(ct->sbuf.cap - 4), XDR_ENCODE);
+        rpc_gx_t *g = &ct->gx;
+        rpc_gx_create(g, ct->sbuf.p, ct->sbuf.cap, gather);
         int32_t p32 = (int32_t)proc;
-        int ok = XDR_PUTBYTES(&x, (char *)ct->hdr, CALLHDR_LEN) && XDR_PUTINT32(&x, &p32) &&
-                 AUTH_MARSHALL(cl->cl_auth, &x) && AUTH_WRAP(cl->cl_auth, &x, xargs, args);
-        size_t len = XDR_GETPOS(&x);
-        XDR_DESTROY(&x);
+        int ok = XDR_PUTBYTES(&g->x, (char *)ct->hdr, CALLHDR_LEN) &&
+                 XDR_PUTINT32(&g->x, &p32) && AUTH_MARSHALL(cl->cl_auth, &g->x) &&
+                 AUTH_WRAP(cl->cl_auth, &g->x, xargs, args);
         if (ok) {
-            if (len > maxrec) {
+            if (g->total > maxrec) {
                 errno = EMSGSIZE;
-                rpc_fail("a call of %zu bytes exceeds VMMC_RPC_MAXREC (%zu)", len, maxrec);
+                rpc_fail("a call of %zu bytes exceeds VMMC_RPC_MAXREC (%zu)", g->total, maxrec);
                 return 0;
             }
-            put32((unsigned char *)ct->sbuf.p, rpc_mark(len));
-            return len + 4;
+            return rpc_gx_finish(g);
         }
         if (attempt)
             break;
@@ -157,13 +159,12 @@ again:
     memset(&ct->err, 0, sizeof ct->err);
     uint32_t xid = ++ct->xid;
     put32(ct->hdr, xid);
-    size_t slen = encode_call(cl, ct, proc, xargs, args);
-    if (!slen) {
+    int pieces = encode_call(cl, ct, proc, xargs, args);
+    if (!pieces) {
         st = fail_call(ct, RPC_CANTENCODEARGS, errno);
         goto out;
     }
-    struct iovec iov = {ct->sbuf.p, slen};
-    if (rpc_send_all(ct->fd, &iov, 1, dl)) {
+    if (rpc_send_all(ct->fd, ct->gx.iov, pieces, dl)) {
         st = fail_call(ct, errno == ETIMEDOUT ? RPC_TIMEDOUT : RPC_CANTSEND, errno);
         goto out;
     }

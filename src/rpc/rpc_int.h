@@ -81,6 +81,27 @@ void rpc_rd_next(rpc_rd_t *rd);
 /* Has the record started (bytes of it read)? */
 static inline int rpc_rd_started(const rpc_rd_t *rd) { return rd->got || rd->in_frag || rd->len; }
 
+/* An XDR encoding stream into @p buf that refers to large opaques and
+ * strings (RPC_GATHER_MIN bytes and more) where they are instead of copying
+ * them (rpc_xdr.c). The first 4 bytes of @p buf are left for the record
+ * mark. After the encoding, rpc_gx_finish() writes the mark and returns the
+ * number of pieces in iov[] (the record, mark included). With @p gather 0
+ * everything is copied into one piece. */
+#define RPC_GATHER_MIN 2048
+#define RPC_GX_IOV 16
+typedef struct rpc_gx {
+    XDR x;
+    char *base;
+    size_t cap, used; /* bytes of base in use (mark included) */
+    size_t piece;     /* where the buffer's open piece starts */
+    size_t total;     /* bytes of the record (mark excluded): the XDR position */
+    int n;
+    int gather;       /* 0: copy everything (RPCSEC_GSS wraps need one piece) */
+    struct iovec iov[RPC_GX_IOV];
+} rpc_gx_t;
+void rpc_gx_create(rpc_gx_t *g, char *buf, size_t cap, int gather);
+int rpc_gx_finish(rpc_gx_t *g);
+
 /* The record mark of a whole record of @p len bytes in one fragment. */
 static inline uint32_t rpc_mark(size_t len) { return 0x80000000u | (uint32_t)len; }
 

@@ -37,6 +37,7 @@ typedef struct vsvc {
     int have_req;
     uint32_t xid;
     int dead;
+    rpc_gx_t gx;               /* the reply being encoded */
 } vsvc_t;
 
 static const struct xp_ops conn_ops, lst_ops;
@@ -158,31 +159,30 @@ static bool_t conn_freeargs(SVCXPRT *xprt, xdrproc_t xargs, void *args)
     return xargs(&x, args);
 }
 
-/* Encode the reply into sbuf (mark in front): its length, or 0. */
-static size_t encode_reply(SVCXPRT *xprt, vsvc_t *v, struct rpc_msg *msg, xdrproc_t xres,
-                           caddr_t where)
+/* Encode the reply (mark in front) into v->gx, large opaques referred to
+ * where they are: its number of pieces, or 0. */
+static int encode_reply(SVCXPRT *xprt, vsvc_t *v, struct rpc_msg *msg, xdrproc_t xres,
+                        caddr_t where)
 {
     size_t maxrec = rpc_cfg()->maxrec;
     size_t first = v->sendsz > rpc_cfg()->buf ? v->sendsz : rpc_cfg()->buf;
     if (rpc_buf_reserve(&v->sbuf, first, 0))
         return 0;
+    int gather = msg->rm_reply.rp_stat != MSG_ACCEPTED ||
+                 msg->acpted_rply.ar_verf.oa_flavor != RPCSEC_GSS;
     for (int attempt = 0; attempt < 2; attempt++) {
-        XDR x;
-        xdrmem_create(&x, v->sbuf.p + 4, (u_int)(v->sbuf.cap - 4), XDR_ENCODE);
-        int ok = xdr_replymsg(&x, msg) &&
-                 (!xres || SVCAUTH_WRAP(&SVC_XP_AUTH(xprt), &x, xres, where));
-        size_t len = XDR_GETPOS(&x);
-        XDR_DESTROY(&x);
+        rpc_gx_t *g = &v->gx;
+        rpc_gx_create(g, v->sbuf.p, v->sbuf.cap, gather);
+        int ok = xdr_replymsg(&g->x, msg) &&
+                 (!xres || SVCAUTH_WRAP(&SVC_XP_AUTH(xprt), &g->x, xres, where));
         if (ok) {
-            if (len > maxrec) {
+            if (g->total > maxrec) {
                 errno = EMSGSIZE;
                 rpc_fail("fd %d: a reply of %zu bytes exceeds VMMC_RPC_MAXREC (%zu)",
-                         xprt->xp_fd, len, maxrec);
+                         xprt->xp_fd, g->total, maxrec);
                 return 0;
             }
-            uint32_t m = htonl(rpc_mark(len));
-            memcpy(v->sbuf.p, &m, 4);
-            return len + 4;
+            return rpc_gx_finish(g);
         }
         if (attempt || !xres)
             break;
@@ -218,15 +218,14 @@ static bool_t conn_reply(SVCXPRT *xprt, struct rpc_msg *msg)
         msg->acpted_rply.ar_results.where = NULL;
     }
     msg->rm_xid = v->xid;
-    size_t n = encode_reply(xprt, v, msg, xres, where);
+    int n = encode_reply(xprt, v, msg, xres, where);
     if (xres) {
         msg->acpted_rply.ar_results.proc = xres;
         msg->acpted_rply.ar_results.where = where;
     }
     if (!n)
         return FALSE;
-    struct iovec iov = {v->sbuf.p, n};
-    if (rpc_send_all(xprt->xp_fd, &iov, 1, rpc_deadline(rpc_cfg()->svc_wait_ns))) {
+    if (rpc_send_all(xprt->xp_fd, v->gx.iov, n, rpc_deadline(rpc_cfg()->svc_wait_ns))) {
         v->dead = 1; /* a reply cut in the middle: the stream is lost */
         return FALSE;
     }

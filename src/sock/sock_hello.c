@@ -39,7 +39,8 @@
 #include "util/log.h"
 
 typedef struct up_pend {
-    sock_tab_t *tab;          /* NULL: no listener answers for this port here */
+    sock_listener_t *lst;     /* the listener that decides (a reference), or NULL */
+    sock_tab_t *tab;          /* its table */
     uint8_t key[SOCK_KEY_LEN];
     int claimed;              /* the table's entry is ours */
     uint64_t token;
@@ -142,6 +143,8 @@ static void pend_free(sock_t *s)
         return;
     if (p->claimed)
         sock_tab_release(p->tab, p->key);
+    if (p->lst)
+        sock_probe_put(p->lst);
     pthread_mutex_lock(&s->lock);
     s->pend = NULL;
     pthread_mutex_unlock(&s->lock);
@@ -250,7 +253,9 @@ int sock_up_server(sock_t *s, int why, int timeout_ms)
         if (sys_getsockname(s->fd, (struct sockaddr *)&loc, &ll) == 0 &&
             sys_getpeername(s->fd, (struct sockaddr *)&peer, &pl) == 0 &&
             sock_key_of((struct sockaddr *)&peer, pl, p->key) == 0)
-            p->tab = sock_probe_table_for((struct sockaddr *)&loc, ll);
+            p->lst = sock_probe_find((struct sockaddr *)&loc, ll, p->key);
+        if (p->lst)
+            p->tab = p->lst->tab;
         pthread_mutex_lock(&s->lock);
         s->pend = p;
         pthread_mutex_unlock(&s->lock);

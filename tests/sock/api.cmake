@@ -9,7 +9,11 @@ vmmc_add_test(t_sock_api_kernel SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_api_ker
 # (one program).
 vmmc_add_test(t_sock_e2e_echo SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_e2e.c ARGS echo
               TIMEOUT 180 LABELS sock)
-foreach(c many halfclose killed fork eintr)
+foreach(c many halfclose killed fork eintr exec oneshot)
   add_test(NAME t_sock_e2e_${c} COMMAND $<TARGET_FILE:t_sock_e2e_echo> ${c})
   set_tests_properties(t_sock_e2e_${c} PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77 LABELS sock)
 endforeach()
+# The sanitizer installs signal handlers without SA_RESTART, and a blocked
+# call on an upgraded socket goes by the handlers installed (sock_wait.c):
+# the SA_RESTART half of the EINTR case cannot hold under it.
+set_tests_properties(t_sock_e2e_eintr PROPERTIES LABELS "sock;nosan")

@@ -72,6 +72,29 @@ static void t_bad_fds(void)
     VT_CHECK(vmmc_sock_adopt(u) == -1 && errno == EPROTONOSUPPORT);
     VT_CHECK(strstr(vmmc_last_error(), "not a TCP socket") != NULL);
     close(u);
+    /* a listener made elsewhere: adopted as listening, answered from now on */
+    struct sockaddr_storage la;
+    socklen_t lalen;
+    int vl = sp_listen(AF_INET, &la, &lalen);
+    vmmc_sock_close(vl);
+    int rl = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    VT_CHECK(setsockopt(rl, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0);
+    VT_CHECK(bind(rl, (struct sockaddr *)&la, lalen) == 0 && listen(rl, 4) == 0);
+    VT_CHECK(vmmc_sock_adopt(rl) == 0 && vmmc_sock_adopt(rl) == 0);
+    vmmc_sock_info_t li;
+    VT_CHECK(vmmc_sock_info(rl, &li) == 0 && li.mode == VMMC_SOCK_LISTENING);
+    int rc = vmmc_sock_socket(AF_INET, SOCK_STREAM, 0);
+    VT_CHECK(vmmc_sock_connect(rc, (struct sockaddr *)&la, lalen) == 0);
+    int ra = vmmc_sock_accept(rl, NULL, NULL, 0);
+    VT_CHECK(ra >= 0 && vmmc_sock_is(ra));
+    VT_CHECK(vmmc_sock_send(rc, "A", 1, 0) == 1);
+    char a1;
+    VT_CHECK(vmmc_sock_recv(ra, &a1, 1, 0) == 1 && a1 == 'A');
+    VT_CHECK(vmmc_sock_info(rc, &li) == 0 && li.mode == (upgrade ? VMMC_SOCK_VMMC : VMMC_SOCK_KERNEL));
+    vmmc_sock_close(ra);
+    vmmc_sock_close(rc);
+    vmmc_sock_close(rl);
     close(p[0]);
     close(p[1]);
     /* socket() of other kinds */

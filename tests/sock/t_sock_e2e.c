@@ -210,10 +210,22 @@ static void reap(pid_t pid)
 
 /* ------------------------------------------------------------ the cases */
 
+static int hook_fd = -1, hook_up = -1, hook_calls;
+static void mode_hook(int fd, int up, void *arg)
+{
+    VT_CHECK(arg == &hook_calls);
+    hook_fd = fd;
+    hook_up = up;
+    hook_calls++;
+}
+
 static void client_echo(const struct sockaddr_storage *a, socklen_t alen)
 {
+    vmmc_sock_set_mode_hook(mode_hook, &hook_calls);
     int fd = client_connect(a, alen, 0);
     expect_upgraded(fd);
+    VT_CHECK(hook_calls == 1 && hook_fd == fd && hook_up == 1); /* told, from connect */
+    vmmc_sock_set_mode_hook(NULL, NULL);
     for (unsigned i = 0; i < NSIZES; i++)
         echo_block(fd, sizes[i], i);
     VT_CHECK(vmmc_sock_close(fd) == 0);
@@ -507,15 +519,136 @@ static void t_eintr(void)
     printf("EINTR: without SA_RESTART interrupted, with it restarted\n");
 }
 
+/* A one-shot server closes its listener right after accept(), before
+ * the first read: the first bytes it reads are the client's, never the
+ * upgrade's records, and both ends agree on the mode (upgraded when the
+ * client's probe was answered before the close). */
+static void client_oneshot(const struct sockaddr_storage *a, socklen_t alen)
+{
+    int fd = client_connect(a, alen, 0);
+    /* the listener may close before this client's probe gets there: then
+     * both ends stay on the kernel, and they must agree */
+    vmmc_sock_info_t info;
+    VT_CHECK(vmmc_sock_info(fd, &info) == 0);
+    char m = (char)('0' + info.mode);
+    send_all(fd, "first", 5);
+    send_all(fd, &m, 1);
+    char b[8];
+    recv_all(fd, b, 4);
+    VT_CHECK(!memcmp(b, "done", 4));
+    VT_CHECK(vmmc_sock_close(fd) == 0);
+}
+
+static void t_oneshot(void)
+{
+    int l;
+    struct sockaddr_storage a;
+    socklen_t alen;
+    pid_t pid = spawn(client_oneshot, &l, &a, &alen);
+    int s = vmmc_sock_accept(l, NULL, NULL, 0);
+    VT_CHECK(s >= 0);
+    /* wait (in the kernel, without a call on the socket) for the client's
+     * first bytes: its probe has then been answered, its hello is there */
+    struct pollfd p = {.fd = s, .events = POLLIN};
+    VT_CHECK(poll(&p, 1, 60000) == 1);
+    VT_CHECK(vmmc_sock_close(l) == 0);
+    guard(s);
+    char b[8];
+    recv_all(s, b, 5);
+    if (memcmp(b, "first", 5) != 0)
+        VT_FAIL("the first bytes read are not the client's: %02x %02x %02x", b[0] & 0xff,
+                b[1] & 0xff, b[2] & 0xff);
+    recv_all(s, b, 1);
+    vmmc_sock_info_t info;
+    VT_CHECK(vmmc_sock_info(s, &info) == 0);
+    if (b[0] != '0' + (char)info.mode)
+        VT_FAIL("the client is in mode %c, the server in mode %d", b[0], info.mode);
+    if (info.mode == VMMC_SOCK_VMMC)
+        expect_upgraded(s);
+    else
+        VT_CHECK(info.mode == VMMC_SOCK_KERNEL);
+    send_all(s, "done", 4);
+    VT_CHECK(vmmc_sock_recv(s, b, sizeof b, 0) == 0);
+    VT_CHECK(vmmc_sock_close(s) == 0);
+    reap(pid);
+    printf("one-shot: the listener closed before the first read; %s\n",
+           info.mode == VMMC_SOCK_VMMC ? "upgraded" : "both on the kernel");
+}
+
+/* exec: the client reverts the connection (vmmc_sock_before_exec) and
+ * execs this program, which goes on with the same descriptor as a kernel
+ * socket: the bytes before and after the exec arrive once, in order. */
+static char *self_exe;
+
+static void client_exec(const struct sockaddr_storage *a, socklen_t alen)
+{
+    int fd = client_connect(a, alen, 0);
+    expect_upgraded(fd);
+    send_all(fd, "before", 6);
+    char b[8];
+    recv_all(fd, b, 2);
+    VT_CHECK(!memcmp(b, "S1", 2));
+    int keep = vmmc_sock_socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0); /* exec closes it */
+    VT_CHECK(vmmc_sock_before_exec() == 0);
+    vmmc_sock_info_t info;
+    VT_CHECK(vmmc_sock_info(fd, &info) == 0 && info.mode == VMMC_SOCK_KERNEL);
+    char arg[16];
+    snprintf(arg, sizeof arg, "%d", fd);
+    execl(self_exe, self_exe, "exec-child", arg, (char *)NULL);
+    (void)keep;
+    VT_FAIL("exec: %s", strerror(errno));
+}
+
+static int exec_child(int fd)
+{
+    VT_CHECK(vmmc_sock_adopt(fd) == 0);
+    vmmc_sock_info_t info;
+    VT_CHECK(vmmc_sock_info(fd, &info) == 0 && info.mode == VMMC_SOCK_KERNEL);
+    guard(fd);
+    char b[8];
+    recv_all(fd, b, 2);
+    VT_CHECK(!memcmp(b, "S2", 2));
+    send_all(fd, "after", 5);
+    VT_CHECK(vmmc_sock_close(fd) == 0);
+    return 0;
+}
+
+static void t_exec(void)
+{
+    int l;
+    struct sockaddr_storage a;
+    socklen_t alen;
+    pid_t pid = spawn(client_exec, &l, &a, &alen);
+    int s = vmmc_sock_accept(l, NULL, NULL, 0);
+    guard(s);
+    char b[8];
+    recv_all(s, b, 6);
+    VT_CHECK(!memcmp(b, "before", 6));
+    expect_upgraded(s);
+    send_all(s, "S1", 2);
+    send_all(s, "S2", 2); /* may cross the revert */
+    recv_all(s, b, 5);
+    VT_CHECK(!memcmp(b, "after", 5));
+    VT_CHECK(vmmc_sock_recv(s, b, sizeof b, 0) == 0);
+    VT_CHECK(vmmc_sock_close(s) == 0);
+    reap(pid);
+    vmmc_sock_close(l);
+    printf("exec: the connection went back to TCP and the new program kept it\n");
+}
+
 int main(int argc, char **argv)
 {
+    self_exe = argv[0];
+    if (argc > 2 && !strcmp(argv[1], "exec-child"))
+        return exec_child(atoi(argv[2]));
     signal(SIGPIPE, SIG_IGN);
     const char *only = argc > 1 ? argv[1] : NULL;
     struct {
         const char *name;
         void (*fn)(void);
     } cases[] = {{"echo", t_echo},       {"many", t_many}, {"halfclose", t_halfclose},
-                 {"killed", t_killed},   {"fork", t_fork}, {"eintr", t_eintr}};
+                 {"killed", t_killed},   {"fork", t_fork}, {"eintr", t_eintr},
+                 {"exec", t_exec},       {"oneshot", t_oneshot}};
     for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (!only || !strcmp(only, cases[i].name))
             cases[i].fn();

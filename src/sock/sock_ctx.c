@@ -60,10 +60,6 @@ static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static sock_ctx_t *_Atomic the_ctx;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
-/* Defined with the public calls (sock_api.c); a program that has no
- * upgraded socket may not link them. */
-#pragma weak vmmc_sock_revert_all
-
 /* ------------------------------------------------------------------------ */
 
 int sock_errno_of(int status)
@@ -187,7 +183,7 @@ static void *sock_thread(void *p)
 static void atfork_prepare(void)
 {
     /* Only a process with a context can have upgraded connections. */
-    if (atomic_load(&the_ctx) && vmmc_sock_revert_all)
+    if (atomic_load(&the_ctx))
         (void)vmmc_sock_revert_all();
 }
 

@@ -208,7 +208,7 @@ int vmmc_sock_poll(struct pollfd *fds, nfds_t nfds, int timeout_ms)
             break;
         }
         if (ctx && nk > nfds && k[nfds].revents)
-            sock_ctx_drain(ctx);
+            sock_wait_drain(ctx);
     }
     if (r < 0) {
         if (errno == EINTR)

@@ -69,6 +69,8 @@ PRE=()
 if [ "$APPS_MODE" = preload ]; then
     PRE=("$VMMC" preload --)
     export VMMC_SOCK_DEBUG=y
+    "${PRE[@]}" true 2>"$APPS_DIR/preload-true.log" ||
+        fail "a program does not even start under '$VMMC preload': $(head -3 "$APPS_DIR/preload-true.log")"
 fi
 
 # A TCP port on which nothing listens or is bound (TCP or UDP, v4 or v6):

@@ -326,7 +326,7 @@ void pl_ep_mode_hook(int fd, int upgraded, void *arg)
     pthread_mutex_lock(&g_lock);
     for (pl_ep_t *ep = g_list; ep; ep = ep->next) {
         pthread_mutex_lock(&ep->lock);
-        pl_ent_t *e = ent_find(ep, fd);
+        pl_ent_t *e = ep->fd >= 0 ? ent_find(ep, fd) : NULL;
         if (e)
             refile(ep, e, upgraded);
         pthread_mutex_unlock(&ep->lock);
@@ -357,7 +357,9 @@ void pl_ep_fd_closing(int fd)
     pl_ep_t *gone = s ? atomic_exchange(s, NULL) : NULL;
     if (gone) {
         pthread_mutex_lock(&gone->lock);
-        if (--gone->nfds > 0 && gone->fd == fd)
+        if (--gone->nfds == 0)
+            gone->fd = -1;   /* no descriptor left: nothing to re-file */
+        else if (gone->fd == fd)
             gone->fd = other_fd(gone, fd);
         pthread_mutex_unlock(&gone->lock);
         ep_put_locked(gone);
@@ -393,8 +395,15 @@ void pl_ep_fd_dup(int oldfd, int newfd)
     pthread_mutex_unlock(&g_lock);
 }
 
-void pl_ep_forked(void)
+void pl_ep_forked(int child)
 {
+    if (child) {
+        /* the child has one thread: a lock another thread of the parent
+         * held at the fork would never be released here */
+        pthread_mutex_init(&g_lock, NULL);
+        for (pl_ep_t *ep = g_list; ep; ep = ep->next)
+            pthread_mutex_init(&ep->lock, NULL);
+    }
     pthread_mutex_lock(&g_lock);
     for (pl_ep_t *ep = g_list; ep; ep = ep->next)
         atomic_store(&ep->shared, 1);

@@ -40,6 +40,7 @@ typedef struct pl_ent {
     uint32_t last;           /* EPOLLET: bits ready when last evaluated */
     uint64_t gen;            /* changes whenever the entry is (re)filed */
     int up_idx;              /* index in up[] while FILED_COOKIE, else -1 */
+    uint64_t stamp;          /* the epoll_wait call that last reported it */
 } pl_ent_t;
 
 typedef struct pl_ep {

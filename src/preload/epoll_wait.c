@@ -46,8 +46,9 @@ static snap_t *snaps_get(int n)
 #define POLLABLE (EPOLLIN | EPOLLPRI | EPOLLOUT | EPOLLRDNORM | EPOLLRDBAND | EPOLLWRNORM | \
                   EPOLLWRBAND | EPOLLRDHUP)
 
-/* (1): report the upgraded sockets that are ready, at most @p max. */
-static int eval(pl_ep_t *ep, struct epoll_event *out, int max)
+/* (1): report the upgraded sockets that are ready, at most @p max, each
+ * once per call (@p stamp names the call). */
+static int eval(pl_ep_t *ep, struct epoll_event *out, int max, uint64_t stamp)
 {
     if (max <= 0)
         return 0;
@@ -58,7 +59,7 @@ static int eval(pl_ep_t *ep, struct epoll_event *out, int max)
     if (s) {
         for (int i = 0; i < ep->nup; i++) {
             pl_ent_t *e = ep->up[i];
-            if (e->disabled)
+            if (e->disabled || e->stamp == stamp)
                 continue;
             s[m++] = (snap_t){.fd = e->fd, .events = e->ev.events, .woken = e->woken || all,
                               .gen = e->gen};
@@ -95,6 +96,7 @@ static int eval(pl_ep_t *ep, struct epoll_event *out, int max)
         out[n].events = report;
         out[n].data = e->ev.data;
         n++;
+        e->stamp = stamp;
         if (e->ev.events & EPOLLONESHOT)
             e->disabled = 1;
     }
@@ -192,10 +194,12 @@ static int wait_common(int epfd, struct epoll_event *evs, int max, int64_t timeo
         pl_ep_put(ep);
         return kwait(epfd, evs, max, 0, mask, pwait2);   /* the kernel's EINVAL/EFAULT */
     }
+    static _Atomic uint64_t calls;
+    uint64_t stamp = atomic_fetch_add(&calls, 1) + 1;
     int64_t end = timeout_ns >= 0 ? now_ns() + timeout_ns : -1;
     int rc;
     for (;;) {
-        int n = eval(ep, evs, max);
+        int n = eval(ep, evs, max, stamp);
         int64_t left = 0;
         if (!n && end >= 0) {
             left = end - now_ns();
@@ -215,7 +219,7 @@ static int wait_common(int epfd, struct epoll_event *evs, int max, int64_t timeo
         int woke = 0;
         n += filter(ep, evs + n, k, &woke);
         if (woke)
-            n += eval(ep, evs + n, max - n);
+            n += eval(ep, evs + n, max - n, stamp);
         if (n > 0) {
             rc = n;
             break;

@@ -124,6 +124,14 @@ int pl_poll_mask(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const sigset_
         }
         if (REAL(ppoll)(k, m, tp, mask) < 0)
             return -1;
+        if (efd >= 0 && k[m - 1].revents) {
+            /* the event descriptor stays readable until the layer drains it,
+             * which vmmc_sock_poll does after a sleep it woke: a short one
+             * here (signals the mask would let in wait for it, 1 ms at most) */
+            r = vmmc_sock_poll(fds, n, 1);
+            if (r != 0)
+                return r;
+        }
     }
 }
 

@@ -15,6 +15,7 @@
  *   epoll.c     the epoll emulation: tables, epoll_create/ctl, mode hook
  *   epoll_wait.c  epoll_wait/epoll_pwait/epoll_pwait2
  *   proc.c      fork/vfork, the exec family, posix_spawn
+ *   more.c      recvmmsg/sendmmsg, splice, close_range
  *
  * Every wrapper's path for a descriptor that is not a vmmc socket is one
  * vmmc_sock_is() check, then libc. The sockets layer reaches the kernel
@@ -50,7 +51,8 @@ enum pl_real_id {
     R_poll, R_ppoll, R_select, R_pselect, R___poll_chk, R___ppoll_chk,
     R_epoll_create, R_epoll_create1, R_epoll_ctl, R_epoll_wait, R_epoll_pwait,
     R_epoll_pwait2, R_fork, R_execve, R_execv, R_execvp, R_execvpe, R_fexecve,
-    R_posix_spawn, R_posix_spawnp, R_system, R_popen, R___chk_fail,
+    R_posix_spawn, R_posix_spawnp, R_system, R_popen, R___chk_fail, R_recvmmsg, R_sendmmsg,
+    R_close_range, R_splice,
     R_COUNT
 };
 
@@ -86,8 +88,9 @@ int pl_ep_known(int fd);
 void pl_ep_fd_closing(int fd);
 /* @p newfd now names the same epoll instance as @p oldfd (dup). */
 void pl_ep_fd_dup(int oldfd, int newfd);
-/* After fork(), in both processes: instances are now shared. */
-void pl_ep_forked(void);
+/* After fork(), in both processes (@p child: in the child): instances are
+ * now shared with the other process. */
+void pl_ep_forked(int child);
 /* The mode hook (vmmc_sock_set_mode_hook). */
 void pl_ep_mode_hook(int fd, int upgraded, void *arg);
 

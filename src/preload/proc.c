@@ -19,7 +19,7 @@ PL_EXPORT pid_t fork(void)
 {
     pid_t p = REAL(fork)();
     if (p >= 0)
-        pl_ep_forked();
+        pl_ep_forked(p == 0);
     return p;
 }
 

@@ -30,7 +30,8 @@ static const char *const names[R_COUNT] = {
     [R_execve] = "execve", [R_execv] = "execv", [R_execvp] = "execvp",
     [R_execvpe] = "execvpe", [R_fexecve] = "fexecve", [R_posix_spawn] = "posix_spawn",
     [R_posix_spawnp] = "posix_spawnp", [R_system] = "system", [R_popen] = "popen",
-    [R___chk_fail] = "__chk_fail",
+    [R___chk_fail] = "__chk_fail", [R_recvmmsg] = "recvmmsg", [R_sendmmsg] = "sendmmsg",
+    [R_close_range] = "close_range", [R_splice] = "splice",
 };
 
 static _Atomic(void *) slots[R_COUNT];

@@ -81,22 +81,6 @@ PL_EXPORT int close(int fd)
     return REAL(close)(fd);
 }
 
-/* @p newfd is about to be replaced by a duplicate: what it named goes away
- * as close() would have made it go. A vmmc socket there must leave the
- * layer's table first (dup2 and dup3 replace it in one step in the kernel,
- * which this cannot: the layer closes it, then the kernel reuses the
- * number; a socket() racing in another thread could take the number in
- * between, as with rsockets). */
-static void replacing(int oldfd, int newfd)
-{
-    if (oldfd == newfd)
-        return;
-    if (pl_ep_known(newfd) || vmmc_sock_is(newfd))
-        pl_ep_fd_closing(newfd);
-    if (vmmc_sock_is(newfd) && !vmmc_sock_is(oldfd))
-        vmmc_sock_close(newfd);
-}
-
 PL_EXPORT int dup(int fd)
 {
     if (vmmc_sock_is(fd))
@@ -107,16 +91,23 @@ PL_EXPORT int dup(int fd)
     return r;
 }
 
+/* dup2/dup3: when either descriptor is a vmmc socket the layer does it
+ * (it forgets a socket that @p newfd named, then duplicates); an epoll
+ * instance or a socket that @p newfd named leaves the epoll state first. */
 static int dup_common(int oldfd, int newfd, int flags, int is_dup2)
 {
     if (is_dup2 && oldfd == newfd)   /* dup2 of a descriptor onto itself: a check */
         return REAL(fcntl)(oldfd, F_GETFD) < 0 ? -1 : newfd;
     if (REAL(fcntl)(oldfd, F_GETFD) < 0)
         return -1;                   /* EBADF before anything is replaced */
-    replacing(oldfd, newfd);
-    if (vmmc_sock_is(oldfd))
-        return vmmc_sock_dup3(oldfd, newfd, flags);
-    int r = is_dup2 ? REAL(dup2)(oldfd, newfd) : REAL(dup3)(oldfd, newfd, flags);
+    int vnew = vmmc_sock_is(newfd);
+    if (vnew || pl_ep_known(newfd))
+        pl_ep_fd_closing(newfd);
+    int r;
+    if (vnew || vmmc_sock_is(oldfd))
+        r = vmmc_sock_dup3(oldfd, newfd, flags);
+    else
+        r = is_dup2 ? REAL(dup2)(oldfd, newfd) : REAL(dup3)(oldfd, newfd, flags);
     if (r >= 0 && pl_ep_known(oldfd))
         pl_ep_fd_dup(oldfd, r);
     return r;

@@ -22,6 +22,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "sock/sock.h"
 
@@ -97,5 +98,86 @@ int sock_tx_word(sock_tx_ring_t *t, int off, uint64_t v);
 int sock_tx_fetch(sock_tx_ring_t *t, uint64_t pos, void *dst, size_t len);
 /* Make every write so far land in the peer's memory (udp: vmmc_fence). */
 int sock_tx_fence(sock_tx_ring_t *t);
+
+
+/* ------------------------------------------------------------------------ */
+/* the conn (sock_conn.c, sock_conn_io.c, sock_revert.c) */
+
+enum {
+    C_ATTACHED = 1 << 0,  /* the peer's ring is imported: sends go there */
+    C_PEER_FIN = 1 << 1,  /* the peer's FIN is in my ring (fin_at) */
+    C_RESET = 1 << 2,     /* reset: the peer's RST, or a protocol error */
+    C_DEAD = 1 << 3,      /* the TCP side ended without a FIN: the peer died */
+    C_FIN_SENT = 1 << 4,  /* my FIN is in the peer's ring */
+    C_SHUT_RD = 1 << 5,
+    C_REV_SENT = 1 << 6,  /* I sent REVERT: my ring is dropped */
+    C_REV_PEER = 1 << 7,  /* the peer's REVERT came: my writer must answer */
+    C_TX_TCP = 1 << 8,    /* my bytes go on the TCP stream now */
+    C_RX_TCP = 1 << 9,    /* after rx_limit, my bytes come from the TCP stream */
+    C_REV_ACKED = 1 << 10,/* the peer's REVERT_ACK came */
+    C_RETIRED = 1 << 11,  /* back on the kernel for good (mode KERNEL) */
+    C_WATCHED = 1 << 12,  /* the sock thread watches the TCP side */
+    C_EPIPE = 1 << 13     /* the peer can read no more (its RST or death) */
+};
+
+struct sock_conn {
+    sock_t *s;
+    sock_ctx_t *ctx;
+    vmmc_ep_t *ep;
+    int peer;                  /* vmmc peer handle, -1 before attach */
+    _Atomic int st;            /* C_* */
+    pthread_mutex_t tcp_lock;  /* reading records from the TCP side */
+    sock_rx_ring_t rx;
+    sock_tx_ring_t tx;
+
+    /* receive side (under s->rx_lock) */
+    uint64_t head;             /* bytes of my ring consumed */
+    _Atomic uint64_t tail;     /* last checked tail */
+    uint64_t credit_pub;       /* last head published in the peer's credit */
+    uint64_t want_credit_seen; /* last want_credit counter answered */
+    _Atomic uint64_t want_data_seq; /* my reader's sleeps, published in the peer's ring */
+    uint64_t fin_at;
+    _Atomic uint64_t rx_limit; /* C_RX_TCP: ring bytes to drain before TCP */
+
+    /* send side (under s->tx_lock) */
+    _Atomic uint64_t sent;     /* bytes put in the peer's ring */
+    uint64_t credit;           /* last checked credit */
+    uint64_t want_data_seen;
+    _Atomic uint64_t want_credit_seq; /* my writer's waits for room */
+    uint8_t *lbuf;             /* detached: bytes waiting for the ACK */
+    size_t llen;
+    uint64_t rev_a, rev_b;     /* the peer's REVERT */
+
+    _Atomic uint64_t nsent, nrecv; /* bytes through vmmc (info) */
+    struct sock_conn *next_retired;
+};
+
+/* sock_conn.c */
+int sock_conn_fail(sock_conn_t *c, int bits, int err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void sock_conn_wake_local(sock_conn_t *c);
+int sock_conn_tcp_fd(sock_conn_t *c);
+/* Is the TCP side readable with something for on_tcp (non-blocking look)? */
+int sock_conn_tcp_pending(sock_conn_t *c);
+/* Write all of @p len bytes on the TCP side (poll while full, at most
+ * @p timeout_ms): 0 or -1/errno. */
+int sock_conn_tcp_write(sock_conn_t *c, const void *buf, size_t len, int timeout_ms);
+/* Both directions are on TCP and the ring is drained: mode KERNEL. Needs
+ * tx_lock and rx_lock held. */
+void sock_conn_retire(sock_conn_t *c);
+/* Retire if both directions are on TCP and the ring is drained; the lock
+ * of the other direction is only tried. */
+void sock_conn_maybe_retire(sock_conn_t *c, int have_tx, int have_rx);
+void sock_conn_retire_why(sock_conn_t *c, const char *why);
+/* Move the detached local buffer into the peer's ring (tx_lock held). */
+int sock_conn_flush_local(sock_conn_t *c);
+/* The receive side's check of the peer's words: the tail (and FIN) that may
+ * be read now; -1 on a protocol error (the conn is reset). */
+int sock_conn_rx_poll(sock_conn_t *c, uint64_t *tail);
+/* sock_revert.c: the peer's REVERT{a, b} came (from on_tcp, tcp_lock held). */
+void sock_revert_on_peer(sock_conn_t *c, const sock_rec_t *r);
+void sock_revert_on_ack(sock_conn_t *c);
+/* The writer (tx_lock held) answers a REVERT that came: 0 or -1/errno. */
+int sock_revert_answer(sock_conn_t *c);
 
 #endif /* VMMC_SOCK_CONN_PRIV_H */

@@ -3,3 +3,13 @@
 vmmc_add_test(t_sock_ring SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_ring.c TIMEOUT 180 LABELS sock)
 vmmc_add_test(t_sock_ring_udp SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_ring.c TIMEOUT 180
               LABELS sock ENV VMMC_TRANSPORT=udp)
+vmmc_add_test(t_sock_conn SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_conn.c TIMEOUT 240 LABELS sock)
+vmmc_add_test(t_sock_conn_udp SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_conn.c TIMEOUT 240
+              LABELS sock ENV VMMC_TRANSPORT=udp)
+# A 4K ring: every transfer wraps it many times.
+vmmc_add_test(t_sock_conn_small SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_conn.c TIMEOUT 240
+              LABELS sock ENV VMMC_SOCK_RING=4K)
+vmmc_add_test(t_sock_conn_dead SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_conn_dead.c TIMEOUT 240
+              LABELS sock)
+vmmc_add_test(t_sock_conn_dead_udp SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_conn_dead.c
+              TIMEOUT 240 LABELS sock ENV VMMC_TRANSPORT=udp)

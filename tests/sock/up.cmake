@@ -4,3 +4,5 @@
 vmmc_add_test(t_sock_ctx SOURCES t_sock_ctx.c TIMEOUT 120 LABELS sock)
 vmmc_add_test(t_sock_hello_rec SOURCES t_sock_hello_rec.c TIMEOUT 120 LABELS sock
               ENV "VMMC_SOCK_HELLO_TIMEOUT=100ms;VMMC_SOCK_REVERT_TIMEOUT=100ms")
+vmmc_add_test(t_sock_probe SOURCES t_sock_probe.c TIMEOUT 120 LABELS sock
+              ENV "VMMC_SOCK_PROBE_SLOTS=16;VMMC_SOCK_HELLO_TIMEOUT=100ms")

@@ -1,0 +1,646 @@
+/* An upgraded connection's byte path: send, recv, sendfile, readiness.
+ *
+ * The hot path of a small send is: read the credit word (local), copy into
+ * the peer's mapped ring, store the tail (release), a fence and a load of the
+ * want_data word, and vmmc_signal() only when the peer's reader announced
+ * that it sleeps. A small recv: load the tail (local), copy out, store the
+ * credit into the peer's ring, a fence and a load of want_credit. No system
+ * call, no allocation, no lock beyond the caller's rx_lock/tx_lock.
+ *
+ * Over udp (no mapping) the words travel as 8-byte sends after the data
+ * (sends to one peer land in order), the reader publishes its credit in
+ * batches (a quarter of the ring, or when the writer asked), and each side
+ * signals after each publication: a word in flight cannot be ordered with a
+ * flag the other side reads. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+
+#include "sock/sock_conn_priv.h"
+#include "sock/sock_sys.h"
+#include "util/log.h"
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static size_t iov_total(const struct iovec *iov, int iovcnt)
+{
+    size_t t = 0;
+    for (int i = 0; i < iovcnt; i++)
+        t += iov[i].iov_len;
+    return t;
+}
+
+/* Milliseconds left before @p deadline (ns; 0 = none): -1 forever. */
+static int left_ms(uint64_t deadline)
+{
+    if (!deadline)
+        return -1;
+    uint64_t now = now_ns();
+    return now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
+}
+
+/* Both directions on TCP, the ring drained: back to the kernel. Called with
+ * one of the direction locks held (@p have_tx / @p have_rx); the other is
+ * tried, never waited for (its holder looks again when it is done). */
+void sock_conn_maybe_retire(sock_conn_t *c, int have_tx, int have_rx)
+{
+    int st = atomic_load(&c->st);
+    if ((st & (C_TX_TCP | C_RX_TCP)) != (C_TX_TCP | C_RX_TCP) || (st & C_RETIRED))
+        return;
+    sock_t *s = c->s;
+    int got_tx = 0, got_rx = 0;
+    if (!have_tx) {
+        if (pthread_mutex_trylock(&s->tx_lock) != 0)
+            return;
+        got_tx = 1;
+    }
+    if (!have_rx) {
+        if (pthread_mutex_trylock(&s->rx_lock) != 0)
+            goto out;
+        got_rx = 1;
+    }
+    if (c->head >= atomic_load(&c->rx_limit) || (atomic_load(&c->st) & C_REV_SENT))
+        sock_conn_retire_why(c, (atomic_load(&c->st) & C_REV_SENT) ? NULL : "peer");
+    if (got_rx)
+        pthread_mutex_unlock(&s->rx_lock);
+out:
+    if (got_tx)
+        pthread_mutex_unlock(&s->tx_lock);
+}
+
+/* ------------------------------------------------------------------------ */
+/* receive */
+
+int sock_conn_rx_poll(sock_conn_t *c, uint64_t *tailp)
+{
+    uint64_t tail = sock_rx_word(&c->rx, SOCK_HDR_TAIL), last = atomic_load(&c->tail);
+    if (VMMC_UNLIKELY(tail < last || tail - c->head > c->rx.size))
+        return sock_conn_fail(c, C_RESET | C_EPIPE, ECONNRESET,
+                              "the peer's tail %" PRIu64 " is not within [%" PRIu64
+                              ", %" PRIu64 "]",
+                              tail, last, c->head + c->rx.size);
+    atomic_store(&c->tail, tail);
+    int st = atomic_load(&c->st);
+    if (VMMC_UNLIKELY(!(st & C_PEER_FIN))) {
+        uint64_t fl = sock_rx_word(&c->rx, SOCK_HDR_FLAGS);
+        if (fl & (SOCK_RING_FIN | SOCK_RING_RST)) {
+            uint64_t fin = sock_rx_word(&c->rx, SOCK_HDR_FIN_AT);
+            uint64_t t2 = sock_rx_word(&c->rx, SOCK_HDR_TAIL);
+            if (fin != t2 || fin < tail || fin - c->head > c->rx.size)
+                return sock_conn_fail(c, C_RESET | C_EPIPE, ECONNRESET,
+                                      "the peer's FIN at %" PRIu64 " does not match its tail %"
+                                      PRIu64, fin, t2);
+            c->fin_at = fin;
+            atomic_store(&c->tail, fin);
+            tail = fin;
+            atomic_fetch_or(&c->st, C_PEER_FIN);
+            st |= C_PEER_FIN;
+        }
+    }
+    if (VMMC_UNLIKELY((st & C_PEER_FIN) && !(st & C_RESET)) &&
+        (sock_rx_word(&c->rx, SOCK_HDR_FLAGS) & SOCK_RING_RST)) {
+        /* a reset after the FIN: the peer closed with bytes unread */
+        atomic_fetch_or(&c->st, C_RESET | C_EPIPE);
+        vmmc_error(VMMC_ERR_PEER_DEAD, "sock: fd %d: the peer reset the connection", c->s->fd);
+    }
+    *tailp = tail;
+    return 0;
+}
+
+/* Tell the writer what I consumed. */
+static void publish_credit(sock_conn_t *c)
+{
+    int st = atomic_load(&c->st);
+    if (!(st & C_ATTACHED) || (st & (C_TX_TCP | C_RETIRED)))
+        return;
+    uint64_t wc = sock_rx_word(&c->rx, SOCK_HDR_WANT_CREDIT);
+    if (c->tx.map) {
+        sock_tx_word(&c->tx, SOCK_HDR_CREDIT, c->head);
+        c->credit_pub = c->head;
+        atomic_thread_fence(memory_order_seq_cst);
+        wc = sock_rx_word(&c->rx, SOCK_HDR_WANT_CREDIT);
+        if (wc != c->want_credit_seen) {
+            c->want_credit_seen = wc;
+            (void)vmmc_signal(c->ep, c->peer);
+        }
+        return;
+    }
+    if (c->head - c->credit_pub >= c->rx.size / 4 || wc != c->want_credit_seen ||
+        c->head == atomic_load(&c->tail)) {
+        c->want_credit_seen = wc;
+        if (sock_tx_word(&c->tx, SOCK_HDR_CREDIT, c->head) == VMMC_OK)
+            c->credit_pub = c->head;
+        (void)vmmc_signal(c->ep, c->peer);
+    }
+}
+
+/* A reader about to sleep: announce it (the writer signals), then look. */
+static int rx_recheck(void *arg)
+{
+    sock_conn_t *c = arg;
+    int st = atomic_load(&c->st);
+    if ((st & C_ATTACHED) && c->tx.map && !(st & (C_TX_TCP | C_RETIRED))) {
+        sock_tx_word(&c->tx, SOCK_HDR_WANT_DATA, atomic_fetch_add(&c->want_data_seq, 1) + 1);
+        atomic_thread_fence(memory_order_seq_cst);
+    }
+    if (sock_conn_tcp_pending(c))
+        return 1;
+    st = atomic_load(&c->st);
+    if (st & (C_RESET | C_DEAD | C_PEER_FIN | C_REV_PEER | C_RX_TCP | C_RETIRED))
+        return 1;
+    return sock_rx_word(&c->rx, SOCK_HDR_TAIL) != c->head ||
+           sock_rx_word(&c->rx, SOCK_HDR_FLAGS) != 0;
+}
+
+/* Read from the TCP side (after a revert), as the kernel would. */
+static ssize_t tcp_recv(sock_conn_t *c, const struct iovec *iov, int iovcnt, int flags,
+                        uint64_t deadline)
+{
+    for (;;) {
+        struct msghdr m = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt};
+        ssize_t n = sys_recvmsg(c->s->fd, &m, flags | MSG_DONTWAIT);
+        if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+            return n;
+        int left = left_ms(deadline);
+        if (left == 0 || (flags & MSG_DONTWAIT)) {
+            errno = EAGAIN;
+            return -1;
+        }
+        if (sock_wait(NULL, c->s->fd, left, NULL, NULL) < 0)
+            return -1;
+    }
+}
+
+ssize_t sock_conn_recv(sock_conn_t *c, const struct iovec *iov, int iovcnt, int flags,
+                       int timeout_ms)
+{
+    size_t total = iov_total(iov, iovcnt), got = 0;
+    if (!total)
+        return 0;
+    const struct iovec *dst = (flags & MSG_TRUNC) ? NULL : iov;
+    uint64_t deadline = timeout_ms > 0 ? now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
+    uint64_t spin_end = 0;
+    for (;;) {
+        int st = atomic_load(&c->st);
+        if (st & C_SHUT_RD)
+            return (ssize_t)got;
+        if (VMMC_UNLIKELY(st & (C_RX_TCP | C_RETIRED))) {
+            uint64_t lim = atomic_load(&c->rx_limit);
+            if ((st & C_RETIRED) || c->head >= lim) {
+                sock_conn_maybe_retire(c, 0, 1);
+                if (got)
+                    return (ssize_t)got;
+                if (atomic_load(&c->st) & C_RETIRED) {
+                    errno = EAGAIN; /* the caller asks the kernel now */
+                    return -1;
+                }
+                return tcp_recv(c, iov, iovcnt, flags | (timeout_ms == 0 ? MSG_DONTWAIT : 0),
+                                deadline);
+            }
+        }
+        uint64_t tail;
+        if (sock_conn_rx_poll(c, &tail) != 0)
+            return got ? (ssize_t)got : -1;
+        st = atomic_load(&c->st);
+        if ((st & C_RESET) && (st & C_PEER_FIN)) {
+            errno = ECONNRESET; /* the peer reset: its bytes are void, as TCP's */
+            return got ? (ssize_t)got : -1;
+        }
+        if (st & C_RX_TCP) {
+            uint64_t lim = atomic_load(&c->rx_limit);
+            if (tail > lim)
+                tail = lim;
+        }
+        uint64_t avail = tail - c->head;
+        if (avail) {
+            size_t n = avail < total - got ? (size_t)avail : total - got;
+            sock_rx_copy(&c->rx, c->head, n, dst, iovcnt, got);
+            if (flags & MSG_PEEK)
+                return (ssize_t)n;
+            c->head += n;
+            got += n;
+            atomic_fetch_add(&c->nrecv, n);
+            publish_credit(c);
+            if (got == total || !(flags & MSG_WAITALL))
+                return (ssize_t)got;
+            continue;
+        }
+        if ((st & C_PEER_FIN) && c->head == c->fin_at)
+            return (ssize_t)got; /* EOF */
+        if (st & C_DEAD) {
+            /* its end came without a FIN: the peer died; what it wrote was
+             * read, now the end, as TCP gives when a process is killed */
+            if (sock_rx_word(&c->rx, SOCK_HDR_TAIL) == c->head)
+                return (ssize_t)got;
+            continue;
+        }
+        if (st & C_RESET) {
+            errno = ECONNRESET;
+            return got ? (ssize_t)got : -1;
+        }
+        if (got && !(flags & MSG_WAITALL))
+            return (ssize_t)got;
+        if (timeout_ms == 0) {
+            errno = EAGAIN;
+            return -1;
+        }
+        if (sock_conn_tcp_pending(c))
+            sock_conn_on_tcp(c);
+        /* spin a while, then sleep */
+        uint64_t now = now_ns();
+        if (!spin_end)
+            spin_end = now + sock_cfg()->spin_ns;
+        if (now < spin_end) {
+            __builtin_ia32_pause();
+            continue;
+        }
+        int left = left_ms(deadline);
+        if (left == 0) {
+            if (got)
+                return (ssize_t)got;
+            errno = EAGAIN;
+            return -1;
+        }
+        int r = sock_wait(c->ctx, c->s->fd, left, rx_recheck, c);
+        if (r < 0)
+            return got ? (ssize_t)got : -1;
+        if (sock_conn_tcp_pending(c))
+            sock_conn_on_tcp(c);
+    }
+}
+
+size_t sock_conn_unread(sock_conn_t *c)
+{
+    int st = atomic_load(&c->st);
+    if (st & (C_RETIRED | C_REV_SENT))
+        return 0;
+    uint64_t tail = sock_rx_word(&c->rx, SOCK_HDR_TAIL), head = c->head;
+    if (st & C_RX_TCP) {
+        uint64_t lim = atomic_load(&c->rx_limit);
+        if (tail > lim)
+            tail = lim;
+        int q = 0;
+        if (head >= lim && sys_ioctl(c->s->fd, FIONREAD, &q) == 0)
+            return (size_t)q;
+    }
+    return tail > head && tail - head <= c->rx.size ? (size_t)(tail - head) : 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* send */
+
+/* Tell the reader the new tail (the caller stored it). */
+static void notify_data(sock_conn_t *c)
+{
+    if (c->tx.map) {
+        atomic_thread_fence(memory_order_seq_cst);
+        uint64_t wd = sock_rx_word(&c->rx, SOCK_HDR_WANT_DATA);
+        if (wd == c->want_data_seen)
+            return;
+        c->want_data_seen = wd;
+    }
+    (void)vmmc_signal(c->ep, c->peer);
+}
+
+/* Room in the peer's ring now, or -1 (reset: bad credit). */
+static int64_t tx_room(sock_conn_t *c)
+{
+    uint64_t credit = sock_rx_word(&c->rx, SOCK_HDR_CREDIT), sent = atomic_load(&c->sent);
+    if (VMMC_UNLIKELY(credit < c->credit || credit > sent))
+        return sock_conn_fail(c, C_RESET | C_EPIPE, ECONNRESET,
+                              "the peer's credit %" PRIu64 " is not within [%" PRIu64
+                              ", %" PRIu64 "]",
+                              credit, c->credit, sent);
+    c->credit = credit;
+    return (int64_t)(c->tx.size - (sent - credit));
+}
+
+static int tx_recheck(void *arg)
+{
+    sock_conn_t *c = arg;
+    if (sock_conn_tcp_pending(c))
+        return 1;
+    int st = atomic_load(&c->st);
+    if (st & (C_RESET | C_DEAD | C_EPIPE | C_REV_PEER | C_TX_TCP | C_RETIRED))
+        return 1;
+    if (!(st & C_ATTACHED))
+        return 0;
+    uint64_t credit = sock_rx_word(&c->rx, SOCK_HDR_CREDIT);
+    return credit != c->credit || c->llen;
+}
+
+static ssize_t tcp_send(sock_conn_t *c, const struct iovec *iov, int iovcnt, size_t skip,
+                        uint64_t deadline, int nonblock)
+{
+    struct iovec v[64];
+    int n = 0;
+    for (int i = 0; i < iovcnt && n < 64; i++) {
+        if (skip >= iov[i].iov_len) {
+            skip -= iov[i].iov_len;
+            continue;
+        }
+        v[n].iov_base = (uint8_t *)iov[i].iov_base + skip;
+        v[n].iov_len = iov[i].iov_len - skip;
+        skip = 0;
+        n++;
+    }
+    for (;;) {
+        struct msghdr m = {.msg_iov = v, .msg_iovlen = (size_t)n};
+        ssize_t r = sys_sendmsg(c->s->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+            return r;
+        int left = left_ms(deadline);
+        if (left == 0 || nonblock) {
+            errno = EAGAIN;
+            return -1;
+        }
+        struct pollfd p = {.fd = c->s->fd, .events = POLLOUT};
+        if (sys_poll(&p, 1, left) < 0 && errno == EINTR)
+            return -1;
+    }
+}
+
+/* Put @p len bytes of the iovec from @p skip into the local buffer (detached). */
+static size_t to_local(sock_conn_t *c, const struct iovec *iov, int iovcnt, size_t skip,
+                       size_t len)
+{
+    if (!c->lbuf) {
+        c->lbuf = malloc((size_t)c->rx.size);
+        if (!c->lbuf)
+            return 0;
+    }
+    size_t room = (size_t)c->rx.size - c->llen, n = len < room ? len : room, done = 0;
+    for (int i = 0; i < iovcnt && done < n; i++) {
+        if (skip >= iov[i].iov_len) {
+            skip -= iov[i].iov_len;
+            continue;
+        }
+        size_t k = iov[i].iov_len - skip;
+        if (k > n - done)
+            k = n - done;
+        memcpy(c->lbuf + c->llen + done, (uint8_t *)iov[i].iov_base + skip, k);
+        done += k;
+        skip = 0;
+    }
+    c->llen += done;
+    return done;
+}
+
+ssize_t sock_conn_send(sock_conn_t *c, const struct iovec *iov, int iovcnt, int flags,
+                       int timeout_ms)
+{
+    (void)flags;
+    size_t total = iov_total(iov, iovcnt), done = 0;
+    uint64_t deadline = timeout_ms > 0 ? now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
+    uint64_t spin_end = 0;
+    for (;;) {
+        int st = atomic_load(&c->st);
+        if (VMMC_UNLIKELY(st & (C_REV_PEER | C_TX_TCP | C_RETIRED | C_FIN_SENT | C_RESET |
+                                C_DEAD | C_EPIPE))) {
+            if ((st & C_REV_PEER) && !(st & C_TX_TCP) && sock_revert_answer(c) != 0)
+                return done ? (ssize_t)done : -1;
+            st = atomic_load(&c->st);
+            if (st & C_RETIRED) {
+                if (done)
+                    return (ssize_t)done;
+                errno = EAGAIN; /* the caller asks the kernel now */
+                return -1;
+            }
+            if (st & C_TX_TCP) {
+                if (c->llen) { /* an abandoned upgrade: what waited goes first */
+                    if (sock_conn_tcp_write(c, c->lbuf, c->llen, -1) != 0)
+                        return -1;
+                    c->llen = 0;
+                }
+                sock_conn_maybe_retire(c, 1, 0);
+                ssize_t r = tcp_send(c, iov, iovcnt, done, deadline, timeout_ms == 0);
+                if (r < 0)
+                    return done ? (ssize_t)done : -1;
+                return (ssize_t)(done + (size_t)r);
+            }
+            if (st & C_FIN_SENT) {
+                errno = EPIPE;
+                return done ? (ssize_t)done : -1;
+            }
+            if (st & C_RESET) {
+                errno = ECONNRESET;
+                return done ? (ssize_t)done : -1;
+            }
+            if (st & (C_DEAD | C_EPIPE)) {
+                errno = EPIPE;
+                return done ? (ssize_t)done : -1;
+            }
+        }
+        if (done == total)
+            return (ssize_t)done;
+        int64_t room = 0;
+        if (VMMC_UNLIKELY(!(st & C_ATTACHED))) {
+            size_t n = to_local(c, iov, iovcnt, done, total - done);
+            done += n;
+            if (n) {
+                atomic_fetch_add(&c->nsent, 0);
+                continue;
+            }
+        } else {
+            if (VMMC_UNLIKELY(c->llen) && sock_conn_flush_local(c) != 0)
+                return done ? (ssize_t)done : -1;
+            room = c->llen ? 0 : tx_room(c);
+            if (room < 0)
+                return done ? (ssize_t)done : -1;
+        }
+        if (room > 0) {
+            size_t n = (uint64_t)room < total - done ? (size_t)room : total - done;
+            uint64_t sent = atomic_load(&c->sent);
+            if (sock_tx_put(&c->tx, sent, iov, iovcnt, done, n) != VMMC_OK ||
+                sock_tx_word(&c->tx, SOCK_HDR_TAIL, sent + n) != VMMC_OK) {
+                sock_conn_fail(c, C_EPIPE, EPIPE, "the peer's ring cannot be written: %s",
+                               vmmc_last_error());
+                return done ? (ssize_t)done : -1;
+            }
+            atomic_store(&c->sent, sent + n);
+            atomic_fetch_add(&c->nsent, n);
+            done += n;
+            notify_data(c);
+            spin_end = 0;
+            continue;
+        }
+        /* no room */
+        if (done && timeout_ms == 0)
+            return (ssize_t)done;
+        if (timeout_ms == 0) {
+            errno = EAGAIN;
+            return -1;
+        }
+        if (sock_conn_tcp_pending(c))
+            sock_conn_on_tcp(c);
+        uint64_t now = now_ns();
+        if (!spin_end)
+            spin_end = now + sock_cfg()->spin_ns;
+        if (now < spin_end) {
+            __builtin_ia32_pause();
+            continue;
+        }
+        int left = left_ms(deadline);
+        if (left == 0) {
+            if (done)
+                return (ssize_t)done;
+            errno = EAGAIN;
+            return -1;
+        }
+        if ((st & C_ATTACHED) && c->tx.map) {
+            sock_tx_word(&c->tx, SOCK_HDR_WANT_CREDIT, atomic_fetch_add(&c->want_credit_seq, 1) + 1);
+            atomic_thread_fence(memory_order_seq_cst);
+        } else if (st & C_ATTACHED) {
+            sock_tx_word(&c->tx, SOCK_HDR_WANT_CREDIT, atomic_fetch_add(&c->want_credit_seq, 1) + 1);
+            (void)vmmc_signal(c->ep, c->peer);
+        }
+        int r = sock_wait(c->ctx, c->s->fd, left, tx_recheck, c);
+        if (r < 0)
+            return done ? (ssize_t)done : -1;
+        if (sock_conn_tcp_pending(c))
+            sock_conn_on_tcp(c);
+    }
+}
+
+ssize_t sock_conn_sendfile(sock_conn_t *c, int in_fd, off_t *offset, size_t count,
+                           int timeout_ms)
+{
+    off_t off;
+    if (offset) {
+        off = *offset;
+    } else {
+        off = lseek(in_fd, 0, SEEK_CUR);
+        if (off < 0)
+            return -1;
+    }
+    size_t done = 0;
+    while (done < count) {
+        int st = atomic_load(&c->st);
+        int64_t room = 0;
+        if ((st & C_ATTACHED) && !c->llen &&
+            !(st & (C_REV_PEER | C_TX_TCP | C_RETIRED | C_FIN_SENT | C_RESET | C_DEAD | C_EPIPE))) {
+            room = tx_room(c);
+            if (room < 0)
+                break;
+        }
+        ssize_t n;
+        if (room > 0) {
+            /* straight into the peer's ring */
+            size_t k = (uint64_t)room < count - done ? (size_t)room : count - done;
+            uint64_t sent = atomic_load(&c->sent);
+            n = sock_tx_put_file(&c->tx, sent, in_fd, off + (off_t)done, k);
+            if (n <= 0)
+                break;
+            if (sock_tx_word(&c->tx, SOCK_HDR_TAIL, sent + (uint64_t)n) != VMMC_OK) {
+                sock_conn_fail(c, C_EPIPE, EPIPE, "the peer's ring cannot be written");
+                break;
+            }
+            atomic_store(&c->sent, sent + (uint64_t)n);
+            atomic_fetch_add(&c->nsent, (uint64_t)n);
+            notify_data(c);
+        } else {
+            /* no room, detached or on TCP: through a bounce buffer and send */
+            uint8_t b[16384];
+            size_t k = count - done < sizeof b ? count - done : sizeof b;
+            ssize_t got = sys_pread(in_fd, b, k, off + (off_t)done);
+            if (got <= 0)
+                break;
+            struct iovec v = {b, (size_t)got};
+            n = sock_conn_send(c, &v, 1, 0, timeout_ms);
+            if (n <= 0)
+                break;
+        }
+        done += (size_t)n;
+        if (timeout_ms == 0 && room == 0)
+            break;
+    }
+    if (offset)
+        *offset = off + (off_t)done;
+    else if (done)
+        lseek(in_fd, off + (off_t)done, SEEK_SET);
+    if (!done && count)
+        return -1;
+    return (ssize_t)done;
+}
+
+/* ------------------------------------------------------------------------ */
+/* readiness */
+
+short sock_conn_ready(sock_conn_t *c, short events)
+{
+    if (sock_conn_tcp_pending(c))
+        sock_conn_on_tcp(c);
+    int st = atomic_load(&c->st);
+    short rev = 0;
+    if (st & C_RETIRED) {
+        struct pollfd p = {.fd = c->s->fd, .events = events};
+        return sys_poll(&p, 1, 0) == 1 ? p.revents : 0;
+    }
+    /* reading */
+    if (st & C_RESET)
+        rev |= POLLIN | POLLERR | POLLHUP | POLLRDHUP;
+    if (st & (C_SHUT_RD | C_PEER_FIN | C_DEAD))
+        rev |= POLLIN | POLLRDHUP;
+    if (!(st & C_REV_SENT)) {
+        uint64_t tail = sock_rx_word(&c->rx, SOCK_HDR_TAIL);
+        if (tail != c->head || sock_rx_word(&c->rx, SOCK_HDR_FLAGS))
+            rev |= POLLIN;
+        if ((st & C_RX_TCP) && c->head >= atomic_load(&c->rx_limit)) {
+            struct pollfd p = {.fd = c->s->fd, .events = POLLIN | POLLRDHUP};
+            if (sys_poll(&p, 1, 0) == 1)
+                rev |= p.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR);
+        }
+    }
+    if (st & C_REV_PEER)
+        rev |= POLLIN; /* a call must answer it */
+    /* writing */
+    if (st & (C_EPIPE | C_DEAD))
+        rev |= POLLOUT | ((st & C_DEAD) ? POLLHUP : 0);
+    else if (st & C_TX_TCP)
+        rev |= POLLOUT;
+    else if (!(st & C_ATTACHED))
+        rev |= c->llen < c->rx.size ? POLLOUT : 0;
+    else if (!(st & C_FIN_SENT)) {
+        uint64_t credit = sock_rx_word(&c->rx, SOCK_HDR_CREDIT);
+        if (c->tx.size - (atomic_load(&c->sent) - credit) > 0 || credit > atomic_load(&c->sent))
+            rev |= POLLOUT;
+    } else {
+        rev |= POLLOUT; /* a send fails at once with EPIPE */
+    }
+    if ((st & C_FIN_SENT) && (st & C_PEER_FIN))
+        rev |= POLLHUP;
+    /* arm: the peer signals when bytes or room come (shm announces it; udp
+     * signals every publication anyway) */
+    if ((st & C_ATTACHED) && c->tx.map && !(st & (C_TX_TCP | C_RETIRED))) {
+        int arm = 0;
+        if ((events & POLLIN) && !(rev & POLLIN)) {
+            sock_tx_word(&c->tx, SOCK_HDR_WANT_DATA, atomic_fetch_add(&c->want_data_seq, 1) + 1);
+            arm = 1;
+        }
+        if ((events & POLLOUT) && !(rev & POLLOUT)) {
+            sock_tx_word(&c->tx, SOCK_HDR_WANT_CREDIT, atomic_fetch_add(&c->want_credit_seq, 1) + 1);
+            arm = 1;
+        }
+        if (arm) {
+            atomic_thread_fence(memory_order_seq_cst);
+            if (sock_rx_word(&c->rx, SOCK_HDR_TAIL) != c->head)
+                rev |= POLLIN;
+            uint64_t credit = sock_rx_word(&c->rx, SOCK_HDR_CREDIT);
+            if (c->tx.size - (atomic_load(&c->sent) - credit) > 0)
+                rev |= POLLOUT;
+        }
+    }
+    return rev;
+}

@@ -274,16 +274,17 @@ int sock_conn_abandon(sock_conn_t *c)
 {
     sock_t *s = c->s;
     int rc = 0;
-    /* The local buffer may be touched by a sender only under tx_lock; the
-     * sender that holds it sees C_TX_TCP and writes the rest itself. */
-    atomic_fetch_or(&c->st, C_TX_TCP | C_RX_TCP);
+    /* The local buffer is the writer's (tx_lock): a sender that holds the
+     * lock sees C_TX_TCP, writes what waits there first, then retires the
+     * conn; else that is done here. */
+    atomic_fetch_or(&c->st, C_TX_TCP | C_RX_TCP | C_REV_ACKED);
     if (pthread_mutex_trylock(&s->tx_lock) == 0) {
         if (c->llen && sock_conn_tcp_write(c, c->lbuf, c->llen, -1) != 0)
             rc = -1;
         c->llen = 0;
+        sock_conn_maybe_retire(c, 1, 0);
         pthread_mutex_unlock(&s->tx_lock);
     }
-    retire(c, NULL);
     sock_conn_wake_local(c);
     return rc;
 }
@@ -294,11 +295,8 @@ int sock_conn_abandon(sock_conn_t *c)
 /* Does the stream from the peer still carry records? */
 static int expects_records(int st)
 {
-    if (st & (C_RETIRED | C_DEAD))
-        return 0;
-    if (st & C_REV_SENT)
-        return !(st & C_REV_ACKED);
-    return !(st & C_REV_PEER) && !(st & C_RX_TCP);
+    /* every revert ends with the peer's REVERT_ACK; data follows it */
+    return !(st & (C_RETIRED | C_DEAD | C_REV_ACKED | C_RX_TCP));
 }
 
 void sock_conn_on_tcp(sock_conn_t *c)
@@ -345,7 +343,7 @@ void sock_conn_on_tcp(sock_conn_t *c)
             if (sock_conn_attach(c, &r.ring, (int)(sock_cfg()->hello_timeout_ns / 1000000)) != 0)
                 sock_conn_fail(c, C_RESET | C_EPIPE, ECONNRESET,
                                "cannot reach the peer's ring: %s", vmmc_last_error());
-        } else if (r.type == SOCK_REC_REVERT && (st & C_ATTACHED)) {
+        } else if (r.type == SOCK_REC_REVERT && (st & C_ATTACHED) && !(st & C_REV_PEER)) {
             sock_revert_on_peer(c, &r);
         } else if (r.type == SOCK_REC_REVERT_ACK && (st & C_REV_SENT)) {
             sock_revert_on_ack(c);

@@ -51,13 +51,13 @@ static int left_ms(uint64_t deadline)
     return now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
 }
 
-/* Both directions on TCP, the ring drained: back to the kernel. Called with
- * one of the direction locks held (@p have_tx / @p have_rx); the other is
- * tried, never waited for (its holder looks again when it is done). */
+/* Both directions on TCP (REVERT answered both ways): back to the kernel.
+ * Called with the direction locks @p have_tx / @p have_rx held; the others
+ * are tried, never waited for (their holder looks again when it is done). */
 void sock_conn_maybe_retire(sock_conn_t *c, int have_tx, int have_rx)
 {
     int st = atomic_load(&c->st);
-    if ((st & (C_TX_TCP | C_RX_TCP)) != (C_TX_TCP | C_RX_TCP) || (st & C_RETIRED))
+    if ((st & (C_TX_TCP | C_REV_ACKED)) != (C_TX_TCP | C_REV_ACKED) || (st & C_RETIRED))
         return;
     sock_t *s = c->s;
     int got_tx = 0, got_rx = 0;
@@ -71,8 +71,7 @@ void sock_conn_maybe_retire(sock_conn_t *c, int have_tx, int have_rx)
             goto out;
         got_rx = 1;
     }
-    if (c->head >= atomic_load(&c->rx_limit) || (atomic_load(&c->st) & C_REV_SENT))
-        sock_conn_retire_why(c, (atomic_load(&c->st) & C_REV_SENT) ? NULL : "peer");
+    sock_conn_retire_why(c, c->rev_why);
     if (got_rx)
         pthread_mutex_unlock(&s->rx_lock);
 out:
@@ -158,8 +157,11 @@ static int rx_recheck(void *arg)
     if (sock_conn_tcp_pending(c))
         return 1;
     st = atomic_load(&c->st);
-    if (st & (C_RESET | C_DEAD | C_PEER_FIN | C_REV_PEER | C_RX_TCP | C_RETIRED))
+    if (st & (C_RESET | C_DEAD | C_PEER_FIN | C_RETIRED | C_REV_ACKED) ||
+        (st & (C_REV_PEER | C_TX_TCP)) == C_REV_PEER)
         return 1;
+    if (st & C_REV_SENT)
+        return 0; /* the ring is dropped: only the TCP side can bring news */
     return sock_rx_word(&c->rx, SOCK_HDR_TAIL) != c->head ||
            sock_rx_word(&c->rx, SOCK_HDR_FLAGS) != 0;
 }
@@ -196,18 +198,44 @@ ssize_t sock_conn_recv(sock_conn_t *c, const struct iovec *iov, int iovcnt, int 
         int st = atomic_load(&c->st);
         if (st & C_SHUT_RD)
             return (ssize_t)got;
-        if (VMMC_UNLIKELY(st & (C_RX_TCP | C_RETIRED))) {
-            uint64_t lim = atomic_load(&c->rx_limit);
-            if ((st & C_RETIRED) || c->head >= lim) {
-                sock_conn_maybe_retire(c, 0, 1);
+        if (VMMC_UNLIKELY(st & (C_REV_SENT | C_REV_PEER | C_REV_ACKED | C_RX_TCP | C_RETIRED))) {
+            /* going back to TCP: answer the peer's REVERT, then read TCP
+             * once its REVERT_ACK came (the bytes it resends follow it) */
+            if ((st & (C_REV_PEER | C_TX_TCP)) == C_REV_PEER)
+                sock_revert_answer_rx(c);
+            sock_conn_maybe_retire(c, 0, 1);
+            st = atomic_load(&c->st);
+            if (st & C_RETIRED) {
                 if (got)
                     return (ssize_t)got;
-                if (atomic_load(&c->st) & C_RETIRED) {
-                    errno = EAGAIN; /* the caller asks the kernel now */
+                errno = EAGAIN; /* the caller asks the kernel now */
+                return -1;
+            }
+            if (st & (C_RESET | C_DEAD)) {
+                errno = ECONNRESET;
+                return got ? (ssize_t)got : -1;
+            }
+            if (st & C_REV_ACKED)
+                return got ? (ssize_t)got
+                           : tcp_recv(c, iov, iovcnt, flags | (timeout_ms == 0 ? MSG_DONTWAIT : 0),
+                                      deadline);
+            if (st & C_REV_SENT) {
+                if (got || timeout_ms == 0) {
+                    if (got)
+                        return (ssize_t)got;
+                    errno = EAGAIN;
                     return -1;
                 }
-                return tcp_recv(c, iov, iovcnt, flags | (timeout_ms == 0 ? MSG_DONTWAIT : 0),
-                                deadline);
+                int r = sock_wait(c->ctx, c->s->fd, left_ms(deadline), rx_recheck, c);
+                if (r < 0)
+                    return -1;
+                if (r == 0) {
+                    errno = EAGAIN;
+                    return -1;
+                }
+                if (sock_conn_tcp_pending(c))
+                    sock_conn_on_tcp(c);
+                continue;
             }
         }
         uint64_t tail;
@@ -217,11 +245,6 @@ ssize_t sock_conn_recv(sock_conn_t *c, const struct iovec *iov, int iovcnt, int 
         if ((st & C_RESET) && (st & C_PEER_FIN)) {
             errno = ECONNRESET; /* the peer reset: its bytes are void, as TCP's */
             return got ? (ssize_t)got : -1;
-        }
-        if (st & C_RX_TCP) {
-            uint64_t lim = atomic_load(&c->rx_limit);
-            if (tail > lim)
-                tail = lim;
         }
         uint64_t avail = tail - c->head;
         if (avail) {
@@ -284,17 +307,13 @@ ssize_t sock_conn_recv(sock_conn_t *c, const struct iovec *iov, int iovcnt, int 
 size_t sock_conn_unread(sock_conn_t *c)
 {
     int st = atomic_load(&c->st);
-    if (st & (C_RETIRED | C_REV_SENT))
-        return 0;
-    uint64_t tail = sock_rx_word(&c->rx, SOCK_HDR_TAIL), head = c->head;
-    if (st & C_RX_TCP) {
-        uint64_t lim = atomic_load(&c->rx_limit);
-        if (tail > lim)
-            tail = lim;
+    if (st & (C_RETIRED | C_REV_SENT)) {
         int q = 0;
-        if (head >= lim && sys_ioctl(c->s->fd, FIONREAD, &q) == 0)
+        if ((st & C_REV_ACKED) && sys_ioctl(c->s->fd, FIONREAD, &q) == 0 && q > 0)
             return (size_t)q;
+        return 0;
     }
+    uint64_t tail = sock_rx_word(&c->rx, SOCK_HDR_TAIL), head = c->head;
     return tail > head && tail - head <= c->rx.size ? (size_t)(tail - head) : 0;
 }
 
@@ -409,8 +428,22 @@ ssize_t sock_conn_send(sock_conn_t *c, const struct iovec *iov, int iovcnt, int 
         int st = atomic_load(&c->st);
         if (VMMC_UNLIKELY(st & (C_REV_PEER | C_TX_TCP | C_RETIRED | C_FIN_SENT | C_RESET |
                                 C_DEAD | C_EPIPE))) {
-            if ((st & C_REV_PEER) && !(st & C_TX_TCP) && sock_revert_answer(c) != 0)
-                return done ? (ssize_t)done : -1;
+            if ((st & (C_REV_PEER | C_TX_TCP)) == C_REV_PEER) {
+                pthread_mutex_lock(&c->s->rx_lock); /* order: tx_lock, then rx_lock */
+                int r = sock_revert_answer(c);
+                sock_conn_maybe_retire(c, 1, 1);
+                pthread_mutex_unlock(&c->s->rx_lock);
+                if (r != 0)
+                    return done ? (ssize_t)done : -1;
+            }
+            st = atomic_load(&c->st);
+            if ((st & C_TX_TCP) && c->llen) { /* an abandoned upgrade: what waited first */
+                if (sock_conn_tcp_write(c, c->lbuf, c->llen, -1) != 0)
+                    return -1;
+                c->llen = 0;
+            }
+            if (st & C_TX_TCP)
+                sock_conn_maybe_retire(c, 1, 0);
             st = atomic_load(&c->st);
             if (st & C_RETIRED) {
                 if (done)
@@ -419,12 +452,6 @@ ssize_t sock_conn_send(sock_conn_t *c, const struct iovec *iov, int iovcnt, int 
                 return -1;
             }
             if (st & C_TX_TCP) {
-                if (c->llen) { /* an abandoned upgrade: what waited goes first */
-                    if (sock_conn_tcp_write(c, c->lbuf, c->llen, -1) != 0)
-                        return -1;
-                    c->llen = 0;
-                }
-                sock_conn_maybe_retire(c, 1, 0);
                 ssize_t r = tcp_send(c, iov, iovcnt, done, deadline, timeout_ms == 0);
                 if (r < 0)
                     return done ? (ssize_t)done : -1;
@@ -593,18 +620,19 @@ short sock_conn_ready(sock_conn_t *c, short events)
         rev |= POLLIN | POLLERR | POLLHUP | POLLRDHUP;
     if (st & (C_SHUT_RD | C_PEER_FIN | C_DEAD))
         rev |= POLLIN | POLLRDHUP;
-    if (!(st & C_REV_SENT)) {
-        uint64_t tail = sock_rx_word(&c->rx, SOCK_HDR_TAIL);
-        if (tail != c->head || sock_rx_word(&c->rx, SOCK_HDR_FLAGS))
-            rev |= POLLIN;
-        if ((st & C_RX_TCP) && c->head >= atomic_load(&c->rx_limit)) {
-            struct pollfd p = {.fd = c->s->fd, .events = POLLIN | POLLRDHUP};
-            if (sys_poll(&p, 1, 0) == 1)
-                rev |= p.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR);
+    if (VMMC_UNLIKELY(st & (C_REV_SENT | C_REV_PEER))) {
+        sock_conn_maybe_retire(c, 0, 0);
+        if ((st & (C_REV_PEER | C_TX_TCP)) == C_REV_PEER)
+            return (short)(POLLIN | POLLOUT); /* a call must answer it */
+        if (st & C_REV_ACKED) { /* the TCP side tells */
+            struct pollfd p = {.fd = c->s->fd, .events = events};
+            return sys_poll(&p, 1, 0) == 1 ? p.revents : 0;
         }
+        return 0; /* waiting for the peer's REVERT_ACK */
     }
-    if (st & C_REV_PEER)
-        rev |= POLLIN; /* a call must answer it */
+    uint64_t tail = sock_rx_word(&c->rx, SOCK_HDR_TAIL);
+    if (tail != c->head || sock_rx_word(&c->rx, SOCK_HDR_FLAGS))
+        rev |= POLLIN;
     /* writing */
     if (st & (C_EPIPE | C_DEAD))
         rev |= POLLOUT | ((st & C_DEAD) ? POLLHUP : 0);

@@ -111,9 +111,9 @@ enum {
     C_FIN_SENT = 1 << 4,  /* my FIN is in the peer's ring */
     C_SHUT_RD = 1 << 5,
     C_REV_SENT = 1 << 6,  /* I sent REVERT: my ring is dropped */
-    C_REV_PEER = 1 << 7,  /* the peer's REVERT came: my writer must answer */
+    C_REV_PEER = 1 << 7,  /* the peer's REVERT came: it must be answered */
     C_TX_TCP = 1 << 8,    /* my bytes go on the TCP stream now */
-    C_RX_TCP = 1 << 9,    /* after rx_limit, my bytes come from the TCP stream */
+    C_RX_TCP = 1 << 9,    /* my bytes come from the TCP stream (abandoned upgrade) */
     C_REV_ACKED = 1 << 10,/* the peer's REVERT_ACK came */
     C_RETIRED = 1 << 11,  /* back on the kernel for good (mode KERNEL) */
     C_WATCHED = 1 << 12,  /* the sock thread watches the TCP side */
@@ -137,7 +137,6 @@ struct sock_conn {
     uint64_t want_credit_seen; /* last want_credit counter answered */
     _Atomic uint64_t want_data_seq; /* my reader's sleeps, published in the peer's ring */
     uint64_t fin_at;
-    _Atomic uint64_t rx_limit; /* C_RX_TCP: ring bytes to drain before TCP */
 
     /* send side (under s->tx_lock) */
     _Atomic uint64_t sent;     /* bytes put in the peer's ring */
@@ -147,6 +146,7 @@ struct sock_conn {
     uint8_t *lbuf;             /* detached: bytes waiting for the ACK */
     size_t llen;
     uint64_t rev_a, rev_b;     /* the peer's REVERT */
+    const char *rev_why;       /* "fork" (this side began it) or "peer" */
 
     _Atomic uint64_t nsent, nrecv; /* bytes through vmmc (info) */
     struct sock_conn *next_retired;
@@ -162,11 +162,10 @@ int sock_conn_tcp_pending(sock_conn_t *c);
 /* Write all of @p len bytes on the TCP side (poll while full, at most
  * @p timeout_ms): 0 or -1/errno. */
 int sock_conn_tcp_write(sock_conn_t *c, const void *buf, size_t len, int timeout_ms);
-/* Both directions are on TCP and the ring is drained: mode KERNEL. Needs
- * tx_lock and rx_lock held. */
+/* Both directions are on TCP: mode KERNEL. Needs tx_lock and rx_lock held. */
 void sock_conn_retire(sock_conn_t *c);
-/* Retire if both directions are on TCP and the ring is drained; the lock
- * of the other direction is only tried. */
+/* Retire if both directions are on TCP (REVERT answered both ways); the
+ * locks not held are only tried. */
 void sock_conn_maybe_retire(sock_conn_t *c, int have_tx, int have_rx);
 void sock_conn_retire_why(sock_conn_t *c, const char *why);
 /* Move the detached local buffer into the peer's ring (tx_lock held). */
@@ -177,7 +176,9 @@ int sock_conn_rx_poll(sock_conn_t *c, uint64_t *tail);
 /* sock_revert.c: the peer's REVERT{a, b} came (from on_tcp, tcp_lock held). */
 void sock_revert_on_peer(sock_conn_t *c, const sock_rec_t *r);
 void sock_revert_on_ack(sock_conn_t *c);
-/* The writer (tx_lock held) answers a REVERT that came: 0 or -1/errno. */
+/* Answer a REVERT that came (tx_lock and rx_lock held): 0 or -1/errno. */
 int sock_revert_answer(sock_conn_t *c);
+/* The same from a reader, which holds only rx_lock (taken in order here). */
+void sock_revert_answer_rx(sock_conn_t *c);
 
 #endif /* VMMC_SOCK_CONN_PRIV_H */

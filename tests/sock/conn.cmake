@@ -13,3 +13,11 @@ vmmc_add_test(t_sock_conn_dead SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_conn_dea
               LABELS sock)
 vmmc_add_test(t_sock_conn_dead_udp SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_conn_dead.c
               TIMEOUT 240 LABELS sock ENV VMMC_TRANSPORT=udp)
+vmmc_add_test(t_sock_revert SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_revert.c TIMEOUT 240
+              LABELS sock ENV VMMC_SOCK_DEBUG=y)
+vmmc_add_test(t_sock_revert_udp SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_revert.c TIMEOUT 240
+              LABELS sock ENV VMMC_TRANSPORT=udp)
+vmmc_add_test(t_sock_conn_detached SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_conn_detached.c
+              TIMEOUT 120 LABELS sock)
+vmmc_add_test(t_sock_conn_detached_udp SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_conn_detached.c
+              TIMEOUT 120 LABELS sock ENV VMMC_TRANSPORT=udp)

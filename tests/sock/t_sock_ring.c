@@ -178,7 +178,7 @@ static void writer(int sp)
         size_t skip = vt_rand(&seed) % 3 ? 0 : 7, len = 0;
         uint64_t p = sent;
         for (int i = 0; i < n; i++) {
-            size_t l = 1 + vt_rand(&seed) % (vt_rand(&seed) % 4 ? 64 : sizeof src[i]);
+            size_t l = 1 + vt_rand(&seed) % (vt_rand(&seed) % 4 ? 64 : sizeof src[i] - 8);
             if (i == 0)
                 l += skip;
             size_t from = i == 0 ? skip : 0;

@@ -6,3 +6,15 @@ vmmc_add_test(t_sock_hello_rec SOURCES t_sock_hello_rec.c TIMEOUT 120 LABELS soc
               ENV "VMMC_SOCK_HELLO_TIMEOUT=100ms;VMMC_SOCK_REVERT_TIMEOUT=100ms")
 vmmc_add_test(t_sock_probe SOURCES t_sock_probe.c TIMEOUT 120 LABELS sock
               ENV "VMMC_SOCK_PROBE_SLOTS=16;VMMC_SOCK_HELLO_TIMEOUT=100ms")
+# The upgrade end to end at the layer's internal calls, on shm and over udp.
+vmmc_add_test(t_sock_hello SOURCES t_sock_hello.c TIMEOUT 300 LABELS sock ARGS shm
+              ENV "VMMC_SOCK_DEBUG=y;VMMC_SOCK_HELLO_TIMEOUT=200ms")
+vmmc_add_test(t_sock_hello_udp SOURCES t_sock_hello.c TIMEOUT 300 LABELS sock ARGS udp
+              ENV "VMMC_SOCK_DEBUG=y;VMMC_TRANSPORT=udp;VMMC_SOCK_HELLO_TIMEOUT=200ms")
+# Two hosts (network namespaces): the upgrade crosses the link, over udp.
+add_test(NAME sock_up_netns COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/sock_netns.sh $<TARGET_FILE:t_sock_hello>)
+set_tests_properties(sock_up_netns PROPERTIES LABELS "sock;multihost;nosan" TIMEOUT 180
+                     SKIP_RETURN_CODE 77)
+# VMMC_SOCK_UPGRADE=n: no probe is ever sent, no listener answers, every byte on TCP.
+vmmc_add_test(t_sock_hello_off SOURCES t_sock_hello.c TIMEOUT 300 LABELS sock ARGS off
+              ENV "VMMC_SOCK_DEBUG=y;VMMC_SOCK_UPGRADE=n")

@@ -67,5 +67,7 @@ note "curl: big.bin fetched 8 times, sha256 right"
 expect_upgraded "$D/curl.log" client
 kill -0 "$srv" 2>/dev/null || fail "nginx died"
 grep -E "\[(alert|emerg|crit)\]" "$D/error.log" && fail "nginx logged errors"
-expect_upgraded "$D/server.log" server 33
+# nginx sends its workers' stderr to its error log
+cat "$D/server.log" "$D/error.log" >"$D/server-all.out"
+expect_upgraded "$D/server-all.out" server 33
 echo "PASS"

@@ -69,5 +69,9 @@ kill -0 "$srv" 2>/dev/null || fail "nginx died"
 grep -E "\[(alert|emerg|crit)\]" "$D/error.log" && fail "nginx logged errors"
 # nginx sends its workers' stderr to its error log
 cat "$D/server.log" "$D/error.log" >"$D/server-all.out"
-expect_upgraded "$D/server-all.out" server 33
+# Both wrk runs' 16 connections and curl's; a connection wrk closes before
+# nginx reads it is never decided, and the layer may keep a few on TCP
+# (said on the server side: "stays on tcp (...)"), bytes intact: at least 30.
+grep -h "stays on tcp" "$D/server-all.out" | sort -u
+expect_upgraded "$D/server-all.out" server 30
 echo "PASS"

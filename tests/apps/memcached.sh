@@ -53,8 +53,8 @@ for i in $(seq 0 $((N - 1))); do
 done
 check_back text
 for i in $(seq 0 $((N - 1))); do
-    expect_upgraded "$D/cp$i.log" client >/dev/null
-    expect_upgraded "$D/text-cat$i.log" client >/dev/null
+    expect_upgraded "$D/cp$i.log" client 1 quiet
+    expect_upgraded "$D/text-cat$i.log" client 1 quiet
 done
 
 # again through one client, binary protocol, non-blocking (one connection)

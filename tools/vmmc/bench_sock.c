@@ -12,6 +12,10 @@
  *                                  64 B, 1 KiB and 16 KiB (blocking calls)
  *   tcp_bw / vmmc_bw        GB/s   one-way stream of 64 KiB and of 1 MiB
  *                                  writes, until the reader acknowledges
+ *   tcp_spin_lat, _bw              the kernel's TCP with receivers that spin
+ *                                  (recv MSG_DONTWAIT until data) as vmmc's
+ *                                  spin before they sleep: what is left when
+ *                                  the kernel's wake-up is taken out
  *   tcp_rr_c16, _c64 /      Mmsg/s a request/response server (one thread,
  *   vmmc_rr_c16, _c64              epoll for the kernel, vmmc_sock_poll for
  *                                  vmmc) and one client process driving 16
@@ -63,12 +67,29 @@ static int k_setsockopt(int fd, int l, int n, const void *v, socklen_t len)
 {
     return setsockopt(fd, l, n, v, len);
 }
+/* Busy-polling receive: the kernel's TCP with the receiver spinning as
+ * vmmc's does (VMMC_SOCK_SPIN) instead of sleeping in the kernel. */
+static ssize_t k_recv_spin(int fd, void *b, size_t n, int f)
+{
+    for (;;) {
+        ssize_t r = recv(fd, b, n, f | MSG_DONTWAIT);
+        if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK) || (f & MSG_DONTWAIT))
+            return r;
+        bench_cpu_relax();
+    }
+}
 static int k_close(int fd) { return close(fd); }
 static int k_poll(struct pollfd *f, nfds_t n, int t) { return poll(f, n, t); }
 
 const bench_sock_ops_t bench_sock_kernel = {
     .name = "tcp", .socket = k_socket, .bind = k_bind, .listen = k_listen,
     .accept = k_accept, .connect = k_connect, .send = k_send, .recv = k_recv,
+    .setsockopt = k_setsockopt, .close = k_close, .poll = k_poll,
+};
+
+const bench_sock_ops_t bench_sock_kernel_spin = {
+    .name = "tcp_spin", .socket = k_socket, .bind = k_bind, .listen = k_listen,
+    .accept = k_accept, .connect = k_connect, .send = k_send, .recv = k_recv_spin,
     .setsockopt = k_setsockopt, .close = k_close, .poll = k_poll,
 };
 
@@ -386,34 +407,34 @@ void bench_sock_why(bench_ctx_t *c, const char *what, const char *impl, int st)
 
 static void run_pp_bw(bench_ctx_t *c)
 {
-    const bench_sock_ops_t *impl[2] = {&bench_sock_kernel, &bench_sock_vmmc};
+    enum { NIMPL = 3 };
+    const bench_sock_ops_t *impl[NIMPL] = {&bench_sock_kernel, &bench_sock_kernel_spin,
+                                           &bench_sock_vmmc};
     int per = (int)(NLAT + NBW) * c->reps;
-    double *v = calloc((size_t)per * 2, sizeof *v);
+    double *v = calloc((size_t)per * NIMPL, sizeof *v);
     if (!v)
         return;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < NIMPL; i++) {
         int st = 0;
         for (int k = 0; k < per; k++)
             v[i * per + k] = -1;
         bench_sock_client(impl[i], c, client_pp_bw, 0, v + i * per, per, &st);
         bench_sock_why(c, "ping-pong/stream", impl[i]->name, st);
     }
-    char metric[32], ref[40];
-    for (int i = 0; i < 2; i++) {
+    char metric[32];
+    for (int i = 0; i < NIMPL; i++)
         for (size_t s = 0; s < NLAT; s++) {
             snprintf(metric, sizeof metric, "%s_lat", impl[i]->name);
             bench_sock_row(c, metric, lat_sizes[s], "us", v + i * per + s * (size_t)c->reps,
                            c->reps, i ? "sock/tcp_lat" : NULL);
         }
-    }
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < NIMPL; i++)
         for (size_t s = 0; s < NBW; s++) {
             snprintf(metric, sizeof metric, "%s_bw", impl[i]->name);
-            snprintf(ref, sizeof ref, "sock/tcp_bw");
             bench_sock_row(c, metric, bw_sizes[s], "GB/s",
-                           v + i * per + (NLAT + s) * (size_t)c->reps, c->reps, i ? ref : NULL);
+                           v + i * per + (NLAT + s) * (size_t)c->reps, c->reps,
+                           i ? "sock/tcp_bw" : NULL);
         }
-    }
     free(v);
 }
 

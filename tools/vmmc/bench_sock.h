@@ -14,7 +14,7 @@
 
 /* The socket calls of one implementation: the kernel's or vmmc_sock_*. */
 typedef struct bench_sock_ops {
-    const char *name; /* "tcp" or "vmmc": the rows' prefix */
+    const char *name; /* "tcp", "tcp_spin" or "vmmc": the rows' prefix */
     int (*socket)(int, int, int);
     int (*bind)(int, const struct sockaddr *, socklen_t);
     int (*listen)(int, int);
@@ -27,7 +27,7 @@ typedef struct bench_sock_ops {
     int (*poll)(struct pollfd *, nfds_t, int);
 } bench_sock_ops_t;
 
-extern const bench_sock_ops_t bench_sock_kernel, bench_sock_vmmc;
+extern const bench_sock_ops_t bench_sock_kernel, bench_sock_kernel_spin, bench_sock_vmmc;
 
 /* A listening socket on 127.0.0.1 (its port in *port) / a connected one
  * with TCP_NODELAY; -1 on failure. */

@@ -163,6 +163,49 @@ static pl_ep_t *ep_create(int epfd)
     return ep;
 }
 
+/* EAGAIN counts per descriptor, in chunks made when a vmmc socket is first
+ * filed in an instance (the read and write wrappers only count there). */
+typedef struct {
+    _Atomic uint32_t in, out;
+} eag_t;
+static _Atomic(eag_t *) eag_chunks[NCHUNKS];
+
+static eag_t *eag_of(int fd, int make)
+{
+    if (fd < 0 || fd >= CHUNK * NCHUNKS)
+        return NULL;
+    eag_t *c = atomic_load_explicit(&eag_chunks[fd / CHUNK], memory_order_acquire);
+    if (!c && make) {
+        eag_t *n = calloc(CHUNK, sizeof *n);
+        if (!n)
+            return NULL;
+        if (atomic_compare_exchange_strong(&eag_chunks[fd / CHUNK], &c, n))
+            c = n;
+        else
+            free(n);   /* another thread made it: c holds it */
+    }
+    return c ? &c[fd % CHUNK] : NULL;
+}
+
+void pl_ep_eagain(int fd, uint32_t bits)
+{
+    eag_t *e = eag_of(fd, 0);
+    if (!e)
+        return;
+    if (bits & EPOLLIN)
+        atomic_fetch_add_explicit(&e->in, 1, memory_order_release);
+    if (bits & EPOLLOUT)
+        atomic_fetch_add_explicit(&e->out, 1, memory_order_release);
+}
+
+uint32_t pl_ep_eagain_count(int fd, int out)
+{
+    eag_t *e = eag_of(fd, 0);
+    if (!e)
+        return 0;
+    return atomic_load_explicit(out ? &e->out : &e->in, memory_order_acquire);
+}
+
 /* ------------------------------------------------------------------------ */
 /* entries (under the instance's lock) */
 
@@ -449,6 +492,8 @@ static int ctl_locked(pl_ep_t *ep, int op, int fd, struct epoll_event *ev)
             return pl_fail(EINVAL);
         vmmc_sock_info_t info;
         int up = vmmc_sock_info(fd, &info) == 0 && info.mode == VMMC_SOCK_VMMC;
+        if (!eag_of(fd, 1))
+            return pl_fail(ENOMEM);
         e = calloc(1, sizeof *e);
         if (!e)
             return pl_fail(ENOMEM);

@@ -41,6 +41,7 @@ typedef struct pl_ent {
     uint64_t gen;            /* changes whenever the entry is (re)filed */
     int up_idx;              /* index in up[] while FILED_COOKIE, else -1 */
     uint64_t stamp;          /* the epoll_wait call that last reported it */
+    uint32_t eag_in, eag_out; /* EAGAIN counts of the socket when last looked at */
 } pl_ent_t;
 
 typedef struct pl_ep {
@@ -63,6 +64,10 @@ typedef struct pl_ep {
 /* The instance of @p epfd with a reference (pl_ep_put), or NULL. */
 pl_ep_t *pl_ep_ref(int epfd);
 void pl_ep_put(pl_ep_t *ep);
+
+/* How many reads (@p out 0) or writes (1) on @p fd failed with EAGAIN so
+ * far (pl_ep_eagain); 0 for a descriptor never filed. */
+uint32_t pl_ep_eagain_count(int fd, int out);
 
 /* Wake the instance's waiters (a re-file, a re-arm). */
 void pl_ep_kick(pl_ep_t *ep);

@@ -2,8 +2,9 @@
  * epoll.h). An instance without any takes the kernel's call as it is. With
  * some, each pass (1) computes the upgraded sockets' readiness with
  * vmmc_sock_ready() and reports it with the application's data, honouring
- * EPOLLET (a socket is reported again only after something happened on it
- * or it was not ready), EPOLLONESHOT (disabled until EPOLL_CTL_MOD) and
+ * EPOLLET (a socket is reported again only after something happened on it,
+ * or after it was not ready: found so here, or by a read or write of the
+ * application that failed with EAGAIN), EPOLLONESHOT (disabled until EPOLL_CTL_MOD) and
  * the events asked; (2) takes the kernel's events, without sleeping if (1)
  * found some, dropping the cookies (which say what to look at again); and
  * goes on until something is reported or the time is up. Timeouts, the
@@ -64,6 +65,15 @@ static int eval(pl_ep_t *ep, struct epoll_event *out, int max, uint64_t stamp)
             s[m++] = (snap_t){.fd = e->fd, .events = e->ev.events, .woken = e->woken || all,
                               .gen = e->gen};
             e->woken = 0;
+            /* a read or write that found nothing since: the application saw
+             * that direction not ready, so its next readiness is an edge */
+            uint32_t ein = pl_ep_eagain_count(e->fd, 0), eout = pl_ep_eagain_count(e->fd, 1);
+            if (ein != e->eag_in)
+                e->last &= ~(uint32_t)(EPOLLIN | EPOLLRDNORM);
+            if (eout != e->eag_out)
+                e->last &= ~(uint32_t)(EPOLLOUT | EPOLLWRNORM);
+            e->eag_in = ein;
+            e->eag_out = eout;
         }
     } else if (ep->nup) {
         atomic_store(&ep->wake_all, all);   /* no memory: try again next pass */

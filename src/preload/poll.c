@@ -64,6 +64,18 @@ static int ns_to_ms(int64_t ns)
     return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
+/* glibc declares poll's and ppoll's array write-only (the kernel's
+ * revents), so the compiler takes the caller's entries for unset when a
+ * definition of poll reads them (-Wmaybe-uninitialized in some builds); the
+ * events and descriptors are the caller's input all the same: read them
+ * through a pointer the declaration does not cover. */
+#define INPUT(fds)                       \
+    ({                                   \
+        uintptr_t u_ = (uintptr_t)(fds); \
+        __asm__("" : "+r"(u_));          \
+        (const struct pollfd *)u_;       \
+    })
+
 static int any_vmmc(const struct pollfd *fds, nfds_t n)
 {
     for (nfds_t i = 0; i < n; i++)
@@ -77,7 +89,7 @@ static int any_vmmc(const struct pollfd *fds, nfds_t n)
 
 PL_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
-    if (!any_vmmc(fds, n))
+    if (!any_vmmc(INPUT(fds), n))
         return REAL(poll)(fds, n, timeout);
     return vmmc_sock_poll(fds, n, timeout);
 }
@@ -147,7 +159,7 @@ static int64_t ts_to_ns(const struct timespec *ts)
 PL_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts,
                     const sigset_t *mask)
 {
-    if (!any_vmmc(fds, n))
+    if (!any_vmmc(INPUT(fds), n))
         return REAL(ppoll)(fds, n, ts, mask);
     if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000))
         return pl_fail(EINVAL);

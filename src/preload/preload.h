@@ -91,6 +91,10 @@ void pl_ep_fd_dup(int oldfd, int newfd);
 /* After fork(), in both processes (@p child: in the child): instances are
  * now shared with the other process. */
 void pl_ep_forked(int child);
+/* A call on vmmc socket @p fd failed with EAGAIN for @p bits (EPOLLIN: a
+ * read, EPOLLOUT: a write): an edge-triggered instance must report that
+ * direction again when it is next ready, whether or not a wake-up says so. */
+void pl_ep_eagain(int fd, uint32_t bits);
 /* The mode hook (vmmc_sock_set_mode_hook). */
 void pl_ep_mode_hook(int fd, int upgraded, void *arg);
 

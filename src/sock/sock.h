@@ -301,5 +301,10 @@ void sock_conn_info(sock_conn_t *c, vmmc_sock_info_t *info);
  * EINTR as the kernel's would; with SA_RESTART it goes on waiting), -1/errno
  * else. Used by sock_conn.c, sock_hello.c and sock_poll.c alike. */
 int sock_wait(sock_ctx_t *ctx, int fd, int timeout_ms, int (*recheck)(void *), void *arg);
+/* Drain the context's event fd (sock_ctx_drain) if it fired, and wake every
+ * thread sleeping in sock_wait() meanwhile: a wake-up this drain consumed
+ * may have been meant for one of them. Code that drains the context outside
+ * sock_wait() (a poll over many sockets) drains through this. */
+void sock_wait_drain(sock_ctx_t *ctx);
 
 #endif /* VMMC_SOCK_SOCK_H */

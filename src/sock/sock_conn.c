@@ -261,6 +261,13 @@ int sock_conn_attach(sock_conn_t *c, const sock_ring_ref_t *theirs, int timeout_
         return -1;
     }
     atomic_fetch_or(&c->st, C_ATTACHED);
+    /* Bytes read meanwhile owe their credit; a reader that holds rx_lock
+     * publishes it itself before it sleeps. */
+    if (pthread_mutex_trylock(&c->s->rx_lock) == 0) {
+        if (c->head != c->credit_pub)
+            sock_conn_publish_credit(c);
+        pthread_mutex_unlock(&c->s->rx_lock);
+    }
     /* A sender that holds tx_lock flushes the local buffer itself. */
     if (c->llen && pthread_mutex_trylock(&c->s->tx_lock) == 0) {
         (void)sock_conn_flush_local(c);

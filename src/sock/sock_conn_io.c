@@ -119,7 +119,7 @@ int sock_conn_rx_poll(sock_conn_t *c, uint64_t *tailp)
 }
 
 /* Tell the writer what I consumed. */
-static void publish_credit(sock_conn_t *c)
+void sock_conn_publish_credit(sock_conn_t *c)
 {
     int st = atomic_load(&c->st);
     if (!(st & C_ATTACHED) || (st & (C_TX_TCP | C_RETIRED)))
@@ -150,6 +150,10 @@ static int rx_recheck(void *arg)
 {
     sock_conn_t *c = arg;
     int st = atomic_load(&c->st);
+    /* bytes read before the conn was attached (the server writes as soon
+     * as it sent ACK) still owe the writer their credit */
+    if ((st & C_ATTACHED) && c->credit_pub != c->head)
+        sock_conn_publish_credit(c);
     if ((st & C_ATTACHED) && c->tx.map && !(st & (C_TX_TCP | C_RETIRED))) {
         sock_tx_word(&c->tx, SOCK_HDR_WANT_DATA, atomic_fetch_add(&c->want_data_seq, 1) + 1);
         atomic_thread_fence(memory_order_seq_cst);
@@ -255,7 +259,7 @@ ssize_t sock_conn_recv(sock_conn_t *c, const struct iovec *iov, int iovcnt, int 
             c->head += n;
             got += n;
             atomic_fetch_add(&c->nrecv, n);
-            publish_credit(c);
+            sock_conn_publish_credit(c);
             if (got == total || !(flags & MSG_WAITALL))
                 return (ssize_t)got;
             continue;

@@ -173,6 +173,8 @@ int sock_conn_flush_local(sock_conn_t *c);
 /* The receive side's check of the peer's words: the tail (and FIN) that may
  * be read now; -1 on a protocol error (the conn is reset). */
 int sock_conn_rx_poll(sock_conn_t *c, uint64_t *tail);
+/* Tell the writer what the reader consumed (rx_lock held). */
+void sock_conn_publish_credit(sock_conn_t *c);
 /* sock_revert.c: the peer's REVERT{a, b} came (from on_tcp, tcp_lock held). */
 void sock_revert_on_peer(sock_conn_t *c, const sock_rec_t *r);
 void sock_revert_on_ack(sock_conn_t *c);

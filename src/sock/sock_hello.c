@@ -39,7 +39,8 @@
 #include "util/log.h"
 
 typedef struct up_pend {
-    sock_tab_t *tab;          /* NULL: no listener answers for this port here */
+    sock_listener_t *lst;     /* the listener that decides (a reference), or NULL */
+    sock_tab_t *tab;          /* its table */
     uint8_t key[SOCK_KEY_LEN];
     int claimed;              /* the table's entry is ours */
     uint64_t token;
@@ -142,6 +143,8 @@ static void pend_free(sock_t *s)
         return;
     if (p->claimed)
         sock_tab_release(p->tab, p->key);
+    if (p->lst)
+        sock_probe_put(p->lst);
     pthread_mutex_lock(&s->lock);
     s->pend = NULL;
     pthread_mutex_unlock(&s->lock);
@@ -186,6 +189,8 @@ static int server_upgrade(sock_t *s, const sock_rec_t *h, int timeout_ms)
         return server_kernel(s, "no ring");
     }
     if (sock_conn_attach(c, &h->ring, timeout_ms < 0 ? -1 : timeout_ms) != 0) {
+        vmmc_warn("sock: fd %d: the client's ring cannot be imported: %s", s->fd,
+                  vmmc_last_error());
         (void)sock_conn_abandon(c);
         send_ack_error(s, VMMC_ERR_PEER_UNREACHABLE);
         return server_kernel(s, "client ring unreachable");
@@ -250,14 +255,17 @@ int sock_up_server(sock_t *s, int why, int timeout_ms)
         if (sys_getsockname(s->fd, (struct sockaddr *)&loc, &ll) == 0 &&
             sys_getpeername(s->fd, (struct sockaddr *)&peer, &pl) == 0 &&
             sock_key_of((struct sockaddr *)&peer, pl, p->key) == 0)
-            p->tab = sock_probe_table_for((struct sockaddr *)&loc, ll);
+            p->lst = sock_probe_find((struct sockaddr *)&loc, ll, p->key);
+        if (p->lst)
+            p->tab = p->lst->tab;
         pthread_mutex_lock(&s->lock);
         s->pend = p;
         pthread_mutex_unlock(&s->lock);
-        if (!p->tab)
-            return server_kernel(s, "no probe table");
+        /* No table (its listener closed long ago, or it is another
+         * process's): no probe can be ours, but a HELLO may still come and
+         * must be answered, not read as data. */
     }
-    if (!p->claimed) {
+    if (!p->claimed && p->tab) {
         int r = sock_tab_claim(p->tab, p->key, &p->token);
         if (r == SOCK_TAB_CLAIMED)
             p->claimed = 1;
@@ -285,7 +293,8 @@ int sock_up_server(sock_t *s, int why, int timeout_ms)
                 send_ack_error(s, VMMC_ERR_PROTOCOL);
                 return server_kernel(s, "malformed hello");
             }
-            if (!p->claimed && sock_tab_claim(p->tab, p->key, &p->token) == SOCK_TAB_CLAIMED)
+            if (!p->claimed && p->tab &&
+                sock_tab_claim(p->tab, p->key, &p->token) == SOCK_TAB_CLAIMED)
                 p->claimed = 1; /* the probe raced this call */
             if (!p->claimed || h.token != p->token) {
                 send_ack_error(s, VMMC_ERR_PERMISSION);
@@ -300,7 +309,7 @@ int sock_up_server(sock_t *s, int why, int timeout_ms)
                 errno = EAGAIN; /* a read waits for the first bytes */
                 return -1;
             }
-            int r = sock_tab_plain(p->tab, p->key, &p->token);
+            int r = p->tab ? sock_tab_plain(p->tab, p->key, &p->token) : SOCK_TAB_PLAIN;
             if (r == SOCK_TAB_PLAIN)
                 return server_kernel(s, "server writes first");
             p->claimed = 1; /* a probe came first: its HELLO is due */

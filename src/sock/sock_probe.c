@@ -34,6 +34,8 @@ static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static sock_listener_t *listeners;
 static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
 
+static void reap_closed(uint64_t now);
+
 static void reg_child(void)
 {
     /* The list is the parent's copy, and ours now: the tables are shared. */
@@ -172,12 +174,15 @@ int sock_probe_listen(sock_t *s)
      * client may still be probing. */
     uint64_t ttl = (2 * cfg->hello_timeout_ns + cfg->probe_timeout_ns) / 1000000u;
     l->tab = sock_tab_new((uint64_t)cfg->probe_slots, ttl);
+    l->ttl_ns = ttl * 1000000u;
+    l->refs = 1; /* the registry's */
     if (!l->tab)
         goto never;
     if (sock_ctx_watch(l->udp, POLLIN, on_probe, l) != 0)
         goto never;
     pthread_once(&reg_once, reg_init);
     pthread_mutex_lock(&reg_lock);
+    reap_closed(vmmc_now_ns());
     l->next = listeners;
     listeners = l;
     pthread_mutex_unlock(&reg_lock);
@@ -193,6 +198,22 @@ never:
     return 0;
 }
 
+/* Free the listeners closed longer ago than their table's entries live
+ * and held by no acceptor (registry lock held). */
+static void reap_closed(uint64_t now)
+{
+    for (sock_listener_t **p = &listeners; *p;) {
+        sock_listener_t *l = *p;
+        if (l->closed_ns && l->refs == 1 && now - l->closed_ns > l->ttl_ns) {
+            *p = l->next;
+            sock_tab_free(l->tab); /* this process's mapping only: children keep theirs */
+            free(l);
+        } else {
+            p = &l->next;
+        }
+    }
+}
+
 void sock_probe_unlisten(sock_t *s)
 {
     sock_listener_t *l = s->lst;
@@ -200,37 +221,45 @@ void sock_probe_unlisten(sock_t *s)
         return;
     s->lst = NULL;
     sock_ctx_unwatch(l->udp, l);
-    pthread_mutex_lock(&reg_lock);
-    for (sock_listener_t **p = &listeners; *p; p = &(*p)->next)
-        if (*p == l) {
-            *p = l->next;
-            break;
-        }
-    pthread_mutex_unlock(&reg_lock);
     sys_close(l->udp);
-    sock_tab_free(l->tab); /* this process's mapping only: children keep theirs */
-    free(l);
+    pthread_mutex_lock(&reg_lock);
+    l->udp = -1;
+    l->closed_ns = vmmc_now_ns();
+    reap_closed(l->closed_ns);
+    pthread_mutex_unlock(&reg_lock);
 }
 
-sock_tab_t *sock_probe_table_for(const struct sockaddr *local, socklen_t len)
+sock_listener_t *sock_probe_find(const struct sockaddr *local, socklen_t len,
+                                 const uint8_t key[SOCK_KEY_LEN])
 {
-    uint8_t key[SOCK_KEY_LEN];
-    if (sock_key_of(local, len, key) != 0)
+    uint8_t me[SOCK_KEY_LEN];
+    if (sock_key_of(local, len, me) != 0)
         return NULL;
-    sock_tab_t *t = NULL;
+    sock_listener_t *open = NULL, *holder = NULL;
     pthread_mutex_lock(&reg_lock);
+    reap_closed(vmmc_now_ns());
     for (sock_listener_t *l = listeners; l; l = l->next) {
-        if (memcmp(l->bound, key, 2) != 0)
+        if (memcmp(l->bound, me, 2) != 0 ||
+            (!l->any && memcmp(l->bound, me, SOCK_KEY_LEN) != 0))
             continue;
-        if (!memcmp(l->bound, key, SOCK_KEY_LEN)) {
-            t = l->tab;
-            break;
-        }
-        if (l->any)
-            t = l->tab;
+        if (!l->closed_ns && (!open || (open->any && !l->any)))
+            open = l; /* a listener bound to the address beats one on any */
+        if (!holder && sock_tab_has(l->tab, key))
+            holder = l;
     }
+    sock_listener_t *l = holder ? holder : open;
+    if (l)
+        l->refs++;
     pthread_mutex_unlock(&reg_lock);
-    return t;
+    return l;
+}
+
+void sock_probe_put(sock_listener_t *l)
+{
+    pthread_mutex_lock(&reg_lock);
+    l->refs--;
+    reap_closed(vmmc_now_ns());
+    pthread_mutex_unlock(&reg_lock);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -62,6 +62,8 @@ int sock_tab_claim(sock_tab_t *t, const uint8_t *key, uint64_t *token);
 /* Acceptor: decide plain unless a probe came first: SOCK_TAB_PLAIN, or
  * SOCK_TAB_CLAIMED (*token: the probe's entry, now taken). */
 int sock_tab_plain(sock_tab_t *t, const uint8_t *key, uint64_t *token);
+/* Is there a live entry for @p key? */
+int sock_tab_has(sock_tab_t *t, const uint8_t *key);
 /* Acceptor: done with a CLAIMED entry. */
 void sock_tab_release(sock_tab_t *t, const uint8_t *key);
 
@@ -74,13 +76,21 @@ struct sock_listener {
     uint8_t bound[SOCK_KEY_LEN]; /* the listener's address (all zero: any) */
     int any;
     sock_tab_t *tab;
+    int refs;                 /* the registry's, and acceptors' (under the registry lock) */
+    uint64_t closed_ns;       /* 0: listening; else when its last descriptor closed */
+    uint64_t ttl_ns;          /* how long its table's entries live */
     sock_listener_t *next;    /* the process's listeners */
 };
 
-/* The table that answers for connections accepted on local address
- * @p local (the listener of that port in this process, or one inherited
- * through fork), or NULL. */
-sock_tab_t *sock_probe_table_for(const struct sockaddr *local, socklen_t len);
+/* The listener whose table decides a connection accepted on local address
+ * @p local with client key @p key, with a reference (sock_probe_put()), or
+ * NULL: the one of that port (in this process, or inherited through fork)
+ * whose table holds an entry for @p key, else the one listening now. A
+ * listener closed after accept() stays findable while its table's entries
+ * live, so a connection accepted before the close is still decided by it. */
+sock_listener_t *sock_probe_find(const struct sockaddr *local, socklen_t len,
+                                 const uint8_t key[SOCK_KEY_LEN]);
+void sock_probe_put(sock_listener_t *l);
 
 /* Client: probe the listener @p s is connected to. 1: YES (*token, the
  * server's endpoint address in @p addr/@p alen), 0: no upgrade (@p why says

@@ -240,6 +240,25 @@ int sock_tab_plain(sock_tab_t *t, const uint8_t *key, uint64_t *token)
     return SOCK_TAB_PLAIN;
 }
 
+int sock_tab_has(sock_tab_t *t, const uint8_t *key)
+{
+    slot_t *s = slot_of(t, key);
+    for (int spins = 0; spins < 1000; spins++) {
+        uint64_t w = atomic_load(&s->word);
+        uint8_t k[SOCK_KEY_LEN];
+        uint64_t tok;
+        if (!live(t, w, now_ms()))
+            return 0;
+        if (W_STATE(w) == ST_WRITING) {
+            sched_yield();
+            continue;
+        }
+        if (snap(s, w, k, &tok))
+            return memcmp(k, key, SOCK_KEY_LEN) == 0;
+    }
+    return 0;
+}
+
 void sock_tab_release(sock_tab_t *t, const uint8_t *key)
 {
     slot_t *s = slot_of(t, key);

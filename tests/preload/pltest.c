@@ -251,8 +251,12 @@ int main(int argc, char **argv)
             return s->server(lfd);
         int fd = accept(lfd, NULL, NULL);
         CHECK(fd >= 0, "accept");
-        close(lfd);
-        return s->server(fd);
+        if (s->close_listener)   /* `nc -l` does: the connection outlives it */
+            close(lfd);
+        int rc = s->server(fd);
+        if (!s->close_listener)
+            close(lfd);
+        return rc;
     }
     if (!strcmp(argv[1], "client")) {
         int port = atoi(argv[3]);

@@ -63,6 +63,7 @@ typedef struct scenario {
     int (*client)(int fd);
     int listener;           /* server gets the listening socket */
     int client_connects;    /* client gets the port (fd = port) and connects itself */
+    int close_listener;     /* the server closes its listener right after accept */
 } scenario_t;
 
 extern const scenario_t pl_scen_basic[], pl_scen_wait[], pl_scen_proc[];

@@ -269,10 +269,11 @@ static int sendfile_client(int fd)
 }
 
 const scenario_t pl_scen_basic[] = {
-    {"echo", echo_server, echo_client, 0, 0},
-    {"iov", iov_server, iov_client, 0, 0},
-    {"dup", echo_server, dup_client, 0, 0},
-    {"shutdown", shut_server, shut_client, 0, 0},
-    {"sendfile", sendfile_server, sendfile_client, 0, 0},
-    {NULL, NULL, NULL, 0, 0},
+    {"echo", echo_server, echo_client, 0, 0, 0},
+    {"lclose", echo_server, echo_client, 0, 0, 1},
+    {"iov", iov_server, iov_client, 0, 0, 0},
+    {"dup", echo_server, dup_client, 0, 0, 0},
+    {"shutdown", shut_server, shut_client, 0, 0, 0},
+    {"sendfile", sendfile_server, sendfile_client, 0, 0, 0},
+    {NULL, NULL, NULL, 0, 0, 0},
 };

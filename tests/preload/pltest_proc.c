@@ -228,10 +228,10 @@ static int untouched_server(int fd)
 }
 
 const scenario_t pl_scen_proc[] = {
-    {"fork", fork_server, fork_client, 0, 0},
-    {"exec", exec_server, exec_client, 0, 0},
-    {"closeunread", unread_server, unread_client, 0, 0},
-    {"killed", killed_server, killed_client, 0, 0},
-    {"untouched", untouched_server, untouched_client, 0, 0},
-    {NULL, NULL, NULL, 0, 0},
+    {"fork", fork_server, fork_client, 0, 0, 0},
+    {"exec", exec_server, exec_client, 0, 0, 0},
+    {"closeunread", unread_server, unread_client, 0, 0, 0},
+    {"killed", killed_server, killed_client, 0, 0, 0},
+    {"untouched", untouched_server, untouched_client, 0, 0, 0},
+    {NULL, NULL, NULL, 0, 0, 0},
 };

@@ -150,8 +150,9 @@ static int nb_serve(int lfd, int use_select)
 {
     int fd = accept(lfd, NULL, NULL);
     CHECK(fd >= 0, "accept");
+    int rc = nb_server(fd, use_select);
     close(lfd);
-    return nb_server(fd, use_select);
+    return rc;
 }
 
 static int poll_server(int lfd) { return nb_serve(lfd, 0); }
@@ -348,13 +349,13 @@ extern int epoll_lt_server(int), epoll_et_server(int), epoll_oneshot_server(int)
 extern int epoll_client(int);
 
 const scenario_t pl_scen_wait[] = {
-    {"poll", poll_server, poll_client, 1, 1},
-    {"select", select_server, select_client, 1, 1},
-    {"epoll_lt", epoll_lt_server, epoll_client, 1, 1},
-    {"epoll_et", epoll_et_server, epoll_client, 1, 1},
-    {"epoll_oneshot", epoll_oneshot_server, epoll_client, 1, 1},
-    {"eintr", eintr_server, eintr_client, 0, 0},
-    {"compute", compute_server, compute_client, 0, 0},
-    {"threads", threads_server, threads_client, 1, 1},
-    {NULL, NULL, NULL, 0, 0},
+    {"poll", poll_server, poll_client, 1, 1, 0},
+    {"select", select_server, select_client, 1, 1, 0},
+    {"epoll_lt", epoll_lt_server, epoll_client, 1, 1, 0},
+    {"epoll_et", epoll_et_server, epoll_client, 1, 1, 0},
+    {"epoll_oneshot", epoll_oneshot_server, epoll_client, 1, 1, 0},
+    {"eintr", eintr_server, eintr_client, 0, 0, 0},
+    {"compute", compute_server, compute_client, 0, 0, 0},
+    {"threads", threads_server, threads_client, 1, 1, 0},
+    {NULL, NULL, NULL, 0, 0, 0},
 };

@@ -23,6 +23,9 @@ fi
 
 expect=kernel
 [ "$SRV" = preload ] && [ "$CLI" = preload ] && expect=vmmc
+# a listener closed right after accept may be gone before the client's probe
+# reaches it: then both ends stay on TCP, which is right too (bytes checked)
+[ "$SCEN" = lclose ] && expect=
 wrap() { # side: preload|plain
     if [ "$1" = preload ]; then echo "$VMMC preload --"; fi
 }
@@ -52,4 +55,4 @@ if [ $crc -ne 0 ] || [ $src -ne 0 ]; then
     echo "FAIL: $SCEN server($SRV)=$src client($CLI)=$crc"
     exit 1
 fi
-echo "ok: $SCEN server($SRV) client($CLI) IPv$FAM ($expect)"
+echo "ok: $SCEN server($SRV) client($CLI) IPv$FAM (${expect:-either})"

@@ -136,6 +136,7 @@ static void drop_sock(int fd, int other)
 
 void pl_ep_fd_closing(int fd);
 void pl_ep_fd_dup(int oldfd, int newfd);
+void pl_ep_eagain(int fd, uint32_t bits);
 
 typedef struct {
     int ep, n;
@@ -234,6 +235,19 @@ int main(void)
     F[s2].ready = 0;      /* the app read everything (EAGAIN) */
     n = peek(ep, ev, 8);
     CHECK(n == 0, "ET drained (%d)", n);
+    /* reported, then the app reads until EAGAIN (the read wrapper tells the
+     * emulation), then bytes come that nothing signals: still an edge */
+    arrive(s2, POLLIN);
+    n = peek(ep, ev, 8);
+    CHECK(n == 1 && has(ev, n, 0x2222, NULL), "ET: reported (%d)", n);
+    pl_ep_eagain(s2, EPOLLIN);
+    F[s2].ready = POLLIN;
+    n = peek(ep, ev, 8);
+    CHECK(n == 1 && has(ev, n, 0x2222, NULL), "ET: ready again after EAGAIN (%d)", n);
+    n = peek(ep, ev, 8);
+    CHECK(n == 0, "ET: once (%d)", n);
+    F[s2].ready = 0;
+    n = peek(ep, ev, 8);
     F[s2].ready = POLLIN; /* bytes, and the wake-up comes through the socket's TCP side */
     CHECK(write(o2, "r", 1) == 1, "tcp side");
     n = peek(ep, ev, 8);

@@ -5,3 +5,15 @@ vmmc_add_test(t_sock_api_table SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_api_tabl
 # The public calls on sockets that stay on the kernel answer as the kernel.
 vmmc_add_test(t_sock_api_kernel SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_api_kernel.c
               TIMEOUT 120 LABELS sock ENV "VMMC_SOCK_UPGRADE=n")
+# End to end between two processes over the native API, one test a case
+# (one program).
+vmmc_add_test(t_sock_e2e_echo SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_e2e.c ARGS echo
+              TIMEOUT 180 LABELS sock)
+foreach(c many halfclose killed fork eintr exec oneshot)
+  add_test(NAME t_sock_e2e_${c} COMMAND $<TARGET_FILE:t_sock_e2e_echo> ${c})
+  set_tests_properties(t_sock_e2e_${c} PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77 LABELS sock)
+endforeach()
+# The sanitizer installs signal handlers without SA_RESTART, and a blocked
+# call on an upgraded socket goes by the handlers installed (sock_wait.c):
+# the SA_RESTART half of the EINTR case cannot hold under it.
+set_tests_properties(t_sock_e2e_eintr PROPERTIES LABELS "sock;nosan")

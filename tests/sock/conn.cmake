@@ -21,3 +21,9 @@ vmmc_add_test(t_sock_conn_detached SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_conn
               TIMEOUT 120 LABELS sock)
 vmmc_add_test(t_sock_conn_detached_udp SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_conn_detached.c
               TIMEOUT 120 LABELS sock ENV VMMC_TRANSPORT=udp)
+vmmc_add_test(t_sock_conn_threads SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_conn_threads.c
+              TIMEOUT 240 LABELS sock)
+vmmc_add_test(t_sock_conn_threads_small SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_conn_threads.c
+              TIMEOUT 240 LABELS sock ENV VMMC_SOCK_RING=4K)
+vmmc_add_test(t_sock_conn_threads_udp SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_conn_threads.c
+              TIMEOUT 240 LABELS sock ENV VMMC_TRANSPORT=udp)

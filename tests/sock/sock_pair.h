@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -50,6 +51,15 @@ static inline void sp_pair(int domain, int *c, int *s)
     VT_CHECK(vmmc_sock_connect(*c, (struct sockaddr *)&a, alen) == 0);
     *s = vmmc_sock_accept(l, NULL, NULL, 0);
     VT_CHECK(*s >= 0);
+    /* let the accepted socket settle while its listener is there (the
+     * client's hello came before connect returned) */
+    vmmc_sock_info_t info;
+    for (int i = 0; i < 10000; i++) {
+        VT_CHECK(vmmc_sock_ready(*s, POLLIN) >= 0 && vmmc_sock_info(*s, &info) == 0);
+        if (info.mode != VMMC_SOCK_PENDING)
+            break;
+        usleep(1000);
+    }
     VT_CHECK(vmmc_sock_close(l) == 0);
 }
 

@@ -29,6 +29,7 @@
     } while (0)
 
 static _Atomic int sigpipes, sigalrms;
+static int upgrade; /* VMMC_SOCK_UPGRADE is on: the pairs made here upgrade */
 static void on_pipe(int sig)
 {
     (void)sig;
@@ -71,6 +72,29 @@ static void t_bad_fds(void)
     VT_CHECK(vmmc_sock_adopt(u) == -1 && errno == EPROTONOSUPPORT);
     VT_CHECK(strstr(vmmc_last_error(), "not a TCP socket") != NULL);
     close(u);
+    /* a listener made elsewhere: adopted as listening, answered from now on */
+    struct sockaddr_storage la;
+    socklen_t lalen;
+    int vl = sp_listen(AF_INET, &la, &lalen);
+    vmmc_sock_close(vl);
+    int rl = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    VT_CHECK(setsockopt(rl, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0);
+    VT_CHECK(bind(rl, (struct sockaddr *)&la, lalen) == 0 && listen(rl, 4) == 0);
+    VT_CHECK(vmmc_sock_adopt(rl) == 0 && vmmc_sock_adopt(rl) == 0);
+    vmmc_sock_info_t li;
+    VT_CHECK(vmmc_sock_info(rl, &li) == 0 && li.mode == VMMC_SOCK_LISTENING);
+    int rc = vmmc_sock_socket(AF_INET, SOCK_STREAM, 0);
+    VT_CHECK(vmmc_sock_connect(rc, (struct sockaddr *)&la, lalen) == 0);
+    int ra = vmmc_sock_accept(rl, NULL, NULL, 0);
+    VT_CHECK(ra >= 0 && vmmc_sock_is(ra));
+    VT_CHECK(vmmc_sock_send(rc, "A", 1, 0) == 1);
+    char a1;
+    VT_CHECK(vmmc_sock_recv(ra, &a1, 1, 0) == 1 && a1 == 'A');
+    VT_CHECK(vmmc_sock_info(rc, &li) == 0 && li.mode == (upgrade ? VMMC_SOCK_VMMC : VMMC_SOCK_KERNEL));
+    vmmc_sock_close(ra);
+    vmmc_sock_close(rc);
+    vmmc_sock_close(rl);
     close(p[0]);
     close(p[1]);
     /* socket() of other kinds */
@@ -145,8 +169,11 @@ static void t_connect(void)
     VT_CHECK(vmmc_sock_accept(l, NULL, NULL, 0) == -1 && errno == EAGAIN);
     vmmc_sock_info_t info;
     VT_CHECK(vmmc_sock_info(l, &info) == 0 && info.mode == VMMC_SOCK_LISTENING);
-    VT_CHECK(vmmc_sock_info(s, &info) == 0 && !strcmp(info.transport, "tcp"));
-    VT_CHECK(info.mode == VMMC_SOCK_KERNEL);
+    VT_CHECK(vmmc_sock_info(s, &info) == 0);
+    if (upgrade) /* the same calls, on an upgraded pair */
+        VT_CHECK(info.mode == VMMC_SOCK_VMMC && !strcmp(info.transport, "shm"));
+    else
+        VT_CHECK(info.mode == VMMC_SOCK_KERNEL && !strcmp(info.transport, "tcp"));
     vmmc_sock_close(v);
     vmmc_sock_close(s);
     vmmc_sock_close(l);
@@ -320,7 +347,9 @@ static void t_poll(void)
     /* the peer's end: POLLRDHUP and POLLIN */
     vmmc_sock_shutdown(c, SHUT_WR);
     f[0].events = POLLIN | POLLRDHUP;
-    VT_CHECK(vmmc_sock_poll(f, 1, 5000) == 1 && (f[0].revents & POLLRDHUP));
+    VT_CHECK(vmmc_sock_poll(f, 1, 5000) == 1);
+    if (!(f[0].revents & POLLRDHUP))
+        VT_FAIL("revents %#x after the peer's shutdown", f[0].revents);
     /* a signal without SA_RESTART: EINTR from poll and from a blocking recv */
     struct sigaction sa = {.sa_handler = on_alrm};
     sigaction(SIGALRM, &sa, NULL);
@@ -350,12 +379,26 @@ static void t_poll(void)
 
 int main(void)
 {
+    const char *u = getenv("VMMC_SOCK_UPGRADE");
+    upgrade = !u || (u[0] != 'n' && u[0] != '0');
     int base = sock_fd_live();
+    printf("t_bad_fds\n");
+    fflush(stdout);
     t_bad_fds();
+    printf("t_connect\n");
+    fflush(stdout);
     t_connect();
+    printf("t_eof_epipe\n");
+    fflush(stdout);
     t_eof_epipe();
+    printf("t_descriptors\n");
+    fflush(stdout);
     t_descriptors();
+    printf("t_shapes\n");
+    fflush(stdout);
     t_shapes();
+    printf("t_poll\n");
+    fflush(stdout);
     t_poll();
     VT_CHECK(sock_fd_live() == base);
     printf("ok\n");

@@ -87,7 +87,12 @@ static sock_tab_t *table_of(int acc, uint8_t key[SOCK_KEY_LEN])
     VT_CHECK(getsockname(acc, (struct sockaddr *)&loc, &ll) == 0);
     VT_CHECK(getpeername(acc, (struct sockaddr *)&peer, &pl) == 0);
     VT_CHECK(sock_key_of((struct sockaddr *)&peer, pl, key) == 0);
-    return sock_probe_table_for((struct sockaddr *)&loc, ll);
+    sock_listener_t *l = sock_probe_find((struct sockaddr *)&loc, ll, key);
+    if (!l)
+        return NULL;
+    sock_tab_t *t = l->tab;
+    sock_probe_put(l); /* the listener stays open in these tests */
+    return t;
 }
 
 static int probe(sock_t *c, uint64_t *token, const char **why)

@@ -18,3 +18,8 @@ set_tests_properties(sock_up_netns PROPERTIES LABELS "sock;multihost;nosan" TIME
 # VMMC_SOCK_UPGRADE=n: no probe is ever sent, no listener answers, every byte on TCP.
 vmmc_add_test(t_sock_hello_off SOURCES t_sock_hello.c TIMEOUT 300 LABELS sock ARGS off
               ENV "VMMC_SOCK_DEBUG=y;VMMC_SOCK_UPGRADE=n")
+# fork with an upgraded connection, through the public calls: reverted before
+# the fork, a fresh context in the child, the parent's goes on.
+vmmc_add_test(t_sock_ctx_fork SOURCES t_sock_ctx_fork.c TIMEOUT 120 LABELS sock ARGS shm)
+vmmc_add_test(t_sock_ctx_fork_udp SOURCES t_sock_ctx_fork.c TIMEOUT 120 LABELS sock ARGS udp
+              ENV VMMC_TRANSPORT=udp)

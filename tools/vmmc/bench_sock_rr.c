@@ -115,13 +115,13 @@ static long rr_drive(const bench_sock_ops_t *o, rr_conn_t *cs, struct pollfd *pf
     long done = 0;
     double end = bench_now_ns() + secs * 1e9;
     while (bench_now_ns() < end) {
-        int k = o->poll(pf, (nfds_t)n, 1000);
+        int k = o->poll(pf, (nfds_t)n, 10000);
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0) {
-            fprintf(stderr, "bench sock: %s: no reply on any of %d connections in 1 s (%s)\n",
+            fprintf(stderr, "bench sock: %s: no reply on any of %d connections in 10 s (%s)\n",
                     o->name, n, k ? strerror(errno) : "poll timed out");
-            return -1; /* a second without a reply on any connection */
+            return -1; /* 10 s without a reply on any connection */
         }
         for (int i = 0; i < n; i++) {
             if (!pf[i].revents)

@@ -8,12 +8,15 @@
 #include "sock/sock.h"
 #include "util/log.h"
 
-/* Fail a public call: the message for vmmc_last_error(), errno @p err, -1.
- * vmmc_error() keeps errno, so it is set after. */
-#define SOCK_FAIL(err, ...) (vmmc_error(VMMC_ERR_SYSTEM, __VA_ARGS__), errno = (err), -1)
+/* Fail a public call: the message for vmmc_last_error(), errno @p err;
+ * returns -1. */
+int sock_fail(int err, const char *fmt, ...) VMMC_PRINTF(2, 3) VMMC_COLD;
+#define SOCK_FAIL(err, ...) sock_fail((err), __VA_ARGS__)
 
-/* A kernel call failed with errno already set: record a message naming it. */
-#define SOCK_SYSFAIL(...) (vmmc_error_sys(__VA_ARGS__), -1)
+/* A kernel call failed with errno set: a message naming it and errno's
+ * text; errno kept; returns -1. */
+int sock_sysfail(const char *fmt, ...) VMMC_PRINTF(1, 2) VMMC_COLD;
+#define SOCK_SYSFAIL(...) sock_sysfail(__VA_ARGS__)
 
 /* The socket of @p fd with a reference, or NULL with EBADF (a descriptor
  * that is not a vmmc socket) and a message naming @p call. */

@@ -53,16 +53,15 @@ struct sock_ctx {
     int nw, capw;
     uint64_t next_id;
     uint64_t running;         /* id of the entry whose callback runs, 0: none */
-    uint64_t gen;             /* bumped at each change of the set */
+    struct pollfd *pf;        /* the sock thread's poll set and its entries' ids */
+    uint64_t *ids;
+    int cap;
 };
 
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static sock_ctx_t *_Atomic the_ctx;
+static sock_ctx_t *forgotten; /* a fork child's copy of its parent's: kept, never used */
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
-
-/* Defined with the public calls (sock_api.c); a program that has no
- * upgraded socket may not link them. */
-#pragma weak vmmc_sock_revert_all
 
 /* ------------------------------------------------------------------------ */
 
@@ -103,20 +102,20 @@ static watch_t *find(sock_ctx_t *ctx, uint64_t id)
 static void *sock_thread(void *p)
 {
     sock_ctx_t *ctx = p;
-    struct pollfd *pf = NULL;
-    uint64_t *ids = NULL;
-    int cap = 0;
 
     for (;;) {
+        struct pollfd *pf = ctx->pf;
+        uint64_t *ids = ctx->ids;
+        int cap = ctx->cap;
         pthread_mutex_lock(&ctx->lock);
         if (ctx->nw + 1 > cap) {
             int ncap = ctx->nw + 16;
             struct pollfd *npf = realloc(pf, (size_t)ncap * sizeof *npf);
             uint64_t *nids = npf ? realloc(ids, (size_t)ncap * sizeof *nids) : NULL;
             if (npf)
-                pf = npf;
+                pf = ctx->pf = npf;
             if (nids)
-                ids = nids;
+                ids = ctx->ids = nids;
             if (!npf || !nids) {
                 /* Keep polling what fits; try again at the next change. */
                 pthread_mutex_unlock(&ctx->lock);
@@ -127,7 +126,7 @@ static void *sock_thread(void *p)
                 }
                 pthread_mutex_lock(&ctx->lock);
             } else {
-                cap = ncap;
+                cap = ctx->cap = ncap;
             }
         }
         int n = 0;
@@ -187,7 +186,7 @@ static void *sock_thread(void *p)
 static void atfork_prepare(void)
 {
     /* Only a process with a context can have upgraded connections. */
-    if (atomic_load(&the_ctx) && vmmc_sock_revert_all)
+    if (atomic_load(&the_ctx))
         (void)vmmc_sock_revert_all();
 }
 
@@ -199,6 +198,7 @@ static void atfork_child(void)
          * thread is not here, its locks may be held by threads that are not
          * here. Drop the child's copy of the wake descriptor only. */
         sys_close(ctx->wake);
+        forgotten = ctx;
         atomic_store(&the_ctx, NULL);
     }
     pthread_mutex_init(&ctx_lock, NULL);
@@ -354,7 +354,6 @@ int sock_ctx_watch(int fd, short events, sock_watch_fn fn, void *arg)
     }
     ctx->w[ctx->nw++] = (watch_t){.fd = fd, .events = events, .fn = fn, .arg = arg,
                                   .id = ctx->next_id++};
-    ctx->gen++;
     pthread_mutex_unlock(&ctx->lock);
     wake_thread(ctx);
     return 0;
@@ -372,7 +371,6 @@ void sock_ctx_unwatch(int fd, void *arg)
             continue;
         uint64_t id = ctx->w[i].id;
         ctx->w[i] = ctx->w[--ctx->nw];
-        ctx->gen++;
         if (!self)
             while (ctx->running == id)
                 pthread_cond_wait(&ctx->done, &ctx->lock);

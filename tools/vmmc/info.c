@@ -135,6 +135,7 @@ int vmmc_cmd_info(int argc, char **argv)
     printf("build and machine:\n");
     print_facts();
     vmmc_info_fi_print();
+    vmmc_info_preload_print();
     if (config) {
         printf("\nsettings (VMMC_* environment variables; * = changed from the default):\n");
         print_config();

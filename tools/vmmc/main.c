@@ -1,4 +1,4 @@
-/* vmmc: the command-line tool (run, bench, info, mpirun). */
+/* vmmc: the command-line tool (run, bench, info, mpirun, preload). */
 #include <stdio.h>
 #include <string.h>
 
@@ -15,6 +15,7 @@ static void usage(FILE *f)
             "  bench [--quick] [suites...]     measure latency, bandwidth, overheads\n"
             "  info [-c]                       version, transports, limits, settings\n"
             "  mpirun [mpirun args] prog       an MPI program over the libfabric provider vmmc\n"
+            "  preload [-v] -- cmd [args...]   an unmodified program, its TCP over vmmc\n"
             "  help                            this text\n"
             "\n"
             "`vmmc <command> --help` describes each command.\n");
@@ -35,6 +36,8 @@ int main(int argc, char **argv)
         return vmmc_cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "mpirun"))
         return vmmc_cmd_mpirun(argc - 1, argv + 1);
+    if (!strcmp(cmd, "preload"))
+        return vmmc_cmd_preload(argc - 1, argv + 1);
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
         usage(stdout);
         return 0;

@@ -27,6 +27,15 @@
 #include "sock/sock_sys.h"
 #include "util/log.h"
 
+
+/* Bytes a large send or receive moves between two publications of its tail
+ * or credit: a quarter of the ring, at least 16 KiB, at most 256 KiB. */
+static inline size_t io_chunk(uint64_t ring)
+{
+    uint64_t q = ring / 4;
+    return (size_t)(q < 16384 ? 16384 : q > 262144 ? 262144 : q);
+}
+
 static uint64_t now_ns(void)
 {
     struct timespec t;
@@ -253,6 +262,10 @@ ssize_t sock_conn_recv(sock_conn_t *c, const struct iovec *iov, int iovcnt, int 
         uint64_t avail = tail - c->head;
         if (avail) {
             size_t n = avail < total - got ? (size_t)avail : total - got;
+            /* A large read hands credit back piece by piece, so the writer
+             * refills the ring while this copy goes on (both cores copy). */
+            if (!(flags & MSG_PEEK) && n > io_chunk(c->rx.size))
+                n = io_chunk(c->rx.size);
             sock_rx_copy(&c->rx, c->head, n, dst, iovcnt, got);
             if (flags & MSG_PEEK)
                 return (ssize_t)n;
@@ -260,7 +273,7 @@ ssize_t sock_conn_recv(sock_conn_t *c, const struct iovec *iov, int iovcnt, int 
             got += n;
             atomic_fetch_add(&c->nrecv, n);
             sock_conn_publish_credit(c);
-            if (got == total || !(flags & MSG_WAITALL))
+            if (got == total || (!(flags & MSG_WAITALL) && n == avail))
                 return (ssize_t)got;
             continue;
         }
@@ -493,6 +506,10 @@ ssize_t sock_conn_send(sock_conn_t *c, const struct iovec *iov, int iovcnt, int 
         }
         if (room > 0) {
             size_t n = (uint64_t)room < total - done ? (size_t)room : total - done;
+            /* A large write publishes its bytes piece by piece, so the reader
+             * copies them out while the rest is copied in. */
+            if (n > io_chunk(c->tx.size))
+                n = io_chunk(c->tx.size);
             uint64_t sent = atomic_load(&c->sent);
             if (sock_tx_put(&c->tx, sent, iov, iovcnt, done, n) != VMMC_OK ||
                 sock_tx_word(&c->tx, SOCK_HDR_TAIL, sent + n) != VMMC_OK) {

@@ -141,6 +141,11 @@ VMMC_API int vmmc_sock_ready(int fd, short events);
  *  process's endpoint (the socket's own fd alone is then enough). */
 VMMC_API int vmmc_sock_event_fd(void);
 
+/** @brief How long a blocking call spins on vmmc sockets before it sleeps
+ *  (VMMC_SOCK_SPIN, in ns): an event loop that waits on vmmc sockets does
+ *  best to spin as long before it blocks. */
+VMMC_API uint64_t vmmc_sock_spin_ns(void);
+
 /** @brief Called with the socket's fd whenever a socket changes how it moves
  *  bytes (upgraded to vmmc, or back to the kernel), from the thread that
  *  changed it: an event loop that keeps the kernel's readiness for

@@ -50,3 +50,8 @@ const sock_cfg_t *sock_cfg(void)
     pthread_once(&once, load);
     return &cfg;
 }
+
+uint64_t vmmc_sock_spin_ns(void)
+{
+    return sock_cfg()->spin_ns;
+}

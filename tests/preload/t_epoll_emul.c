@@ -61,6 +61,7 @@ int vmmc_sock_ready(int fd, short events)
 }
 
 int vmmc_sock_event_fd(void) { return evfd; }
+uint64_t vmmc_sock_spin_ns(void) { return 20000; } /* the emulation spins this long first */
 
 void vmmc_sock_set_mode_hook(vmmc_sock_mode_fn fn, void *arg)
 {

@@ -14,6 +14,7 @@
 
 #include "sock/sock_conn_priv.h"
 #include "sock/sock_sys.h"
+#include "sock/sock_up.h"
 #include "util/log.h"
 
 /* ------------------------------------------------------------------------ */
@@ -344,12 +345,19 @@ void sock_conn_on_tcp(sock_conn_t *c)
         if (r.type == SOCK_REC_ACK && !(st & C_ATTACHED)) {
             if (r.status != 0) {
                 pthread_mutex_unlock(&c->tcp_lock);
+                sock_up_acked(c->s, r.status, NULL);
                 (void)sock_conn_abandon(c);
                 return;
             }
-            if (sock_conn_attach(c, &r.ring, (int)(sock_cfg()->hello_timeout_ns / 1000000)) != 0)
+            if (sock_conn_attach(c, &r.ring, (int)(sock_cfg()->hello_timeout_ns / 1000000)) != 0) {
                 sock_conn_fail(c, C_RESET | C_EPIPE, ECONNRESET,
                                "cannot reach the peer's ring: %s", vmmc_last_error());
+                sock_up_say(c->s, "reset", "server ring unreachable", "client");
+            } else {
+                vmmc_sock_info_t info;
+                sock_conn_info(c, &info);
+                sock_up_acked(c->s, 0, info.transport);
+            }
         } else if (r.type == SOCK_REC_REVERT && (st & C_ATTACHED) && !(st & C_REV_PEER)) {
             sock_revert_on_peer(c, &r);
         } else if (r.type == SOCK_REC_REVERT_ACK && (st & C_REV_SENT)) {

@@ -3,7 +3,8 @@
  * Client (sock_up_client, once its connection is established): probe; on
  * YES, unless the server already wrote (bytes waiting on the stream: it
  * went plain), open the conn and send HELLO. The ACK is handled by
- * sock_conn_on_tcp(), which attaches or abandons.
+ * sock_conn_on_tcp(), which attaches or abandons, and says which
+ * (sock_up_acked): the client's "upgraded" line means the ACK said yes.
  *
  * Server (sock_up_server, at each call on a PENDING accepted socket until it
  * decides): its state is s->pend, freed when it decides. The table entry of
@@ -46,35 +47,17 @@ typedef struct up_pend {
     uint64_t token;
 } up_pend_t;
 
-static void say(sock_t *s, const char *what, const char *detail, const char *side)
+void sock_up_say(sock_t *s, const char *what, const char *detail, const char *side)
 {
     if (sock_cfg()->debug)
         fprintf(stderr, "vmmc-sock[%d]: fd %d %s (%s, %s)\n", (int)getpid(), s->fd, what, detail,
                 side);
 }
 
-/* The transport the core picks for @p addr: shm on this host (unless udp is
- * forced), else udp. For the debug line only. */
-static const char *transport_to(sock_ctx_t *ctx, const void *addr, size_t len)
-{
-    char mine[VMMC_ADDR_MAX];
-    size_t mlen = sizeof mine;
-    const char *t = getenv("VMMC_TRANSPORT");
-    if (t && !strcmp(t, "udp"))
-        return "udp";
-    if (vmmc_ep_addr(sock_ctx_ep(ctx), mine, &mlen) != VMMC_OK)
-        return "udp";
-    /* "host=<id>;" leads both addresses. */
-    const char *a = addr, *e = memchr(a, ';', len), *me = memchr(mine, ';', mlen);
-    if (!e || !me || e - a != me - mine || memcmp(a, mine, (size_t)(e - a)) != 0)
-        return "udp";
-    return "shm";
-}
-
 static void decide_kernel(sock_t *s, const char *why, const char *side)
 {
     sock_set_mode(s, VMMC_SOCK_KERNEL);
-    say(s, "stays on tcp", why, side);
+    sock_up_say(s, "stays on tcp", why, side);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -128,9 +111,21 @@ int sock_up_client(sock_t *s)
         decide_kernel(s, "hello not sent", "client");
         return 0;
     }
+    /* Upgraded once the ACK says so: sock_conn_on_tcp() then says it
+     * (sock_up_acked). */
     sock_set_mode(s, VMMC_SOCK_VMMC);
-    say(s, "upgraded", transport_to(ctx, addr, alen), "client");
     return 0;
+}
+
+void sock_up_acked(sock_t *s, int status, const char *transport)
+{
+    if (!status) {
+        sock_up_say(s, "upgraded", transport, "client");
+        return;
+    }
+    char why[96];
+    snprintf(why, sizeof why, "ack: %s", vmmc_strerror(status));
+    sock_up_say(s, "stays on tcp", why, "client");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -206,7 +201,7 @@ static int server_upgrade(sock_t *s, const sock_rec_t *h, int timeout_ms)
     sock_set_mode(s, VMMC_SOCK_VMMC);
     vmmc_sock_info_t info;
     sock_conn_info(c, &info);
-    say(s, "upgraded", info.transport, "server");
+    sock_up_say(s, "upgraded", info.transport, "server");
     return 0;
 }
 

@@ -18,4 +18,12 @@ int sock_rec_check(const sock_rec_t *r);
  * non-blocking): bytes seen, 0 at EOF, -1/errno (EAGAIN: none yet). */
 ssize_t sock_rec_peek(int fd, void *buf, size_t len);
 
+/* The debug line of a decision (VMMC_SOCK_DEBUG=y):
+ *   vmmc-sock[<pid>]: fd <n> <what> (<detail>, <side>) */
+void sock_up_say(sock_t *s, const char *what, const char *detail, const char *side);
+/* The client's line once the server's ACK is handled (sock_conn_on_tcp):
+ * @p status 0: "upgraded (<transport>, client)"; else "stays on tcp (ack:
+ * <reason>, client)". */
+void sock_up_acked(sock_t *s, int status, const char *transport);
+
 #endif

@@ -8,6 +8,8 @@
  *   a vmmc client to a plain listener: plain at once (ECONNREFUSED), intact;
  *   a pre-forked listener (fork after listen, the child accepts): upgraded;
  *   a HELLO without a probe (forged token): ACK{error}, plain, intact;
+ *   a vmmc client whose HELLO is refused (its probe's entry gone): the
+ *   client says "stays on tcp (ack: ...)", never "upgraded"; plain, intact;
  *   a forged probe followed by plain bytes: plain, intact;
  *   IPv6, and an IPv4 client of a dual-stack listener.
  * With VMMC_SOCK_DEBUG=y, stderr carries one line per decision in the
@@ -245,6 +247,7 @@ static void client(lst_t *l, int family, int kind, int server_first)
 
 static int close_early; /* close the listener right after accept() */
 static int force_pending; /* decide the accepted socket even with no table */
+static int lose_entry; /* the probe's table entry is gone when the HELLO is read */
 
 /* Accept one connection and serve it; returns its final mode. */
 static int serve(lst_t *l, int vmmc, int server_first)
@@ -259,6 +262,23 @@ static int serve(lst_t *l, int vmmc, int server_first)
         sock_probe_unlisten(&l->s);
         close(l->s.fd);
         l->s.fd = -1;
+    }
+    if (lose_entry) {
+        /* The HELLO is in, its probe's entry vanishes (as if it expired):
+         * the acceptor refuses (ACK{error}), and the client, which had
+         * sent its HELLO, must say so and give its bytes to TCP. */
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        VT_CHECK(poll(&pf, 1, 20000) == 1);
+        struct sockaddr_storage peer;
+        socklen_t pl = sizeof peer;
+        uint8_t key[SOCK_KEY_LEN];
+        uint64_t tok;
+        VT_CHECK(getpeername(fd, (struct sockaddr *)&peer, &pl) == 0);
+        VT_CHECK(sock_key_of((struct sockaddr *)&peer, pl, key) == 0);
+        sock_tab_t *t = ((sock_listener_t *)l->s.lst)->tab;
+        VT_CHECK(sock_tab_claim(t, key, &tok) == SOCK_TAB_CLAIMED);
+        sock_tab_release(t, key);
+        VT_CHECK(!sock_tab_has(t, key));
     }
     vmmc |= force_pending;
     sock_t *s = wrap(fd, l->s.domain, vmmc ? VMMC_SOCK_PENDING : VMMC_SOCK_KERNEL);
@@ -482,6 +502,10 @@ int main(int argc, char **argv)
         force_pending = 0;
         VT_CHECK(pairing("probe, then plain bytes", AF_INET, AF_INET, 1, C_PROBE_THEN_PLAIN,
                          0) == VMMC_SOCK_KERNEL);
+        lose_entry = 1;
+        VT_CHECK(pairing("hello refused after the client's YES", AF_INET, AF_INET, 1, C_VMMC,
+                         0) == VMMC_SOCK_KERNEL);
+        lose_entry = 0;
     }
     close_early = 1;
     VT_CHECK(pairing("listener closed before the first read", AF_INET, AF_INET, 1, C_VMMC, 0) ==
@@ -509,7 +533,7 @@ int main(int argc, char **argv)
         VT_CHECK(count_lines(log, "stays on tcp (upgrade disabled, server)\n") >= 1);
         (void)0;
     } else if (getenv("VMMC_SOCK_DEBUG")) {
-        char want[64];
+        char want[160];
         snprintf(want, sizeof want, "upgraded (%s, client)\n", want_transport);
         VT_CHECK(count_lines(log, want) == up);
         snprintf(want, sizeof want, "upgraded (%s, server)\n", want_transport);
@@ -517,7 +541,10 @@ int main(int argc, char **argv)
         VT_CHECK(count_lines(log, "stays on tcp (no vmmc listener, client)\n") == 2);
         VT_CHECK(count_lines(log, "stays on tcp (no answer, client)\n") == 1); /* sniffed */
         VT_CHECK(count_lines(log, "stays on tcp (plain client, server)\n") >= 1);
-        VT_CHECK(count_lines(log, "stays on tcp (hello without its probe, server)\n") == 2);
+        VT_CHECK(count_lines(log, "stays on tcp (hello without its probe, server)\n") == 3);
+        snprintf(want, sizeof want, "stays on tcp (ack: %s, client)\n",
+                 vmmc_strerror(VMMC_ERR_PERMISSION));
+        VT_CHECK(count_lines(log, want) == 1);
         VT_CHECK(count_lines(log, "stays on tcp (client sent no hello, server)\n") == 1);
         VT_CHECK(count_lines(log, "stays on tcp (no hello in time, server)\n") == 1);
         VT_CHECK(count_lines(log, "]: fd ") == count_lines(log, "vmmc-sock["));

@@ -271,6 +271,34 @@ int sock_conn_flush_local(sock_conn_t *c)
     return deferred_fin(c);
 }
 
+int sock_conn_tx_owed(sock_conn_t *c)
+{
+    return c->llen != 0;
+}
+
+void sock_conn_tx_after(sock_t *s)
+{
+    /* s->lock keeps the conn from being freed (close clears s->conn under
+     * it first); tx_lock is only tried under it (order: tx_lock first). A
+     * writer that holds tx_lock now does this check itself when it is done. */
+    pthread_mutex_lock(&s->lock);
+    sock_conn_t *c = s->conn;
+    if (c && (atomic_load(&c->st) & (C_ATTACHED | C_TX_TCP)) &&
+        pthread_mutex_trylock(&s->tx_lock) == 0) {
+        int st = atomic_load(&c->st);
+        if (!(st & (C_RETIRED | C_RESET | C_DEAD | C_EPIPE)) && c->llen) {
+            if (st & C_TX_TCP) {
+                if (sock_conn_tcp_write(c, c->lbuf, c->llen, -1) == 0)
+                    c->llen = 0;
+            } else {
+                (void)sock_conn_flush_local(c);
+            }
+        }
+        pthread_mutex_unlock(&s->tx_lock);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
 int sock_conn_attach(sock_conn_t *c, const sock_ring_ref_t *theirs, int timeout_ms)
 {
     if (theirs->addr_len == 0 || theirs->addr_len > VMMC_ADDR_MAX ||

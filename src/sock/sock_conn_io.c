@@ -495,8 +495,13 @@ ssize_t sock_conn_send(sock_conn_t *c, const struct iovec *iov, int iovcnt, int 
                 return done ? (ssize_t)done : -1;
             }
         }
-        if (done == total)
+        if (done == total) {
+            /* the ACK may have come while this call filled the local
+             * buffer (its attach could not take tx_lock): flush now */
+            if (VMMC_UNLIKELY(c->llen) && (st & C_ATTACHED))
+                (void)sock_conn_flush_local(c);
             return (ssize_t)done;
+        }
         int64_t room = 0;
         if (VMMC_UNLIKELY(!(st & C_ATTACHED))) {
             size_t n = to_local(c, iov, iovcnt, done, total - done);

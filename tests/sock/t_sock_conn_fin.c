@@ -7,7 +7,11 @@
  *                     says POLLIN|POLLRDHUP, as the kernel does;
  *   write_after_close the peer closed: the first write goes through (TCP's
  *                     peer answers it with a reset), the next one is EPIPE;
- *                     a read then gives 0.
+ *                     a read then gives 0;
+ *   ack_while_writing the ACK comes while a writer holds tx_lock after it
+ *                     put bytes in the local buffer (the attach cannot
+ *                     flush): the writer's check after it released the lock
+ *                     (sock_conn_tx_after, as sock_io.c calls it) flushes.
  * Every wait is bounded (20 s); a lost FIN fails as EAGAIN. */
 #include <poll.h>
 #include <stdio.h>
@@ -115,6 +119,27 @@ static void write_after_close(int l, int port)
     ct_close(&sv);
 }
 
+static void ack_while_writing(int l, int port)
+{
+    ct_t cl, sv;
+    ct_up(&cl, ct_connect(port), 0);
+    pthread_mutex_lock(&cl.s->tx_lock);
+    VT_CHECK(sock_conn_send(cl.c, &(struct iovec){"abcdef", 6}, 1, MSG_NOSIGNAL, 0) == 6);
+    ct_up(&sv, ct_accept(l), 1);
+    wait_attached(&cl); /* its attach found tx_lock taken */
+    int owed = sock_conn_tx_owed(cl.c);
+    pthread_mutex_unlock(&cl.s->tx_lock);
+    VT_CHECK(owed);
+    sock_conn_tx_after(cl.s);
+    char b[8];
+    ssize_t n = ct_recv(&sv, b, 6, MSG_WAITALL, TMO);
+    if (n != 6)
+        VT_FAIL("recv: %zd (%s), 6 expected", n, n < 0 ? strerror(errno) : "");
+    VT_CHECK(!memcmp(b, "abcdef", 6));
+    ct_close(&cl);
+    ct_close(&sv);
+}
+
 int main(void)
 {
     vt_require_transport();
@@ -129,6 +154,8 @@ int main(void)
     rdhup(l, port);
     printf("write_after_close\n");
     write_after_close(l, port);
+    printf("ack_while_writing\n");
+    ack_while_writing(l, port);
     close(l);
     printf("ok\n");
     return 0;

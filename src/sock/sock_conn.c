@@ -217,11 +217,38 @@ int sock_conn_open(sock_ctx_t *ctx, sock_t *s, int peer, sock_conn_t **out,
     return 0;
 }
 
+static int send_fin(sock_conn_t *c, uint64_t flags);
+
+/* A FIN that shutdown() deferred until the ACK (C_FIN_WANT): it follows the
+ * last byte of the local buffer (tx_lock held). On TCP (the upgrade was
+ * refused) it is the kernel's FIN. */
+static int deferred_fin(sock_conn_t *c)
+{
+    int st = atomic_load(&c->st);
+    if ((st & (C_FIN_WANT | C_FIN_SENT)) != C_FIN_WANT)
+        return 0;
+    if (st & C_TX_TCP) {
+        int rc = 0;
+        if (c->llen && sock_conn_tcp_write(c, c->lbuf, c->llen, -1) != 0)
+            rc = -1;
+        c->llen = 0;
+        if (sys_shutdown(c->s->fd, SHUT_WR) != 0)
+            rc = -1;
+        atomic_fetch_or(&c->st, C_FIN_SENT);
+        return rc;
+    }
+    if (!(st & C_ATTACHED) || c->llen)
+        return 0;
+    if (send_fin(c, SOCK_RING_FIN) != 0)
+        return sock_conn_fail(c, C_EPIPE, EPIPE, "cannot write FIN to the peer");
+    return 0;
+}
+
 /* Move the local buffer into the peer's ring, as much as fits (tx side). */
 int sock_conn_flush_local(sock_conn_t *c)
 {
     if (!c->llen)
-        return 0;
+        return deferred_fin(c);
     uint64_t credit = sock_rx_word(&c->rx, SOCK_HDR_CREDIT);
     uint64_t sent = atomic_load(&c->sent);
     if (credit < c->credit || credit > sent)
@@ -242,7 +269,35 @@ int sock_conn_flush_local(sock_conn_t *c)
     memmove(c->lbuf, c->lbuf + n, c->llen - n);
     c->llen -= n;
     (void)vmmc_signal(c->ep, c->peer);
-    return 0;
+    return deferred_fin(c);
+}
+
+int sock_conn_tx_owed(sock_conn_t *c)
+{
+    return c->llen != 0;
+}
+
+void sock_conn_tx_after(sock_t *s)
+{
+    /* s->lock keeps the conn from being freed (close clears s->conn under
+     * it first); tx_lock is only tried under it (order: tx_lock first). A
+     * writer that holds tx_lock now does this check itself when it is done. */
+    pthread_mutex_lock(&s->lock);
+    sock_conn_t *c = s->conn;
+    if (c && (atomic_load(&c->st) & (C_ATTACHED | C_TX_TCP)) &&
+        pthread_mutex_trylock(&s->tx_lock) == 0) {
+        int st = atomic_load(&c->st);
+        if (!(st & (C_RETIRED | C_RESET | C_DEAD | C_EPIPE)) && c->llen) {
+            if (st & C_TX_TCP) {
+                if (sock_conn_tcp_write(c, c->lbuf, c->llen, -1) == 0)
+                    c->llen = 0;
+            } else {
+                (void)sock_conn_flush_local(c);
+            }
+        }
+        pthread_mutex_unlock(&s->tx_lock);
+    }
+    pthread_mutex_unlock(&s->lock);
 }
 
 int sock_conn_attach(sock_conn_t *c, const sock_ring_ref_t *theirs, int timeout_ms)
@@ -269,8 +324,10 @@ int sock_conn_attach(sock_conn_t *c, const sock_ring_ref_t *theirs, int timeout_
             sock_conn_publish_credit(c);
         pthread_mutex_unlock(&c->s->rx_lock);
     }
-    /* A sender that holds tx_lock flushes the local buffer itself. */
-    if (c->llen && pthread_mutex_trylock(&c->s->tx_lock) == 0) {
+    /* A sender (or shutdown) that holds tx_lock flushes the local buffer
+     * (and a deferred FIN) itself. */
+    if ((c->llen || (atomic_load(&c->st) & C_FIN_WANT)) &&
+        pthread_mutex_trylock(&c->s->tx_lock) == 0) {
         (void)sock_conn_flush_local(c);
         pthread_mutex_unlock(&c->s->tx_lock);
     }
@@ -287,6 +344,8 @@ int sock_conn_abandon(sock_conn_t *c)
      * conn; else that is done here. */
     atomic_fetch_or(&c->st, C_TX_TCP | C_RX_TCP | C_REV_ACKED);
     if (pthread_mutex_trylock(&s->tx_lock) == 0) {
+        if (deferred_fin(c) != 0)
+            rc = -1;
         if (c->llen && sock_conn_tcp_write(c, c->lbuf, c->llen, -1) != 0)
             rc = -1;
         c->llen = 0;
@@ -424,12 +483,12 @@ int sock_conn_shutdown(sock_conn_t *c, int how)
         int st = atomic_load(&c->st);
         if (st & C_TX_TCP) {
             rc = sys_shutdown(s->fd, SHUT_WR);
-        } else if (!(st & C_FIN_SENT)) {
-            if (!(st & C_ATTACHED) && c->llen) {
-                pthread_mutex_unlock(&s->tx_lock);
-                wait_attached(c);
-                pthread_mutex_lock(&s->tx_lock);
-            }
+        } else if (!(st & C_ATTACHED)) {
+            /* Before the ACK: the FIN follows the local buffer at attach.
+             * Waiting for the ACK here could wait for good: the peer
+             * answers the HELLO at its first call, maybe after this one. */
+            atomic_fetch_or(&c->st, C_FIN_WANT);
+        } else if (!(st & (C_FIN_SENT | C_FIN_WANT))) {
             while (c->llen && (atomic_load(&c->st) & C_ATTACHED) &&
                    !(atomic_load(&c->st) & (C_RESET | C_DEAD | C_EPIPE))) {
                 if (sock_conn_flush_local(c) != 0)
@@ -443,6 +502,22 @@ int sock_conn_shutdown(sock_conn_t *c, int how)
                 atomic_fetch_or(&c->st, C_FIN_SENT);
         }
         pthread_mutex_unlock(&s->tx_lock);
+        /* An ACK handled while tx_lock was held here could not flush (its
+         * trylock failed): the deferred FIN is sent now. */
+        st = atomic_load(&c->st);
+        if ((st & (C_FIN_WANT | C_FIN_SENT)) == C_FIN_WANT && (st & (C_ATTACHED | C_TX_TCP))) {
+            pthread_mutex_lock(&s->tx_lock);
+            if (st & C_TX_TCP) {
+                if (deferred_fin(c) != 0)
+                    rc = -1;
+                sock_conn_maybe_retire(c, 1, 0);
+            } else {
+                while (sock_conn_flush_local(c) == 0 && c->llen &&
+                       !(atomic_load(&c->st) & (C_RESET | C_DEAD | C_EPIPE)))
+                    (void)sock_wait(c->ctx, s->fd, 100, NULL, NULL);
+            }
+            pthread_mutex_unlock(&s->tx_lock);
+        }
     }
     sock_conn_wake_local(c);
     return rc;

@@ -443,8 +443,8 @@ ssize_t sock_conn_send(sock_conn_t *c, const struct iovec *iov, int iovcnt, int 
     uint64_t spin_end = 0;
     for (;;) {
         int st = atomic_load(&c->st);
-        if (VMMC_UNLIKELY(st & (C_REV_PEER | C_TX_TCP | C_RETIRED | C_FIN_SENT | C_RESET |
-                                C_DEAD | C_EPIPE))) {
+        if (VMMC_UNLIKELY(st & (C_REV_PEER | C_TX_TCP | C_RETIRED | C_FIN_SENT | C_FIN_WANT |
+                                C_RESET | C_DEAD | C_EPIPE))) {
             if ((st & (C_REV_PEER | C_TX_TCP)) == C_REV_PEER) {
                 pthread_mutex_lock(&c->s->rx_lock); /* order: tx_lock, then rx_lock */
                 int r = sock_revert_answer(c);
@@ -474,7 +474,7 @@ ssize_t sock_conn_send(sock_conn_t *c, const struct iovec *iov, int iovcnt, int 
                     return done ? (ssize_t)done : -1;
                 return (ssize_t)(done + (size_t)r);
             }
-            if (st & C_FIN_SENT) {
+            if (st & (C_FIN_SENT | C_FIN_WANT)) {
                 errno = EPIPE;
                 return done ? (ssize_t)done : -1;
             }
@@ -482,13 +482,26 @@ ssize_t sock_conn_send(sock_conn_t *c, const struct iovec *iov, int iovcnt, int 
                 errno = ECONNRESET;
                 return done ? (ssize_t)done : -1;
             }
+            if ((st & (C_DEAD | C_VOID_SENT)) == C_DEAD && !done) {
+                /* The peer's end came (it closed or died). TCP lets the
+                 * first write after the peer's FIN through (the peer's
+                 * kernel answers it with a reset) and fails the next ones
+                 * with EPIPE: the same here, the bytes go nowhere. */
+                atomic_fetch_or(&c->st, C_VOID_SENT);
+                return (ssize_t)total;
+            }
             if (st & (C_DEAD | C_EPIPE)) {
                 errno = EPIPE;
                 return done ? (ssize_t)done : -1;
             }
         }
-        if (done == total)
+        if (done == total) {
+            /* the ACK may have come while this call filled the local
+             * buffer (its attach could not take tx_lock): flush now */
+            if (VMMC_UNLIKELY(c->llen) && (st & C_ATTACHED))
+                (void)sock_conn_flush_local(c);
             return (ssize_t)done;
+        }
         int64_t room = 0;
         if (VMMC_UNLIKELY(!(st & C_ATTACHED))) {
             size_t n = to_local(c, iov, iovcnt, done, total - done);

@@ -118,7 +118,9 @@ enum {
     C_REV_ACKED = 1 << 10,/* the peer's REVERT_ACK came */
     C_RETIRED = 1 << 11,  /* back on the kernel for good (mode KERNEL) */
     C_WATCHED = 1 << 12,  /* the sock thread watches the TCP side */
-    C_EPIPE = 1 << 13     /* the peer can read no more (its RST or death) */
+    C_EPIPE = 1 << 13,    /* the peer can read no more (its RST or death) */
+    C_FIN_WANT = 1 << 14, /* shutdown(SHUT_WR) before the ACK: FIN once attached */
+    C_VOID_SENT = 1 << 15 /* the one send after the peer's end went (as TCP's) */
 };
 
 struct sock_conn {
@@ -169,8 +171,16 @@ void sock_conn_retire(sock_conn_t *c);
  * locks not held are only tried. */
 void sock_conn_maybe_retire(sock_conn_t *c, int have_tx, int have_rx);
 void sock_conn_retire_why(sock_conn_t *c, const char *why);
-/* Move the detached local buffer into the peer's ring (tx_lock held). */
+/* Move the detached local buffer into the peer's ring (tx_lock held); once
+ * it is empty, a FIN that shutdown() deferred (C_FIN_WANT) follows it. */
 int sock_conn_flush_local(sock_conn_t *c);
+/* A writer releasing tx_lock: does the local buffer still hold bytes (read
+ * with tx_lock held)? Then, once tx_lock is released, sock_conn_tx_after()
+ * moves them on if the ACK came meanwhile: the attach (or abandon) could not
+ * take tx_lock while the writer held it, and the writer may have looked at
+ * the state just before the ACK was handled. */
+int sock_conn_tx_owed(sock_conn_t *c);
+void sock_conn_tx_after(sock_t *s);
 /* The receive side's check of the peer's words: the tail (and FIN) that may
  * be read now; -1 on a protocol error (the conn is reset). */
 int sock_conn_rx_poll(sock_conn_t *c, uint64_t *tail);

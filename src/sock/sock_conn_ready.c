@@ -35,8 +35,14 @@ short sock_conn_ready(sock_conn_t *c, short events)
         return 0; /* waiting for the peer's REVERT_ACK */
     }
     uint64_t tail = sock_rx_word(&c->rx, SOCK_HDR_TAIL);
-    if (tail != c->head || sock_rx_word(&c->rx, SOCK_HDR_FLAGS))
+    uint64_t fl = sock_rx_word(&c->rx, SOCK_HDR_FLAGS);
+    if (tail != c->head || fl)
         rev |= POLLIN;
+    /* The peer's FIN is there, maybe behind unread bytes: the kernel says
+     * POLLRDHUP as soon as the FIN came, not when it is read. (A FIN that
+     * does not check out is found by the read, which then resets.) */
+    if (fl & (SOCK_RING_FIN | SOCK_RING_RST))
+        rev |= POLLRDHUP;
     /* writing */
     if (st & (C_EPIPE | C_DEAD))
         rev |= POLLOUT | ((st & C_DEAD) ? POLLHUP : 0);

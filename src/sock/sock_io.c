@@ -17,6 +17,7 @@
 
 #include "sock/sock.h"
 #include "sock/sock_api.h"
+#include "sock/sock_conn_priv.h"
 #include "sock/sock_sys.h"
 
 enum { IO_PLAIN, IO_ADDR, IO_MSG, IO_VEC };
@@ -228,9 +229,13 @@ static ssize_t io_send(int fd, io_call_t *c, int flags)
             pthread_mutex_unlock(&s->tx_lock);
             continue;
         }
-        r = sock_conn_send(s->conn, c->iov, c->iovcnt, flags & ~MSG_DONTWAIT, timeout);
+        sock_conn_t *cn = s->conn;
+        r = sock_conn_send(cn, c->iov, c->iovcnt, flags & ~MSG_DONTWAIT, timeout);
         int e = errno;
+        int owed = sock_conn_tx_owed(cn); /* kept 2 s if retired meanwhile */
         pthread_mutex_unlock(&s->tx_lock);
+        if (owed)
+            sock_conn_tx_after(s);
         if (r < 0 && atomic_load(&s->mode) != VMMC_SOCK_VMMC)
             continue;
         if (r < 0) {
@@ -329,9 +334,13 @@ ssize_t vmmc_sock_sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
             pthread_mutex_unlock(&s->tx_lock);
             continue;
         }
-        r = sock_conn_sendfile(s->conn, in_fd, offset, count, timeout);
+        sock_conn_t *cn = s->conn;
+        r = sock_conn_sendfile(cn, in_fd, offset, count, timeout);
         int e = errno;
+        int owed = sock_conn_tx_owed(cn); /* kept 2 s if retired meanwhile */
         pthread_mutex_unlock(&s->tx_lock);
+        if (owed)
+            sock_conn_tx_after(s);
         if (r < 0 && atomic_load(&s->mode) != VMMC_SOCK_VMMC)
             continue;
         if (r < 0) {

@@ -27,3 +27,7 @@ vmmc_add_test(t_sock_conn_threads_small SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock
               TIMEOUT 240 LABELS sock ENV VMMC_SOCK_RING=4K)
 vmmc_add_test(t_sock_conn_threads_udp SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_conn_threads.c
               TIMEOUT 240 LABELS sock ENV VMMC_TRANSPORT=udp)
+vmmc_add_test(t_sock_conn_fin SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_conn_fin.c TIMEOUT 120
+              LABELS sock)
+vmmc_add_test(t_sock_conn_fin_udp SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_conn_fin.c
+              TIMEOUT 120 LABELS sock ENV VMMC_TRANSPORT=udp)

@@ -1,6 +1,7 @@
 /* The peer's end and hostile peers, one fresh connection per case:
  *   dead_after: the client writes, then kills itself (SIGKILL): the server
- *     reads every byte, then 0 (as TCP gives), and a send fails (EPIPE);
+ *     reads every byte, then 0 (as TCP gives); a send goes through (as TCP's
+ *     first one after the peer's end), the next one fails (EPIPE);
  *   dead_reader: the server sleeps in recv when the client is killed: it
  *     wakes with 0, no hang;
  *   dead_writer: the server is blocked in send on a full ring when the
@@ -93,6 +94,11 @@ static void server_case(int l, int lctl, int cs)
         ct_recv_all(&t, b, 1000);
         VT_CHECK(ct_recv(&t, b, sizeof b, 0, -1) == 0);
         VT_CHECK(ct_recv(&t, b, sizeof b, 0, -1) == 0);
+        /* as TCP: the first write after the peer's end goes through (its
+         * kernel would answer with a reset), the next one fails */
+        while (!(atomic_load(&t.c->st) & C_DEAD))
+            usleep(1000); /* the sock thread sees the end of the TCP side */
+        VT_CHECK(ct_send(&t, b, 10, MSG_NOSIGNAL, -1) == 10);
         VT_CHECK(ct_send(&t, b, 10, MSG_NOSIGNAL, -1) == -1 && errno == EPIPE);
         VT_CHECK(sock_conn_ready(t.c, POLLIN) & POLLIN);
         break;

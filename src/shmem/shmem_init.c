@@ -124,8 +124,11 @@ void shmem_finalize(void)
 {
     if (!shm_g.initialized)
         return; /* idempotent, and called again at exit */
+    /* Everything this PE issued is in place, then the job's own barrier:
+     * two-way, so no PE leaves (and looks dead to the others) while
+     * another still waits for the last flag of a one-way barrier. */
     shm_quiet(SHMEM_CTX_DEFAULT);
-    shm_barrier_world();
+    shm_world_fallback_barrier();
     shm_exit_watch_stop();
     shm_teams_fini();
     shm_move_fini();

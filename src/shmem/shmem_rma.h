@@ -11,7 +11,7 @@
 #ifndef VMMC_SHMEM_RMA_H
 #define VMMC_SHMEM_RMA_H
 
-#include "shmem/shmem_int.h"
+#include "shmem/shmem_core.h" /* shm_mark */
 
 #include <string.h>
 
@@ -45,12 +45,21 @@ static inline size_t shm_rma_len(const char *fn, size_t nelems, size_t elem)
         move(fn, ctx, dst, src, len, pe);                                                      \
     } while (0)
 
+/* The copy of a put into a mapping (memmove: on this PE the ranges may
+ * overlap). Marking @pe makes the next fence or quiet ring its doorbell, as
+ * the core's puts do, so a PE asleep in a wait sees the data at once. */
+static inline void shm_rma_copy_to(char *p, const void *src, size_t len, int pe)
+{
+    memmove(p, src, len);
+    shm_mark(pe);
+}
+
 static inline void shm_rma_put(const char *fn, shmem_ctx_t ctx, void *dst, const void *src,
                                size_t len, int pe)
 {
     char *p = shm_rma_direct(dst, len, pe);
     if (__builtin_expect(p != NULL && ctx != SHMEM_CTX_INVALID, 1))
-        memcpy(p, src, len);
+        shm_rma_copy_to(p, src, len, pe);
     else
         shm_rma_slow(fn, ctx, dst, src, len, pe, shm_put_bytes);
 }
@@ -60,7 +69,7 @@ static inline void shm_rma_get(const char *fn, shmem_ctx_t ctx, void *dst, const
 {
     const char *p = shm_rma_direct(src, len, pe);
     if (__builtin_expect(p != NULL && ctx != SHMEM_CTX_INVALID, 1))
-        memcpy(dst, p, len);
+        memmove(dst, p, len);
     else
         shm_rma_slow(fn, ctx, dst, src, len, pe, shm_get_bytes);
 }
@@ -71,7 +80,7 @@ static inline void shm_rma_put_nbi(const char *fn, shmem_ctx_t ctx, void *dst, c
 {
     char *p = shm_rma_direct(dst, len, pe);
     if (__builtin_expect(p != NULL && ctx != SHMEM_CTX_INVALID, 1))
-        memcpy(p, src, len);
+        shm_rma_copy_to(p, src, len, pe);
     else
         shm_rma_slow(fn, ctx, dst, src, len, pe, shm_put_nbi_bytes);
 }
@@ -81,7 +90,7 @@ static inline void shm_rma_get_nbi(const char *fn, shmem_ctx_t ctx, void *dst, c
 {
     const char *p = shm_rma_direct(src, len, pe);
     if (__builtin_expect(p != NULL && ctx != SHMEM_CTX_INVALID, 1))
-        memcpy(dst, p, len);
+        memmove(dst, p, len);
     else
         shm_rma_slow(fn, ctx, dst, src, len, pe, shm_get_nbi_bytes);
 }

@@ -110,6 +110,48 @@ static void atomics(int me, int n)
     ST_OK("integer atomics: add, signed min, unsigned max, or");
     shmem_barrier_all();
 
+    /* one writer per word: a sequence whose results differ between signed,
+     * unsigned and float, on this PE's own word (processor atomics) and on
+     * the next PE's (mapped, or vmmc_atomic across hosts) */
+    for (int k = 0; k < 2; k++) {
+        int t = k ? to : me;
+        void *w = &gword[6 + k];
+        const int S4 = 4 | VMMC_ATOMIC_SIGNED;
+#define AMO(op, size, v, c) shm_amo("t", SHMEM_CTX_DEFAULT, w, t, op, size, (uint64_t)(v), c, 1)
+#define READ4() (uint32_t)AMO(VMMC_ATOMIC_READ, 4, 0, 0)
+        AMO(VMMC_ATOMIC_SWAP, S4, 3, 0);
+        AMO(VMMC_ATOMIC_MIN, S4, (uint32_t)-1, 0);
+        ST_EQ((int32_t)READ4(), -1);
+        AMO(VMMC_ATOMIC_MAX, S4, 5, 0);
+        ST_EQ(READ4(), 5);
+        AMO(VMMC_ATOMIC_MIN, 4, 0xffffffffu, 0);
+        ST_EQ(READ4(), 5);
+        AMO(VMMC_ATOMIC_MAX, 4, 0xffffffffu, 0);
+        ST_EQ(READ4(), 0xffffffffu);
+        AMO(VMMC_ATOMIC_PROD, S4, (uint32_t)-2, 0);
+        ST_EQ(READ4(), 2);
+        AMO(VMMC_ATOMIC_ADD, S4, 0x7fffffff, 0);
+        ST_EQ(READ4(), 0x80000001u); /* wraps */
+        AMO(VMMC_ATOMIC_CSWAP_GT, S4, 9, 0); /* 0 > INT32_MIN+1: replaced */
+        ST_EQ(READ4(), 9);
+        AMO(VMMC_ATOMIC_CSWAP_GT, 4, 1, 10); /* 10 > 9: replaced */
+        ST_EQ(READ4(), 1);
+        AMO(VMMC_ATOMIC_MSWAP, 4, 0xf0, 0x30); /* (0xf0 & 0x30) | (1 & ~0x30) */
+        ST_EQ(READ4(), 0x31);
+        AMO(VMMC_ATOMIC_LXOR, 4, 5, 0);
+        ST_EQ(READ4(), 0);
+        AMO(VMMC_ATOMIC_SWAP, 4 | VMMC_ATOMIC_FLOAT, vmmc_atomic_from_float(1.5f), 0);
+        AMO(VMMC_ATOMIC_MIN, 4 | VMMC_ATOMIC_FLOAT, vmmc_atomic_from_float(NAN), 0);
+        AMO(VMMC_ATOMIC_ADD, 4 | VMMC_ATOMIC_FLOAT, vmmc_atomic_from_float(0.25f), 0);
+        ST_CHECK(vmmc_atomic_to_float(READ4()) == 1.75f);
+        AMO(VMMC_ATOMIC_MAX, 4 | VMMC_ATOMIC_FLOAT, vmmc_atomic_from_float(-3.0f), 0);
+        ST_CHECK(vmmc_atomic_to_float(READ4()) == 1.75f);
+#undef AMO
+#undef READ4
+    }
+    ST_OK("atomic semantics by type: signed, unsigned, float, wrap, NaN, mswap, lxor");
+    shmem_barrier_all();
+
     /* float: every PE adds 0.5 to PE 0's double; CSWAP on float compares
      * as floats (-0.0 == +0.0) */
     shm_amo("t", SHMEM_CTX_DEFAULT, &gdbl, 0, VMMC_ATOMIC_ADD, 8 | VMMC_ATOMIC_FLOAT,

@@ -120,13 +120,15 @@ static void check_and_map(void)
         if (hl != shm_g.heap_size)
             shm_fatal("shmem_init",
                       "PE %d has a symmetric heap of %zu bytes, this PE %zu: give every PE the "
-                      "same SHMEM_SYMMETRIC_SIZE (%zu)",
-                      i, hl - SHM_RESERVED, shm_g.heap_size - SHM_RESERVED, hl);
+                      "same SHMEM_SYMMETRIC_SIZE (%s)",
+                      i, hl - SHM_RESERVED, shm_g.heap_size - SHM_RESERVED,
+                      getenv("SHMEM_SYMMETRIC_SIZE") ? getenv("SHMEM_SYMMETRIC_SIZE")
+                                                     : "unset: 256M");
         if (dl != shm_g.data_len)
             shm_fatal("shmem_init",
                       "PE %d has %zu bytes of static data, this PE %zu: every PE must run the "
                       "same program (%zu)",
-                      i, dl, shm_g.data_len, dl);
+                      i, dl, shm_g.data_len, shm_g.data_len);
         void *ptr = NULL;
         int st = vmmc_proxy_map(p->heap_px, &ptr);
         if (st == VMMC_OK) {

@@ -40,6 +40,10 @@ int main(int argc, char **argv)
         shmem_long_put(heap, src, SIZE_MAX / 4, right);
     else if (strcmp(c, "past_heap") == 0)
         shmem_getmem(src, heap, (size_t)1 << 40, right);
+    else if (strcmp(c, "stride0") == 0)
+        shmem_long_iput(heap, src, 0, 1, 2, right);
+    else if (strcmp(c, "sig_pe") == 0)
+        shmem_putmem_signal_nbi(heap, src, 8, sig, 1, SHMEM_SIGNAL_ADD, -3);
     else
         ST_FAIL("unknown case '%s'", c);
     fprintf(stderr, "case %s: the bad call returned\n", c);

@@ -183,6 +183,14 @@ static void p2p_signal_old(void)
     shmem_longlong_wait(llv, 0);
     ST_EQ(*llv, 1LL << 40);
     shmem_barrier_all();
+    /* An ivar in static data (not the heap). */
+    static int sflag;
+    usleep(DELAY_US);
+    shmem_int_atomic_set(&sflag, 3, right);
+    shmem_int_wait_until(&sflag, SHMEM_CMP_EQ, 3);
+    ST_EQ(shmem_int_test(&sflag, SHMEM_CMP_EQ, 3), 1);
+    ST_EQ(shmem_int_test_any(&sflag, 1, NULL, SHMEM_CMP_EQ, 3), 0);
+    shmem_barrier_all();
     shmem_free(llv);
     shmem_free(sv);
     shmem_free(lv);
@@ -229,7 +237,7 @@ int main(int argc, char **argv)
     VSHMEM_P2P_TYPES(RUN)
     ST_OK("wait_until/test families on every type, status arrays, vector forms");
     p2p_signal_old();
-    ST_OK("signal_wait_until, shmem_wait and shmem_<T>_wait");
+    ST_OK("signal_wait_until, shmem_wait and shmem_<T>_wait, an ivar in static data");
     p2p_many_writers();
     ST_OK("one waiter, every other PE writes");
     shmem_finalize();

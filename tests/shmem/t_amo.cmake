@@ -12,3 +12,5 @@ add_test(NAME t_amo_nullfetch COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/t_errors.sh 1
          "shmem: shmem_long_atomic_fetch_add_nbi: fetch is NULL" --
          $<TARGET_FILE:vmmc_tool> run -n 2 -- $<TARGET_FILE:t_amo> nullfetch)
 set_tests_properties(t_amo_nullfetch PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77 LABELS shmem)
+# the C11 generic names reach the atomics and waits of the right type
+vshmem_add_test(t_amo_generic NP 2)

@@ -71,11 +71,17 @@
 typedef struct shm_hdr {
     _Atomic uint32_t doorbell;  /* bumped by shm_ring(); futex word */
     _Atomic uint32_t sleepers;  /* > 0 while a thread of this PE sleeps in shm_wait */
-    uint8_t pad0[56];
+    /* shmem_global_exit of another PE: SHM_EXIT_REQ | (uint32_t)status.
+     * This PE ends with that status as soon as it sees it (shm_wait, and a
+     * watcher thread when some PE is on another host). */
+    _Atomic uint64_t exit_word;
+    uint8_t pad0[48];
     /* The collectives' own words (barrier counters, flags): owned by coll,
      * laid out in shmem_coll.h, within this many bytes. */
     uint8_t coll[4096 - 64];
 } shm_hdr_t;
+
+#define SHM_EXIT_REQ (1ull << 32)
 
 /* Team slot i's scratch: heap + SHM_TEAM_OFF(i), SHM_TEAM_SCRATCH bytes. */
 #define SHM_TEAM_OFF(i) (4096u + (size_t)(i) * SHM_TEAM_SCRATCH)

@@ -1,0 +1,167 @@
+/* Waiting for symmetric memory to change, and the doorbell that wakes a
+ * waiting PE.
+ *
+ * A waiter spins VMMC_SHMEM_SPIN, then sleeps in bounded sleeps
+ * (VMMC_SHMEM_SLEEP, 1 ms) until its condition holds: a plain put rings no
+ * bell, so it must still be seen. Where every PE is on this host the sleep
+ * is a futex on the doorbell word of this PE's heap header (a MAP_SHARED
+ * word, so no FUTEX_PRIVATE_FLAG), and a ringer on this host bumps the
+ * doorbell and wakes it. When some PE is on another host, a ringer there
+ * cannot reach the futex: the waiter sleeps in vmmc_wait() instead, which
+ * vmmc_signal() from any PE wakes, and ringers on this host signal too.
+ *
+ * No wake-up is lost: the waiter reads the doorbell, announces itself in
+ * `sleepers`, checks its condition once more, and sleeps only while the
+ * doorbell still holds the value it read; the ringer makes its update
+ * visible (full fence), then reads `sleepers`, and bumps the doorbell and
+ * wakes only when someone sleeps (one load when nobody does). */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shmem/shmem_core.h"
+#include "util/clock.h"
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+void shm_exit_check(void)
+{
+    shm_hdr_t *h = shm_g.heap ? shm_hdr() : NULL;
+    if (!h)
+        return;
+    uint64_t w = atomic_load_explicit(&h->exit_word, memory_order_acquire);
+    if (__builtin_expect((w & SHM_EXIT_REQ) != 0, 0)) {
+        /* Another PE ended the job: leave with its status, running no
+         * atexit handler (they would wait for PEs that are going away). */
+        _exit((int)(uint32_t)w);
+    }
+}
+
+static void progress_or_die(void)
+{
+    int rc = vmmc_progress(shm_g.ep);
+    if (rc < 0)
+        shm_fatal_vmmc("shmem", "waiting for symmetric memory", rc);
+}
+
+static void sleep_futex(shm_hdr_t *h, uint32_t seq)
+{
+    struct timespec ts = {(time_t)(shm_cfg.sleep_ns / 1000000000ull),
+                          (long)(shm_cfg.sleep_ns % 1000000000ull)};
+    (void)syscall(SYS_futex, &h->doorbell, FUTEX_WAIT, seq, &ts, NULL, 0);
+}
+
+void shm_wait(int (*ready)(void *arg), void *arg)
+{
+    if (ready(arg))
+        return;
+    shm_hdr_t *h = shm_hdr();
+    uint64_t start = vmmc_now_ns();
+    for (unsigned i = 1;; i++) {
+        if (ready(arg))
+            return;
+        cpu_relax();
+        if ((i & 255) == 0) {
+            shm_exit_check();
+            if (vmmc_now_ns() - start >= shm_cfg.spin_ns)
+                break;
+        }
+    }
+    int ms = (int)(shm_cfg.sleep_ns / 1000000ull);
+    if (ms < 1)
+        ms = 1;
+    for (;;) {
+        uint32_t seq = atomic_load_explicit(&h->doorbell, memory_order_acquire);
+        atomic_fetch_add_explicit(&h->sleepers, 1, memory_order_seq_cst);
+        if (ready(arg)) {
+            atomic_fetch_sub_explicit(&h->sleepers, 1, memory_order_relaxed);
+            return;
+        }
+        if (shm_g.any_remote) {
+            int rc = vmmc_wait(shm_g.ep, ms);
+            atomic_fetch_sub_explicit(&h->sleepers, 1, memory_order_relaxed);
+            if (rc < 0)
+                shm_fatal_vmmc("shmem", "waiting for symmetric memory", rc);
+        } else {
+            sleep_futex(h, seq);
+            atomic_fetch_sub_explicit(&h->sleepers, 1, memory_order_relaxed);
+            progress_or_die();
+        }
+        shm_exit_check();
+        if (ready(arg))
+            return;
+    }
+}
+
+void shm_ring(int pe)
+{
+    char *base = shm_g.pe[pe].heap;
+    if (!base) {
+        /* another host: its waiters sleep in vmmc_wait */
+        int st = vmmc_signal(shm_g.ep, pe);
+        if (st != VMMC_OK)
+            shm_fatal_vmmc("shmem", "waking a PE", st);
+        return;
+    }
+    shm_hdr_t *h = (shm_hdr_t *)(void *)base;
+    atomic_thread_fence(memory_order_seq_cst);
+    if (__builtin_expect(atomic_load_explicit(&h->sleepers, memory_order_relaxed) == 0, 1))
+        return;
+    atomic_fetch_add_explicit(&h->doorbell, 1, memory_order_seq_cst);
+    if (shm_g.any_remote)
+        (void)vmmc_signal(shm_g.ep, pe);
+    else
+        (void)syscall(SYS_futex, &h->doorbell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* ---- the exit watcher: with PEs on several hosts, a PE that computes
+ * and never waits must still end when another calls shmem_global_exit. */
+
+static pthread_t watcher;
+static int watching;
+static _Atomic int watch_stop;
+
+static void *watch(void *arg)
+{
+    (void)arg;
+    struct timespec ts = {(time_t)(shm_cfg.exit_poll_ns / 1000000000ull),
+                          (long)(shm_cfg.exit_poll_ns % 1000000000ull)};
+    while (!atomic_load(&watch_stop)) {
+        nanosleep(&ts, NULL);
+        shm_exit_check();
+    }
+    return NULL;
+}
+
+void shm_exit_watch_start(void)
+{
+    if (!shm_g.any_remote || watching)
+        return;
+    atomic_store(&watch_stop, 0);
+    if (pthread_create(&watcher, NULL, watch, NULL) == 0)
+        watching = 1;
+    else
+        fprintf(stderr, "shmem: shmem_init: no thread to watch for shmem_global_exit (%d)\n",
+                errno);
+}
+
+void shm_exit_watch_stop(void)
+{
+    if (!watching)
+        return;
+    atomic_store(&watch_stop, 1);
+    pthread_join(watcher, NULL);
+    watching = 0;
+}

@@ -45,3 +45,7 @@ set_property(SOURCE ${CMAKE_SOURCE_DIR}/tools/vmmc/bench_shmem.c APPEND PROPERTY
              COMPILE_DEFINITIONS VMMC_BENCH_SHMEM_SRC="${CMAKE_SOURCE_DIR}/bench/shmem_bench.c")
 set_property(SOURCE ${CMAKE_SOURCE_DIR}/tools/vmmc/bench_shmem.c APPEND PROPERTY
              OBJECT_DEPENDS ${CMAKE_SOURCE_DIR}/bench/shmem_bench.c)
+
+# An installed program's rpath (oshcc's -Wl,-rpath, a DT_RUNPATH) serves its
+# own dependencies only: libvmmc-shmem finds libvmmc beside itself.
+set_target_properties(vmmc_shmem PROPERTIES INSTALL_RPATH "$ORIGIN")

@@ -17,8 +17,12 @@
  *                            each window ended by shmem_quiet
  *   fadd   8    med min max  us per shmem_long_atomic_fetch_add on PE 1
  *   barrier 0   med min max  us per shmem_barrier_all
- * -q: fewer sizes and iterations. What a put or get moved is checked after
- * each batch (the first and last byte), so a library that loses data fails. */
+ * -q: fewer sizes and iterations. A batch holds OSU's count of operations
+ * (10000 up to 8 KiB, 1000 above, 100 at 1 MiB), fewer where the warm-up
+ * says a batch would take more than 20 ms (5 ms with -q), so that a slow
+ * path (a TCP loopback) finishes in seconds too. What a put or get moved is
+ * checked after each batch (the first and last byte), so a library that
+ * loses data fails. */
 #include <shmem.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -74,6 +78,35 @@ static int iters_for(size_t n)
     return quick ? it / 10 : it;
 }
 
+/* Operations per batch: @cap, or fewer if one takes @us_per_op so long that
+ * the batch would last more than the budget. */
+static int budgeted(int cap, double us_per_op)
+{
+    double budget = quick ? 5000 : 20000;
+    if (us_per_op * cap <= budget)
+        return cap;
+    int n = (int)(budget / (us_per_op > 0 ? us_per_op : 1));
+    return n < 1 ? 1 : n;
+}
+
+/* Warm-up operations before a figure: a hundredth of the batch, at least 1. */
+static int warmup(int cap)
+{
+    return cap / 100 + 1;
+}
+
+/* PE 0's @v, on both PEs (for loops that both PEs run). */
+static long *agree_word;
+static long agree(long v)
+{
+    if (me == 0)
+        shmem_long_p(agree_word, v, 1);
+    shmem_barrier_all();
+    long r = me == 0 ? v : *agree_word;
+    shmem_barrier_all();
+    return r;
+}
+
 static void check(const char *buf, size_t n, char want)
 {
     if (n && (buf[0] != want || buf[n - 1] != want))
@@ -118,7 +151,7 @@ static void bench_rma(char *local, char *remote, int get)
         if (n < lo || n > hi)
             continue;
         int it = iters_for(n);
-        rma_once(local, remote, n, it / 10 + 1, get, 'w');
+        it = budgeted(it, rma_once(local, remote, n, warmup(it), get, 'w'));
         for (int b = 0; b < batches; b++)
             v[b] = rma_once(local, remote, n, it, get, (char)('a' + (b + (int)k) % 26));
         print(get ? "get" : "put", n, v, batches);
@@ -222,7 +255,8 @@ int main(int argc, char **argv)
     char *remote = shmem_malloc(MAXSIZE);
     long *word = shmem_malloc(sizeof(long));
     long *ctr = shmem_malloc(sizeof(long));
-    if (!local || !remote || !word || !ctr)
+    agree_word = shmem_malloc(sizeof(long));
+    if (!local || !remote || !word || !ctr || !agree_word)
         die("shmem_malloc failed");
     *word = 0;
     *ctr = 0;
@@ -232,33 +266,35 @@ int main(int argc, char **argv)
     bench_rma(local, remote, 1);
 
     double v[MAXB];
-    int it = quick ? 1000 : 10000;
+    int cap = quick ? 1000 : 10000;
     if (lo <= 8 && hi >= 8) {
         long seq = 0;
-        pp_once(word, it / 10, &seq);
+        int it = (int)agree(budgeted(cap, 2 * pp_once(word, warmup(cap), &seq)));
         for (int b = 0; b < batches; b++)
             v[b] = pp_once(word, it, &seq);
         print("pp", 8, v, batches);
 
-        rate_once(local, remote, it / WIN / 10 + 1, 'w');
+        double r = rate_once(local, remote, warmup(cap / WIN), 'w');
+        it = budgeted(cap / WIN + 1, r > 0 ? WIN / r : 1);
         for (int b = 0; b < batches; b++)
-            v[b] = rate_once(local, remote, it / WIN + 1, (char)('a' + b));
+            v[b] = rate_once(local, remote, it, (char)('a' + b));
         print("rate", 8, v, batches);
 
         long expect = 0;
-        fadd_once(ctr, it / 10, &expect);
+        it = budgeted(cap, fadd_once(ctr, warmup(cap), &expect));
         for (int b = 0; b < batches; b++)
             v[b] = fadd_once(ctr, it, &expect);
         print("fadd", 8, v, batches);
-        shmem_barrier_all();
-        if (me == 1 && *ctr != (long)it / 10 + (long)batches * it)
+        long adds = agree(expect); /* PE 0 counted them */
+        if (me == 1 && *ctr != adds)
             die("the fetch-add counter does not hold the number of adds");
     }
-    barrier_once(it / 10);
+    int it = (int)agree(budgeted(cap, barrier_once(warmup(cap))));
     for (int b = 0; b < batches; b++)
         v[b] = barrier_once(it);
     print("barrier", 0, v, batches);
 
+    shmem_free(agree_word);
     shmem_free(ctr);
     shmem_free(word);
     shmem_free(remote);

@@ -219,7 +219,7 @@ static void run_path(bench_ctx_t *c, const shmem_path_t *p, const shmem_tools_t 
         env[0] = envbuf;
     }
     char *out = NULL;
-    int rc = proc_run_capture(argv, env, -1, c->quick ? 90 : 900, &out);
+    int rc = proc_run_capture(argv, env, -1, c->quick ? 90 : 300, &out);
     int rows = 0;
     for (const char *l = out; l && *l;) {
         char kind[16];

@@ -99,7 +99,7 @@ static int env_flag(const char *name)
 const shm_cfg_t *shm_cfg_load(const char *fn)
 {
     if (cfg_error[0])
-        shm_fatal(fn, "bad setting: %s", cfg_error);
+        shm_fatal(fn, "%s", cfg_error);
     const char *v = getenv("SHMEM_SYMMETRIC_SIZE");
     size_t size = 256u << 20;
     if (v && *v) {

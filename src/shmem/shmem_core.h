@@ -49,12 +49,8 @@ static inline void shm_mark(int pe)
 /* A vmmc error from @what during @fn, fatal. */
 _Noreturn void shm_fatal_vmmc(const char *fn, const char *what, int status);
 
-/* Fallback, over the core, of coll's world operations (weak). */
-void shm_world_fallback_barrier(void);
-
-/* The reserved heap bytes the core keeps for itself (after the teams'). */
-#define SHM_CORE_OFF (SHM_TEAM_OFF(SHM_MAX_TEAMS))
-#define SHM_MINMAX_OFF (SHM_CORE_OFF)            /* [npes] uint64: minmax fallback */
-#define SHM_MINMAX_MAX_PES ((SHM_RESERVED - SHM_MINMAX_OFF) / 8 / 2)
+/* The vmmc job's barrier (two-way, through the launcher or bootstrap):
+ * shmem_finalize's last step (shmem_init.c). */
+void shm_job_barrier(const char *fn);
 
 #endif

@@ -51,6 +51,13 @@ static void debug_table(void)
             (void *)shm_g.data_start, shm_g.data_len, mapped, shm_g.npes - mapped);
 }
 
+void shm_job_barrier(const char *fn)
+{
+    int st = vmmc_barrier(shm_g.ep);
+    if (st != VMMC_OK)
+        shm_fatal_vmmc(fn, "the job's barrier", st);
+}
+
 static void at_exit(void)
 {
     /* A program that returns from main without shmem_finalize leaves as
@@ -124,8 +131,11 @@ void shmem_finalize(void)
 {
     if (!shm_g.initialized)
         return; /* idempotent, and called again at exit */
+    /* Everything this PE issued is in place, then the job's own barrier:
+     * two-way, so no PE leaves (and looks dead to the others) while
+     * another still waits for the last flag of a one-way barrier. */
     shm_quiet(SHMEM_CTX_DEFAULT);
-    shm_barrier_world();
+    shm_job_barrier("shmem_finalize");
     shm_exit_watch_stop();
     shm_teams_fini();
     shm_move_fini();

@@ -6,6 +6,13 @@
  */
 #include "shmem/shmem_rma.h"
 
+void shm_rma_slow(shm_rma_move_fn move, const char *fn, shmem_ctx_t ctx, void *dst,
+                  const void *src, size_t len, int pe)
+{
+    shm_check_init(fn);
+    move(fn, ctx, dst, src, len, pe);
+}
+
 /* One typed family: name, element type, the move. */
 #define VSHMEM_RMA_DEF(T, N, OP, MOVE)                                                         \
     void shmem_ctx_##N##_##OP(shmem_ctx_t ctx, T *dest, const T *source, size_t nelems,       \

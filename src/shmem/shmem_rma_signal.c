@@ -31,7 +31,7 @@ void shm_rma_put_signal(const char *fn, shmem_ctx_t ctx, void *dst, const void *
      * goes through vmmc (which orders the two). */
     char *p = shm_rma_direct(dst, len, pe);
     if (p != NULL)
-        memcpy(p, src, len);
+        memmove(p, src, len);
     else if (nbi && sig.ptr == NULL)
         shm_put_nbi_bytes(fn, ctx, dst, src, len, pe);
     else

@@ -84,11 +84,17 @@ void shm_teams_fini(void)
     shm_aset_fini();
 }
 
+/* The library's own world barrier (init, finalize, the allocator). It
+ * also completes its own signals to other hosts before returning: after
+ * the one in shmem_finalize this PE leaves the job, and a signal still in
+ * flight then would never reach a PE that waits for it. */
 void shm_barrier_world(void)
 {
     world_setup();
     shm_quiet(SHMEM_CTX_DEFAULT);
     shm_coll_sync("shmem_barrier_all", &world_s);
+    if (shm_g.any_remote)
+        shm_quiet(SHMEM_CTX_DEFAULT);
 }
 
 void shm_world_minmax(uint64_t v, uint64_t *min, uint64_t *max)

@@ -49,10 +49,10 @@ void shm_exit_check(void)
     }
 }
 
-static void progress_or_die(void)
+static void progress_or_die(int (*ready)(void *arg), void *arg)
 {
     int rc = vmmc_progress(shm_g.ep);
-    if (rc < 0)
+    if (rc < 0 && !ready(arg))
         shm_fatal_vmmc("shmem", "waiting for symmetric memory", rc);
 }
 
@@ -92,12 +92,13 @@ void shm_wait(int (*ready)(void *arg), void *arg)
         if (shm_g.any_remote) {
             int rc = vmmc_wait(shm_g.ep, ms);
             atomic_fetch_sub_explicit(&h->sleepers, 1, memory_order_relaxed);
-            if (rc < 0)
+            /* a PE that died after its last write to us is no error */
+            if (rc < 0 && !ready(arg))
                 shm_fatal_vmmc("shmem", "waiting for symmetric memory", rc);
         } else {
             sleep_futex(h, seq);
             atomic_fetch_sub_explicit(&h->sleepers, 1, memory_order_relaxed);
-            progress_or_die();
+            progress_or_die(ready, arg);
         }
         shm_exit_check();
         if (ready(arg))

@@ -177,7 +177,7 @@ int main(int argc, char **argv)
     ST_OK("active-set broadcast/collect/fcollect/alltoall(s)/to_all, start 0/1, stride 1/2");
     /* two overlapping sets in turn, back to back */
     for (int rep = 0; rep < 50; rep++) {
-        if (npes > 1)
+        if (me >= 1)
             shmem_barrier(1, 0, npes - 1, pSync);
         shmem_barrier(0, 0, npes, pSync);
     }

@@ -42,7 +42,7 @@ static size_t ccount(int p, size_t n)
         ST_CHECK(src && dst);                                                                  \
         /* broadcast from the first and the last PE */                                         \
         for (int root = 0; root < npes; root += (npes > 1 ? npes - 1 : 1)) {                   \
-            for (size_t i = 0; i < n; i++)                                                     \
+            for (size_t i = 0; i < cap; i++) /* collect reads past n */                        \
                 src[i] = (T)VAL(me, 0, i);                                                     \
             memset(dst, SENT, n * sizeof(T) + 1);                                              \
             shmem_barrier_all();                                                               \

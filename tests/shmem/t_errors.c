@@ -57,6 +57,17 @@ int main(int argc, char **argv)
             shm_wait(never, NULL);
         for (int i = 0; i < 600; i++)
             usleep(200000);
+    } else if (!strcmp(mode, "nofinalize")) {
+        /* returning from main without shmem_finalize is a clean end: the
+         * library finalizes at exit (a barrier with the other PEs) */
+        h[0] = me;
+        shmem_barrier_all();
+        return 0;
+    } else if (!strcmp(mode, "afterfinalize")) {
+        shmem_barrier_all();
+        shmem_finalize();
+        (void)shmem_n_pes();
+        return 0;
     } else {
         fprintf(stderr, "t_errors: unknown mode '%s'\n", mode);
         return 2;

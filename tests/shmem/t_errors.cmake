@@ -24,3 +24,5 @@ t_errors_case(heapsize heapsize 2 1 "give every PE the same SHMEM_SYMMETRIC_SIZE
 t_errors_case(badsize badsize 2 1 "shmem: shmem_init: bad SHMEM_SYMMETRIC_SIZE=12Q")
 t_errors_case(gexit gexit 2 3 "")
 t_errors_case(gexit4 gexit 4 3 "")
+t_errors_case(nofinalize nofinalize 4 0 "")
+t_errors_case(afterfinalize afterfinalize 2 1 "shmem: shmem_n_pes: called after shmem_finalize")

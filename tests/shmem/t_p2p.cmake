@@ -1,0 +1,14 @@
+# point-to-point synchronisation: wait_until/test families on every type
+vshmem_add_test(t_p2p NP 2 TIMEOUT 180)
+vshmem_add_test(t_p2p4 SOURCES t_p2p.c NP 4 TIMEOUT 240)
+# a bad comparison and a non-symmetric ivar end the job with a clear line
+set(T_P2P_ERR_SH ${CMAKE_CURRENT_SOURCE_DIR}/t_errors.sh)
+foreach(c "badcmp|shmem: shmem_int_wait_until: unknown comparison (17)"
+          "nonsym|shmem: shmem_long_wait_until: ivars is not symmetric memory")
+  string(REPLACE "|" ";" c "${c}")
+  list(GET c 0 mode)
+  list(GET c 1 text)
+  add_test(NAME t_p2p_${mode} COMMAND ${T_P2P_ERR_SH} 1 "${text}" --
+           $<TARGET_FILE:vmmc_tool> run -n 2 -- $<TARGET_FILE:t_p2p> ${mode})
+  set_tests_properties(t_p2p_${mode} PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77 LABELS shmem)
+endforeach()

@@ -18,12 +18,12 @@ ok() { echo "ok: $*"; }
 if [ "$mode" = install ]; then
     cmake --install "$build" --prefix "$work/p0" >"$work/install.log" 2>&1 ||
         { cat "$work/install.log"; echo "FAIL: cmake --install"; exit 1; }
-    mv "$work/p0" "$work/prefix"
-    bin=$work/prefix/bin
+    mv "$work/p0" "$work/moved prefix" # a space: every path must stay one word
+    bin=$work/moved\ prefix/bin
     for f in include/shmem.h include/shmem_generic.h bin/oshcc bin/oshrun bin/vmmc; do
-        [ -e "$work/prefix/$f" ] || fail "the install lacks $f"
+        [ -e "$work/moved prefix/$f" ] || fail "the install lacks $f"
     done
-    ls "$work"/prefix/lib*/libvmmc-shmem.so >/dev/null 2>&1 || fail "the install lacks libvmmc-shmem.so"
+    ls "$work/moved prefix"/lib*/libvmmc-shmem.so >/dev/null 2>&1 || fail "the install lacks libvmmc-shmem.so"
 else
     bin=$build/bin
 fi

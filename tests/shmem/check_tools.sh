@@ -18,12 +18,12 @@ ok() { echo "ok: $*"; }
 if [ "$mode" = install ]; then
     cmake --install "$build" --prefix "$work/p0" >"$work/install.log" 2>&1 ||
         { cat "$work/install.log"; echo "FAIL: cmake --install"; exit 1; }
-    mv "$work/p0" "$work/prefix"
-    bin=$work/prefix/bin
+    mv "$work/p0" "$work/moved prefix" # a space: every path must stay one word
+    bin=$work/moved\ prefix/bin
     for f in include/shmem.h include/shmem_generic.h bin/oshcc bin/oshrun bin/vmmc; do
-        [ -e "$work/prefix/$f" ] || fail "the install lacks $f"
+        [ -e "$work/moved prefix/$f" ] || fail "the install lacks $f"
     done
-    ls "$work"/prefix/lib*/libvmmc-shmem.so >/dev/null 2>&1 || fail "the install lacks libvmmc-shmem.so"
+    ls "$work/moved prefix"/lib*/libvmmc-shmem.so >/dev/null 2>&1 || fail "the install lacks libvmmc-shmem.so"
 else
     bin=$build/bin
 fi
@@ -48,6 +48,23 @@ run_hello() { # np prog launcher-args...
 run_hello 2 "$work/hello" -n 2
 run_hello 4 "$work/hello" -np 4
 run_hello 3 "$work/hello" --np 3 --tag-output
+
+# Under mpirun (PMIx) the program is started by it directly, without oshrun.
+if [ "$mode" = build ] && command -v mpirun.openmpi >/dev/null &&
+   grep -q "VMMC_HAVE_PMIX 1" "$build/generated/vmmc_build_config.h" 2>/dev/null; then
+    root=()
+    [ "$(id -u)" = 0 ] && root=(--allow-run-as-root)
+    env -u LD_LIBRARY_PATH timeout 120 mpirun.openmpi "${root[@]}" --oversubscribe -np 2 \
+        "$work/hello" >"$out" 2>&1
+    st=$?
+    if [ $st = 0 ] && grep -q "PE 0 of 2 ok" "$out" && grep -q "PE 1 of 2 ok" "$out"; then
+        ok "mpirun -np 2 hello (PMIx)"
+    else
+        cat "$out"; fail "mpirun -np 2 hello (PMIx, status $st)"
+    fi
+else
+    echo "not run: mpirun -np 2 hello (needs Open MPI's mpirun and vmmc built with PMIx)"
+fi
 
 # Compile, then link, in two steps.
 if "$oshcc" -c -o "$work/hello.o" "$hello" && "$oshcc" -o "$work/hello2" "$work/hello.o"; then

@@ -61,7 +61,8 @@ static inline void shm_amo_check_fetch(const char *fn, const void *fetch)
     static inline T shm_amo_##N(const char *fn, shmem_ctx_t ctx, const T *dest, int pe,        \
                                 vmmc_atomic_op_t op, T value, T cond, int fetch)               \
     {                                                                                          \
-        shm_check_init(fn);                                                                    \
+        if (__builtin_expect(!shm_g.initialized, 0))                                           \
+            shm_check_init(fn);                                                                \
         uint64_t r_ = shm_amo(fn, ctx, (void *)dest, pe, op, SHM_AMO_KIND(T),                  \
                               shm_amo_bits(&value, sizeof(T)), shm_amo_bits(&cond, sizeof(T)), \
                               fetch);                                                          \

@@ -34,7 +34,7 @@
  *  shmem_team*.c, shmem_coll*.c, shmem_reduce*.c, shmem_active.c
  *                 teams, barrier/sync, collectives, reductions,
  *                 deprecated active-set forms                       (coll)
- *  tools/oshcc.in, tools/oshrun.in, tests/shmem harness, bench      (tools)
+ *  tools/shmem/osh{cc,run}.in, cmake/shmem.cmake, t_mixed, bench (tools)
  *
  * Errors: a call the standard leaves undefined that we can detect (not
  * initialised, PE out of range, address not symmetric, heap exhausted,

@@ -122,25 +122,55 @@ static int p2p_ready(void *arg)
     return q->mode == P2P_ALL;
 }
 
+__attribute__((cold, noreturn)) static void p2p_bad_cmp(const char *fn, int cmp)
+{
+    shm_fatal(fn, "unknown comparison (%d): SHMEM_CMP_EQ, _NE, _GT, _LE, _LT or _GE", cmp);
+}
+
+/* shm_fatal naming what is wrong with @n ivars of @elem bytes at @ivars. */
+__attribute__((cold, noreturn)) static void p2p_bad_ivars(const char *fn, const void *ivars,
+                                                          size_t n, size_t elem)
+{
+    if (ivars == NULL)
+        shm_fatal(fn, "ivars is NULL with nelems %zu", n);
+    if (n > SIZE_MAX / elem || !shm_is_symmetric(ivars, n * elem))
+        shm_fatal(fn, "ivars is not symmetric memory (%p, %zu elements)", ivars, n);
+    shm_fatal(fn, "ivars is not aligned to its type (%p)", ivars);
+}
+
+/* The checks every call makes: initialised, a known comparison, and
+ * @n > 0 ivars that lie in symmetric memory (nobody could write others: a
+ * wait would never end) aligned to their type. The usual case, ivars in
+ * this PE's heap, costs two compares. */
+static inline void p2p_check(const char *fn, const void *ivars, size_t n, size_t elem, int cmp)
+{
+    if (__builtin_expect(!shm_g.initialized, 0))
+        shm_check_init(fn);
+    if (__builtin_expect((unsigned)cmp > SHMEM_CMP_GE, 0))
+        p2p_bad_cmp(fn, cmp);
+    if (n == 0)
+        return;
+    const char *p = ivars;
+    size_t off = (size_t)(p - shm_g.heap);
+    int in_heap = p >= shm_g.heap && off < shm_g.heap_size && n <= (shm_g.heap_size - off) / elem;
+    if (__builtin_expect(!in_heap, 0) &&
+        (ivars == NULL || n > SIZE_MAX / elem || !shm_is_symmetric(ivars, n * elem)))
+        p2p_bad_ivars(fn, ivars, n, elem);
+    if (__builtin_expect((uintptr_t)ivars % elem != 0, 0))
+        p2p_bad_ivars(fn, ivars, n, elem);
+}
+
 /* Checks the call and fills @q. Returns 0 when nothing is left to wait
  * for (nelems 0 or every ivar skipped): the caller returns at once. */
 static int p2p_setup(p2p_t *q, const char *fn, const void *ivars, size_t elem, int sgn,
                      size_t n, const int *status, int cmp, const void *value, const void *values,
                      int vector, size_t *indices, int mode)
 {
-    shm_check_init(fn);
-    if (cmp < SHMEM_CMP_EQ || cmp > SHMEM_CMP_GE)
-        shm_fatal(fn, "unknown comparison (%d): SHMEM_CMP_EQ, _NE, _GT, _LE, _LT or _GE", cmp);
+    p2p_check(fn, ivars, n, elem, cmp);
     *q = (p2p_t){.ivars = ivars, .elem = elem, .sgn = sgn, .n = n, .status = status,
                  .cmp = cmp, .indices = indices, .mode = mode, .found = SIZE_MAX};
     if (n == 0)
         return 0;
-    if (ivars == NULL)
-        shm_fatal(fn, "ivars is NULL with nelems %zu", n);
-    if (n > SIZE_MAX / elem || !shm_is_symmetric(ivars, n * elem))
-        shm_fatal(fn, "ivars is not symmetric memory (%p, %zu elements)", ivars, n);
-    if ((uintptr_t)ivars % elem)
-        shm_fatal(fn, "ivars is not aligned to its type (%p)", ivars);
     if (vector && values == NULL)
         shm_fatal(fn, "cmp_values is NULL (%p)", values);
     if (mode == P2P_SOME && indices == NULL)
@@ -165,15 +195,34 @@ static void p2p_wait(p2p_t *q)
         shm_wait(p2p_ready, q);
 }
 
+/* One ivar (wait_until, test, the deprecated waits): checked, then one
+ * load and compare inline; only a wait that must wait builds a p2p_t. */
+static inline int p2p_test1(const char *fn, const void *ivar, size_t elem, int sgn, int cmp,
+                            const void *value, uint64_t *v)
+{
+    p2p_check(fn, ivar, 1, elem, cmp);
+    *v = p2p_load(ivar, elem, sgn, 1);
+    return p2p_true(*v, p2p_load(value, elem, sgn, 0), sgn, cmp);
+}
+
+static inline uint64_t p2p_wait1(const char *fn, const void *ivar, size_t elem, int sgn, int cmp,
+                                 const void *value)
+{
+    uint64_t v;
+    if (__builtin_expect(p2p_test1(fn, ivar, elem, sgn, cmp, value, &v), 1))
+        return v;
+    p2p_t q = {.ivars = ivar, .elem = elem, .sgn = sgn, .n = 1, .cmp = cmp, .mode = P2P_ANY,
+               .value = p2p_load(value, elem, sgn, 0)};
+    shm_wait(p2p_ready, &q);
+    return q.last;
+}
+
 #define P2P_SGN(T) ((T)-1 < (T)1)
 
 #define P2P(T, N)                                                                              \
     void shmem_##N##_wait_until(T *ivar, int cmp, T cmp_value)                                 \
     {                                                                                          \
-        p2p_t q;                                                                               \
-        if (p2p_setup(&q, __func__, ivar, sizeof(T), P2P_SGN(T), 1, NULL, cmp, &cmp_value,     \
-                      NULL, 0, NULL, P2P_ALL))                                                 \
-            p2p_wait(&q);                                                                      \
+        p2p_wait1(__func__, ivar, sizeof(T), P2P_SGN(T), cmp, &cmp_value);                     \
     }                                                                                          \
     void shmem_##N##_wait_until_all(T *ivars, size_t nelems, const int *status, int cmp,       \
                                     T cmp_value)                                               \
@@ -231,10 +280,8 @@ static void p2p_wait(p2p_t *q)
     }                                                                                          \
     int shmem_##N##_test(T *ivar, int cmp, T cmp_value)                                        \
     {                                                                                          \
-        p2p_t q;                                                                               \
-        p2p_setup(&q, __func__, ivar, sizeof(T), P2P_SGN(T), 1, NULL, cmp, &cmp_value, NULL,   \
-                  0, NULL, P2P_ALL);                                                           \
-        return p2p_ready(&q);                                                                  \
+        uint64_t v_;                                                                           \
+        return p2p_test1(__func__, ivar, sizeof(T), P2P_SGN(T), cmp, &cmp_value, &v_);         \
     }                                                                                          \
     int shmem_##N##_test_all(T *ivars, size_t nelems, const int *status, int cmp,              \
                              T cmp_value)                                                      \
@@ -296,28 +343,17 @@ VSHMEM_P2P_TYPES(P2P)
 
 uint64_t shmem_signal_wait_until(uint64_t *sig_addr, int cmp, uint64_t cmp_value)
 {
-    p2p_t q;
-    if (!p2p_setup(&q, __func__, sig_addr, sizeof *sig_addr, 0, 1, NULL, cmp, &cmp_value, NULL,
-                   0, NULL, P2P_ANY))
-        return 0; /* not reached: one ivar is always active */
-    p2p_wait(&q);
-    return q.last;
+    return p2p_wait1(__func__, sig_addr, sizeof *sig_addr, 0, cmp, &cmp_value);
 }
 
 void shmem_wait(long *ivar, long cmp_value)
 {
-    p2p_t q;
-    if (p2p_setup(&q, __func__, ivar, sizeof *ivar, 1, 1, NULL, SHMEM_CMP_NE, &cmp_value, NULL,
-                  0, NULL, P2P_ALL))
-        p2p_wait(&q);
+    p2p_wait1(__func__, ivar, sizeof *ivar, 1, SHMEM_CMP_NE, &cmp_value);
 }
 
 #define P2P_OLD(T, N)                                                                          \
     void shmem_##N##_wait(T *ivar, T cmp_value)                                                \
     {                                                                                          \
-        p2p_t q;                                                                               \
-        if (p2p_setup(&q, __func__, ivar, sizeof(T), P2P_SGN(T), 1, NULL, SHMEM_CMP_NE,        \
-                      &cmp_value, NULL, 0, NULL, P2P_ALL))                                     \
-            p2p_wait(&q);                                                                      \
+        p2p_wait1(__func__, ivar, sizeof(T), P2P_SGN(T), SHMEM_CMP_NE, &cmp_value);            \
     }
 VSHMEM_OLD_REDUCE_BIT_TYPES(P2P_OLD)

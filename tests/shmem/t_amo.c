@@ -292,11 +292,17 @@ static void run_target(int tgt)
     }
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    const char *mode = argc > 1 ? argv[1] : "";
     shmem_init();
     me = shmem_my_pe();
     npes = shmem_n_pes();
+    if (!strcmp(mode, "nullfetch")) {
+        long *x = shmem_calloc(1, sizeof(long));
+        shmem_long_atomic_fetch_add_nbi(NULL, x, 1, 0); /* "fetch is NULL" */
+        return 0;
+    }
     if (shmem_ctx_create(SHMEM_CTX_PRIVATE, &ctx) != 0)
         ST_FAIL("shmem_ctx_create failed");
 
@@ -324,6 +330,18 @@ int main(void)
     shmem_barrier_all();
     check_guards(sdata, sizeof(long), "static long");
     ST_OK("atomics on static data");
+
+    /* The invalid context: nothing happens, nothing is fetched. */
+    shmem_long_atomic_set(w, 9, tgt);
+    ST_EQ(shmem_ctx_long_atomic_fetch_add(SHMEM_CTX_INVALID, w, 5, tgt), 0);
+    shmem_ctx_long_atomic_set(SHMEM_CTX_INVALID, w, 5, tgt);
+    long f = -3;
+    shmem_ctx_long_atomic_fetch_nbi(SHMEM_CTX_INVALID, &f, w, tgt);
+    shmem_ctx_long_atomic_swap_nbi(SHMEM_CTX_INVALID, &f, w, 5, tgt);
+    shmem_ctx_quiet(SHMEM_CTX_INVALID);
+    ST_EQ(f, -3);
+    ST_EQ(shmem_long_atomic_fetch(w, tgt), 9);
+    ST_OK("SHMEM_CTX_INVALID: atomics do nothing");
 
     shmem_ctx_destroy(ctx);
     shmem_finalize();

@@ -183,26 +183,51 @@ static void p2p_signal_old(void)
     shmem_longlong_wait(llv, 0);
     ST_EQ(*llv, 1LL << 40);
     shmem_barrier_all();
+    /* An ivar in static data (not the heap). */
+    static int sflag;
+    usleep(DELAY_US);
+    shmem_int_atomic_set(&sflag, 3, right);
+    shmem_int_wait_until(&sflag, SHMEM_CMP_EQ, 3);
+    ST_EQ(shmem_int_test(&sflag, SHMEM_CMP_EQ, 3), 1);
+    ST_EQ(shmem_int_test_any(&sflag, 1, NULL, SHMEM_CMP_EQ, 3), 0);
+    shmem_barrier_all();
     shmem_free(llv);
     shmem_free(sv);
     shmem_free(lv);
     shmem_free(sig);
 }
 
-/* A waiter woken by an atomic from each other PE: every PE adds to a
- * counter on PE 0 after a delay; PE 0 waits until all arrived. */
+/* A waiter woken by each other PE: every PE adds to a counter on PE 0 and
+ * sets its own flag there after a delay; PE 0 waits until all arrived, and
+ * collects the flags one by one with wait_until_any, excluding each one it
+ * got through the status array. */
 static void p2p_many_writers(void)
 {
     int *cnt = shmem_calloc(1, sizeof(int));
+    long *flags = shmem_calloc((size_t)npes, sizeof(long));
     shmem_barrier_all();
     if (me != 0) {
         usleep((useconds_t)(DELAY_US / 2 * me));
         shmem_int_atomic_inc(cnt, 0);
+        usleep((useconds_t)(DELAY_US / 2 * (npes - me)));
+        shmem_long_p(&flags[me], me, 0);
+        shmem_quiet();
     } else {
         shmem_int_wait_until(cnt, SHMEM_CMP_EQ, npes - 1);
         ST_EQ(*cnt, npes - 1);
+        int status[64] = {1}; /* PE 0 writes no flag */
+        ST_CHECK(npes <= 64);
+        for (int k = 1; k < npes; k++) {
+            size_t i = shmem_long_wait_until_any(flags, (size_t)npes, status, SHMEM_CMP_NE, 0);
+            ST_CHECK(i >= 1 && i < (size_t)npes);
+            ST_EQ(status[i], 0);
+            ST_EQ(flags[i], (long)i);
+            status[i] = 1;
+        }
+        ST_EQ(shmem_long_wait_until_any(flags, (size_t)npes, status, SHMEM_CMP_NE, 0), SIZE_MAX);
     }
     shmem_barrier_all();
+    shmem_free(flags);
     shmem_free(cnt);
 }
 
@@ -229,9 +254,9 @@ int main(int argc, char **argv)
     VSHMEM_P2P_TYPES(RUN)
     ST_OK("wait_until/test families on every type, status arrays, vector forms");
     p2p_signal_old();
-    ST_OK("signal_wait_until, shmem_wait and shmem_<T>_wait");
+    ST_OK("signal_wait_until, shmem_wait and shmem_<T>_wait, an ivar in static data");
     p2p_many_writers();
-    ST_OK("one waiter, every other PE writes");
+    ST_OK("one waiter, every other PE writes: counter, then flags collected by wait_until_any");
     shmem_finalize();
     return 0;
 }

@@ -160,8 +160,17 @@ void vmmc_wait_app_reset(vmmc_ep_t *ep)
 {
     if (tl_waiting == ep)
         return;
-    if (atomic_exchange(&ep->app_signalled, 0))
+    /* Drain, then clear. A signal raised in between finds the flag still
+     * set and writes nothing, but what it announces was published before
+     * it, and the progress after this reset sees it (the exchange is a full
+     * barrier); from the clear on, the next signal writes the fd again. The
+     * other order lost wake-ups for good: a signal between the clear and the
+     * drain wrote the fd, the drain ate that, and the flag stayed set over an
+     * empty fd, so no later signal wrote it and the application slept on. */
+    if (atomic_load(&ep->app_signalled)) {
         fd_drain(ep->app_evfd);
+        (void)atomic_exchange(&ep->app_signalled, 0);
+    }
     int o = WAIT_OWN_NONE;
     if (!atomic_load(&ep->service_run) &&
         atomic_compare_exchange_strong(&ep->evfd_owner, &o, WAIT_OWN_PROGRESS)) {

@@ -79,6 +79,10 @@ int shm_team_check(const char *fn, const struct shmem_team_s *t);
 /* shmem_team_split.c: bit i set while slot i holds a team of this PE
  * (under shm_g.lock). */
 extern uint64_t shm_team_slots_used;
+/* SHMEM_TEAM_SHARED of PE @me: the PEs i with @same_host[i] (and @me) if
+ * they form a (start, stride, size) set of the world, else @me alone. */
+void shm_team_shared_set(const int *same_host, int npes, int me, int *start, int *stride,
+                         int *size);
 /* Free the per-PE state of the active sets (shm_teams_fini). */
 void shm_aset_fini(void);
 

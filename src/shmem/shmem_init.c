@@ -95,6 +95,7 @@ static void init(const char *fn, int level)
     shm_xlate_init();
     shm_heap_init();
     shm_move_init();
+    shm_wait_init();
     shm_g.initialized = 1;
     shm_teams_init();
     shm_exit_watch_start();

@@ -125,7 +125,12 @@ void shm_put_nbi_bytes(const char *fn, shmem_ctx_t ctx, void *dst_sym, const voi
         return;
     shm_loc_t loc;
     shm_locate(fn, dst_sym, len, pe, &loc);
-    if (loc.ptr || !nbi_cq || len == 0) {
+    if (loc.ptr) {
+        memmove(loc.ptr, src, len); /* complete at once */
+        shm_mark(pe);
+        return;
+    }
+    if (!nbi_cq || len == 0) {
         shm_put_bytes(fn, ctx, dst_sym, src, len, pe);
         return;
     }
@@ -141,7 +146,11 @@ void shm_get_nbi_bytes(const char *fn, shmem_ctx_t ctx, void *dst, const void *s
         return;
     shm_loc_t loc;
     shm_locate(fn, src_sym, len, pe, &loc);
-    if (loc.ptr || !nbi_cq || len == 0) {
+    if (loc.ptr) {
+        memmove(dst, loc.ptr, len);
+        return;
+    }
+    if (!nbi_cq || len == 0) {
         shm_get_bytes(fn, ctx, dst, src_sym, len, pe);
         return;
     }

@@ -4,9 +4,12 @@
  * bit, for floating-point types too. */
 #include "shmem_coll.h"
 
+#include <stdlib.h>
 #include <string.h>
 
-#define RED_CHUNK 16384 /* bytes of a peer's source combined at a time */
+/* Bytes of a peer's source read at a time from another host, and of
+ * results held back at a time when the reduction is in place. */
+#define RED_CHUNK 262144u
 
 static int overlaps(const void *a, const void *b, size_t len)
 {
@@ -17,7 +20,6 @@ static int overlaps(const void *a, const void *b, size_t len)
 int shm_coll_reduce(const char *fn, struct shmem_team_s *t, void *dest, const void *src,
                     size_t elem, size_t nreduce, shm_red_fn op)
 {
-    _Alignas(64) unsigned char in[RED_CHUNK], acc_buf[RED_CHUNK];
     if (shm_team_check(fn, t))
         return -1;
     size_t nbytes = shm_coll_bytes(fn, nreduce, elem);
@@ -25,38 +27,56 @@ int shm_coll_reduce(const char *fn, struct shmem_team_s *t, void *dest, const vo
         shm_fatal(fn, "%s is not symmetric (%p, %zu bytes)",
                   shm_is_symmetric(dest, nbytes) ? "source" : "dest",
                   shm_is_symmetric(dest, nbytes) ? src : dest, nbytes);
-    /* dest may be source itself: then results wait in acc_buf until every
-     * member has read this chunk of our source (a barrier per chunk). */
+    /* dest may be source itself: then the results wait in a buffer until
+     * every member has read that part of our source (a barrier per
+     * RED_CHUNK bytes; the same count on every member, since every
+     * member passes the same nreduce). */
     int inplace = nbytes && overlaps(dest, src, nbytes);
-    size_t chunk = RED_CHUNK / elem * elem;
+    size_t chunk = nbytes, bufsz = nbytes < RED_CHUNK ? nbytes : RED_CHUNK / elem * elem;
+    unsigned char *held = NULL, *in = NULL;
+    if (inplace) {
+        chunk = bufsz;
+        held = malloc(chunk);
+        if (!held)
+            shm_fatal(fn, "out of memory for an in-place reduction (%zu bytes)", chunk);
+    }
     shm_coll_sync(fn, t);
     for (size_t off = 0; off < nbytes; off += chunk) {
-        size_t len = nbytes - off < chunk ? nbytes - off : chunk, cnt = len / elem;
-        unsigned char *acc = inplace ? acc_buf : (unsigned char *)dest + off;
+        size_t clen = nbytes - off < chunk ? nbytes - off : chunk;
+        unsigned char *acc = inplace ? held : (unsigned char *)dest + off;
         const char *s = (const char *)src + off;
         for (int i = 0; i < t->size; i++) {
             int pe = shm_team_pe(t, i);
-            const void *part = s;
-            if (pe != shm_g.me) {
-                shm_loc_t loc;
-                shm_locate(fn, s, len, pe, &loc);
-                if (loc.ptr) {
-                    part = loc.ptr; /* on this host: combine straight from its heap */
-                } else {
-                    shm_get_bytes(fn, SHMEM_CTX_DEFAULT, in, s, len, pe);
-                    part = in;
+            /* a peer's part of this chunk: straight from its mapped heap on
+             * this host, through @in from another host */
+            for (size_t o = 0; o < clen;) {
+                size_t len = clen - o;
+                const void *part = s + o;
+                if (pe != shm_g.me) {
+                    shm_loc_t loc;
+                    shm_locate(fn, s + o, len, pe, &loc);
+                    if (!loc.ptr) {
+                        if (!in && !(in = malloc(bufsz)))
+                            shm_fatal(fn, "out of memory for a reduction (%zu bytes)", bufsz);
+                        len = len < bufsz ? len : bufsz;
+                        shm_get_bytes(fn, SHMEM_CTX_DEFAULT, in, s + o, len, pe);
+                    }
+                    part = loc.ptr ? (const void *)loc.ptr : in;
                 }
+                if (i == 0)
+                    memcpy(acc + o, part, len);
+                else
+                    op(acc + o, part, len / elem);
+                o += len;
             }
-            if (i == 0)
-                memcpy(acc, part, len);
-            else
-                op(acc, part, cnt);
         }
         if (inplace) {
             shm_coll_sync(fn, t);
-            memcpy((char *)dest + off, acc, len);
+            memcpy((char *)dest + off, acc, clen);
         }
     }
+    free(in);
+    free(held);
     if (!inplace)
         shm_coll_sync(fn, t); /* every member has read our source */
     return 0;

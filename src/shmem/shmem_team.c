@@ -5,6 +5,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static struct shmem_team_s world_s = {.slot = 0, .my_pe = -1};
@@ -39,31 +40,41 @@ static void world_setup(void)
 /* SHMEM_TEAM_SHARED: the PEs on this host, if they form a strided set of
  * the world. If they do not, the team is this PE alone, as Sandia
  * OpenSHMEM does (a team must be a (start, stride, size) set). */
-static void shared_setup(void)
+void shm_team_shared_set(const int *same_host, int npes, int me, int *start, int *stride,
+                         int *size)
 {
-    int start = -1, stride = -1, size = 0, strided = 1;
-    for (int pe = 0; pe < shm_g.npes; pe++) {
-        if (pe != shm_g.me && !shm_g.pe[pe].same_host)
+    int st = -1, sd = -1, n = 0;
+    for (int pe = 0; pe < npes; pe++) {
+        if (pe != me && !same_host[pe])
             continue;
-        if (start < 0) {
-            start = pe;
-        } else if (stride < 0) {
-            stride = pe - start;
-        } else if (pe != start + size * stride) {
-            strided = 0;
+        if (st < 0) {
+            st = pe;
+        } else if (sd < 0) {
+            sd = pe - st;
+        } else if (pe != st + n * sd) {
+            st = me; /* not strided */
+            sd = 1;
+            n = 1;
             break;
         }
-        size++;
+        n++;
     }
-    if (!strided) {
-        start = shm_g.me;
-        stride = 1;
-        size = 1;
-    }
-    shared_s.start = start;
-    shared_s.stride = stride > 0 ? stride : 1;
-    shared_s.size = size;
-    shared_s.my_pe = (shm_g.me - start) / shared_s.stride;
+    *start = st;
+    *stride = sd > 0 ? sd : 1;
+    *size = n;
+}
+
+static void shared_setup(void)
+{
+    int *same = malloc((size_t)shm_g.npes * sizeof(int));
+    if (!same)
+        shm_fatal("shmem_init", "out of memory for the shared team (%d PEs)", shm_g.npes);
+    for (int pe = 0; pe < shm_g.npes; pe++)
+        same[pe] = shm_g.pe[pe].same_host;
+    shm_team_shared_set(same, shm_g.npes, shm_g.me, &shared_s.start, &shared_s.stride,
+                        &shared_s.size);
+    free(same);
+    shared_s.my_pe = (shm_g.me - shared_s.start) / shared_s.stride;
     shared_s.slot = 1;
     shared_s.seq = 0;
 }

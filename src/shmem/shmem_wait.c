@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <sys/syscall.h>
@@ -63,6 +64,17 @@ static void sleep_futex(shm_hdr_t *h, uint32_t seq)
     (void)syscall(SYS_futex, &h->doorbell, FUTEX_WAIT, seq, &ts, NULL, 0);
 }
 
+static int evfd = -1; /* the endpoint's event fd, when some PE is on another host */
+
+void shm_wait_init(void)
+{
+    if (!shm_g.any_remote)
+        return;
+    evfd = vmmc_event_fd(shm_g.ep);
+    if (evfd < 0)
+        shm_fatal_vmmc("shmem_init", "the endpoint's event fd", evfd);
+}
+
 void shm_wait(int (*ready)(void *arg), void *arg)
 {
     if (ready(arg))
@@ -90,8 +102,13 @@ void shm_wait(int (*ready)(void *arg), void *arg)
             return;
         }
         if (shm_g.any_remote) {
-            int rc = vmmc_wait(shm_g.ep, ms);
+            /* vmmc_wait would sleep on after a wake that handled no event
+             * (a write landing, a signal): poll the event fd, which every
+             * peer write and vmmc_signal makes readable, then progress. */
+            struct pollfd pfd = {evfd, POLLIN, 0};
+            (void)poll(&pfd, 1, ms);
             atomic_fetch_sub_explicit(&h->sleepers, 1, memory_order_relaxed);
+            int rc = vmmc_progress(shm_g.ep);
             /* a PE that died after its last write to us is no error */
             if (rc < 0 && !ready(arg))
                 shm_fatal_vmmc("shmem", "waiting for symmetric memory", rc);

@@ -5,8 +5,11 @@
  *    put; the counter ends at npes * ITERS exactly: no update was lost;
  *  - the same with a lock in static data and the counter on the last PE;
  *  - test_lock never waits: it fails while another PE (or this one) holds
- *    the lock and succeeds once it is free.
+ *    the lock and succeeds once it is free;
+ *  - PEs that ask one after the other get the lock in that order (the
+ *    test watches the queue's tail, word 0 of the lock on PE 0).
  * `t_lock clear_unheld` and `t_lock set_twice` are the error cases. */
+#include <stdint.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -95,7 +98,44 @@ int main(int argc, char **argv)
         ST_EQ(*flag, npes);
     ST_OK("test_lock: fails while held, succeeds once free, never waits");
 
+    /* First come, first served: PE 0 holds the lock, PEs 1, 2, ... ask in
+     * that order (each waits until the queue's tail, word 0 of the lock on
+     * PE 0, names the one before it), and get it in that order. */
+    int *order = shmem_calloc((size_t)npes + 1, sizeof(int));
     shmem_barrier_all();
+    if (me == 0)
+        shmem_set_lock(lock);
+    shmem_barrier_all();
+    if (me != 0) {
+        uint32_t *tail = (uint32_t *)(void *)lock;
+        int spins = 0;
+        while (shmem_uint32_atomic_fetch(tail, 0) != (uint32_t)me) {
+            if (++spins > 400000)
+                ST_FAIL("PE %d never saw PE %d in the queue", me, me - 1);
+            usleep(50);
+        }
+        shmem_set_lock(lock);
+    } else {
+        uint32_t *tail = (uint32_t *)(void *)lock;
+        int spins = 0;
+        while (shmem_uint32_atomic_fetch(tail, 0) != (uint32_t)npes) {
+            if (++spins > 400000)
+                ST_FAIL("the last PE never entered the queue");
+            usleep(50);
+        }
+    }
+    int pos = shmem_int_atomic_fetch_inc(&order[npes], 0);
+    shmem_int_p(&order[pos], me, 0);
+    shmem_clear_lock(lock);
+    shmem_barrier_all();
+    if (me == 0)
+        for (int i = 0; i < npes; i++)
+            if (order[i] != i)
+                ST_FAIL("lock granted out of order: position %d went to PE %d", i, order[i]);
+    ST_OK("set_lock grants the lock in the order PEs asked for it");
+
+    shmem_barrier_all();
+    shmem_free(order);
     shmem_free(flag);
     shmem_free(inside);
     shmem_free(counter);

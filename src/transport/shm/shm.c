@@ -153,7 +153,7 @@ static shm_peer_t *shm_peer_alloc(vmmc_tl_peer_t *p)
     shm_peer_t *sp = calloc(1, sizeof *sp);
     if (!sp)
         return NULL;
-    sp->out_fd = sp->in_fd = sp->evfd = -1;
+    sp->out_fd = sp->in_fd = sp->pend_fd = sp->evfd = -1;
     atomic_flag_clear(&sp->prod_lock);
     if (__atomic_compare_exchange_n((shm_peer_t **)&p->tl_priv, &cur, sp, 0, __ATOMIC_ACQ_REL,
                                     __ATOMIC_ACQUIRE))
@@ -333,6 +333,8 @@ static void shm_ep_close(vmmc_ep_t *ep)
             close(sp->out_fd);
         if (sp->in_fd >= 0)
             close(sp->in_fd);
+        if (sp->pend_fd >= 0)
+            close(sp->pend_fd);
         if (sp->evfd >= 0)
             close(sp->evfd);
         shm_inbox_detach(sp);
@@ -373,11 +375,10 @@ static int wait_msg(int fd, vmmc_ctl_msg_t *m, int *fds, int *nfds, int timeout_
     }
 }
 
-static int shm_peer_connect(vmmc_ep_t *ep, vmmc_tl_peer_t *p, int timeout_ms)
+/* Connect to the peer's control socket and say HELLO: the connection, or
+ * an error. */
+static int hello_open(vmmc_ep_t *ep, vmmc_tl_peer_t *p, int timeout_ms, int *out)
 {
-    shm_peer_t *sp = shm_peer_alloc(p);
-    if (!sp)
-        return vmmc_error(VMMC_ERR_NOMEM, "out of memory for peer state");
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return vmmc_error_sys("socket(AF_UNIX)");
@@ -412,9 +413,32 @@ static int shm_peer_connect(vmmc_ep_t *ep, vmmc_tl_peer_t *p, int timeout_ms)
         close(fd);
         return rc;
     }
+    *out = fd;
+    return VMMC_OK;
+}
+
+/* Called with the core peer's lock held, so one connect per peer at a time.
+ * A connection whose HELLO went out is never closed for lack of patience:
+ * the peer may have taken it already (its HELLO_ACK on the way), and a
+ * closed control connection is how an endpoint learns that its peer died.
+ * It is kept (pend_fd) and the next connect waits on it, so a peer sees one
+ * HELLO per connection of ours, and an impatient caller costs nothing. */
+static int shm_peer_connect(vmmc_ep_t *ep, vmmc_tl_peer_t *p, int timeout_ms)
+{
+    shm_peer_t *sp = shm_peer_alloc(p);
+    if (!sp)
+        return vmmc_error(VMMC_ERR_NOMEM, "out of memory for peer state");
+    int fd = sp->pend_fd, rc;
+    sp->pend_fd = -1;
+    if (fd < 0 && (rc = hello_open(ep, p, timeout_ms, &fd)) != VMMC_OK)
+        return rc;
     vmmc_ctl_msg_t m;
     int fds[SHM_MAX_FDS], nfds = 0;
     rc = wait_msg(fd, &m, fds, &nfds, timeout_ms);
+    if (rc == VMMC_ERR_TIMEOUT) {
+        sp->pend_fd = fd; /* answered later, maybe: the next connect looks */
+        return rc;
+    }
     if (rc == VMMC_OK && (m.magic != VMMC_CTL_MAGIC || m.type != CTL_HELLO_ACK || nfds != 3))
         rc = vmmc_error(VMMC_ERR_PROTOCOL, "bad handshake reply from peer %d", p->rank);
     if (rc == VMMC_ERR_PEER_DEAD) /* it closed on us: it does not know us and does not listen */

@@ -82,6 +82,9 @@ typedef struct shm_ep {
 
 typedef struct shm_peer {
     int out_fd;                /* our connection to the peer */
+    int pend_fd;               /* a connection whose HELLO was sent and not answered
+                                * yet (its connect timed out): the next connect waits
+                                * on it; under the core peer's lock */
     int in_fd;                 /* the peer's connection to us */
     shm_status_t *status;      /* the peer's status page, mapped read-only */
     shm_ring_t *ring;          /* our ring at the peer */

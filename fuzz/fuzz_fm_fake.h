@@ -200,7 +200,10 @@ int vmmc_send(vmmc_proxy_t *px, size_t offset, const void *src, size_t len, unsi
 
 int vmmc_signal(vmmc_ep_t *ep, int rank)
 {
-    (void)ep, (void)rank;
+    /* Our own endpoint (FM wakes it when a ring joins its active list):
+     * nobody else is in this call, so no turn for the peer either. */
+    if (rank == vmmc_rank(ep))
+        return VMMC_OK;
     fake_turn();
     return VMMC_OK;
 }

@@ -114,6 +114,13 @@ int fm_ring_make_locked(fm_t *fm, fm_peer_t *p)
     __atomic_fetch_add(&fm->cnt[FM_C_RINGS], 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&fm->cnt[FM_C_RING_BYTES], (uint64_t)region, __ATOMIC_RELAXED);
     atomic_store_explicit(&p->has_ring, 1, memory_order_release);
+    /* The export answered the peer's waiting import at once, so the peer
+     * may have written packets and signalled us before the push above: a
+     * pass of progress that ran meanwhile consumed that signal without
+     * seeing the ring. Wake this endpoint again now that extract walks it,
+     * or a receiver sleeping on its event fd sleeps past those packets. */
+    if (p->rank != fm->rank)
+        (void)vmmc_signal(fm->ep, fm->rank);
     return VMMC_OK;
 }
 

@@ -466,6 +466,9 @@ struct vofi_ep {
 int vofi_ep_progress(vofi_ep_t *ep);
 /* Same, lock held by the caller. */
 int vofi_ep_progress_locked(vofi_ep_t *ep);
+/* Progress once before sleeping on the endpoint's wait fd (takes the
+ * lock): the core's progress runs too, which leaves that fd quiet. */
+int vofi_ep_progress_wait(vofi_ep_t *ep);
 /* The fd that becomes readable when the endpoint has work (vmmc event fd). */
 int vofi_ep_wait_fd(vofi_ep_t *ep);
 /* The vmmc peer handle for @p a (connecting on first use), or a negative

@@ -84,13 +84,14 @@ void vofi_bound_sync(vofi_bound_t b)
     }
 }
 
-void vofi_bound_progress(vofi_bound_t b)
+void vofi_bound_progress(vofi_bound_t b, int wait)
 {
     vofi_ep_t *eps[VOFI_MAX_CNTR_EPS];
+    int (*pass)(vofi_ep_t *) = wait ? vofi_ep_progress_wait : vofi_ep_progress;
     /* One endpoint (the usual case): no lock, since binding and unbinding
      * must not run while another thread reads the queue. */
     if (__atomic_load_n(b.neps, __ATOMIC_ACQUIRE) == 1) {
-        vofi_ep_progress(b.eps[0]);
+        pass(b.eps[0]);
         return;
     }
     pthread_mutex_lock(b.lock);
@@ -102,7 +103,7 @@ void vofi_bound_progress(vofi_bound_t b)
         for (int k = 0; k < i && !dup; k++)
             dup = eps[k] == eps[i];
         if (!dup)
-            vofi_ep_progress(eps[i]);
+            pass(eps[i]);
     }
 }
 

@@ -32,8 +32,10 @@ void vofi_bound_remove(vofi_bound_t b, vofi_ep_t *ep);
 /* Add to the epoll set the wait fds endpoints have by now. Called, without
  * our lock, before anyone sleeps on the set. */
 void vofi_bound_sync(vofi_bound_t b);
-/* Progress each bound endpoint once (under its own lock; ours not held). */
-void vofi_bound_progress(vofi_bound_t b);
+/* Progress each bound endpoint once (under its own lock; ours not held);
+ * @p wait: the caller may sleep on the epoll set next (vofi_ep_progress_wait,
+ * which leaves the endpoints' fds quiet). */
+void vofi_bound_progress(vofi_bound_t b, int wait);
 
 /* Milliseconds of CLOCK_MONOTONIC; what is left of a wait that ends at
  * @p deadline (-1: forever when @p timeout < 0, 0: over). */

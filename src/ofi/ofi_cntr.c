@@ -94,7 +94,7 @@ int vofi_cntr_ready(vofi_cntr_t *c)
 static uint64_t cntr_read(struct fid_cntr *fid)
 {
     vofi_cntr_t *c = CNTR_OF(fid);
-    vofi_bound_progress(VOFI_BOUND(c, "cntr"));
+    vofi_bound_progress(VOFI_BOUND(c, "cntr"), 0);
     cntr_drain(c);
     return atomic_load(&c->value);
 }
@@ -147,7 +147,7 @@ static int cntr_wait(struct fid_cntr *fid, uint64_t threshold, int timeout)
     int64_t deadline = timeout >= 0 ? vofi_now_ms() + timeout : 0;
     for (;;) {
         vofi_bound_sync(VOFI_BOUND(c, "cntr")); /* before the pass: see ofi_cq.c sread */
-        vofi_bound_progress(VOFI_BOUND(c, "cntr"));
+        vofi_bound_progress(VOFI_BOUND(c, "cntr"), 1); /* it may sleep next */
         cntr_drain(c); /* this thread looks at the counter now */
         if (atomic_load(&c->value) >= threshold)
             return 0;

@@ -186,14 +186,15 @@ static void cq_out(const vofi_cq_t *cq, void *buf, size_t i, const vofi_cqe_t *e
 
 /* A read that finds nothing takes a pending fi_cq_signal when
  * @p take_signal (fi_cq_read: whoever sleeps on the fd was woken and
- * looked), so that the fd is not left readable; sread takes it itself. */
+ * looked), so that the fd is not left readable; sread takes it itself,
+ * and sleeps next (so its pass leaves the endpoints' fds quiet). */
 static ssize_t cq_take(vofi_cq_t *cq, void *buf, size_t count, fi_addr_t *src, int take_signal)
 {
     if (!buf && count) {
         vofi_warn("cq: read into a NULL buffer");
         return -FI_EINVAL;
     }
-    vofi_bound_progress(VOFI_BOUND(cq, "cq"));
+    vofi_bound_progress(VOFI_BOUND(cq, "cq"), !take_signal);
     /* The polling loop's common case, an empty queue nobody sleeps on, is
      * seen without the lock (a completion written meanwhile is read next
      * time; the lock orders everything else). */

@@ -186,7 +186,8 @@ void vofi_fail_rx(vofi_ep_t *ep, const vofi_cqe_t *e, vofi_cntr_t *cntr)
 
 /* ---- progress ------------------------------------------------------------ */
 
-int vofi_ep_progress_locked(vofi_ep_t *ep)
+/* One pass; @full: the core's progress too, whatever the pass count. */
+static int ep_pass(vofi_ep_t *ep, int full)
 {
     if (!ep->enabled)
         return 0;
@@ -196,9 +197,13 @@ int vofi_ep_progress_locked(vofi_ep_t *ep)
      * core itself when its rings are not mapped, and the udp link's thread
      * lands a rendezvous meanwhile, so a polling loop runs it every pass
      * only while RMA is in flight, one pass in 16 while a rendezvous is,
-     * and one in 256 otherwise. */
+     * and one in 256 otherwise. It is also what empties the endpoint's
+     * event fd (vmmc_event_fd), so a caller about to sleep on that fd runs
+     * it every time: a signal already handled must not leave it readable.
+     * It runs before the rings are read, so a signal it takes is for
+     * something the reads below see. */
     unsigned every = vofi_rma_busy(ep) ? 1 : ep->rdv_rx.head ? 16 : 256;
-    if (++ep->passes % every == 0) {
+    if (++ep->passes % every == 0 || full) {
         n = vmmc_progress(ep->vep);
         if (n < 0)
             n = 0;
@@ -208,10 +213,23 @@ int vofi_ep_progress_locked(vofi_ep_t *ep)
     return n;
 }
 
+int vofi_ep_progress_locked(vofi_ep_t *ep)
+{
+    return ep_pass(ep, 0);
+}
+
 int vofi_ep_progress(vofi_ep_t *ep)
 {
     pthread_mutex_lock(&ep->lock);
-    int n = vofi_ep_progress_locked(ep);
+    int n = ep_pass(ep, 0);
+    pthread_mutex_unlock(&ep->lock);
+    return n;
+}
+
+int vofi_ep_progress_wait(vofi_ep_t *ep)
+{
+    pthread_mutex_lock(&ep->lock);
+    int n = ep_pass(ep, 1);
     pthread_mutex_unlock(&ep->lock);
     return n;
 }

@@ -91,7 +91,9 @@ int vofi_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, vo
     return 0;
 }
 
-/* Progress each distinct endpoint of @eps once (each takes its own lock). */
+/* Progress each distinct endpoint of @eps once (each takes its own lock),
+ * as before a sleep: the core's progress included, which empties the
+ * endpoints' event fds of signals for work this pass handles. */
 static void progress_eps(vofi_ep_t **eps, int n)
 {
     for (int i = 0; i < n; i++) {
@@ -99,7 +101,7 @@ static void progress_eps(vofi_ep_t **eps, int n)
         for (int k = 0; k < i && !seen; k++)
             seen = eps[k] == eps[i];
         if (!seen)
-            vofi_ep_progress(eps[i]);
+            vofi_ep_progress_wait(eps[i]);
     }
 }
 

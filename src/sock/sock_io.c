@@ -136,6 +136,36 @@ static int pending(sock_t *s, io_call_t *c, int why, int timeout_ms)
     }
 }
 
+/* The start of each turn of io_recv and io_send, the same for both: the
+ * kernel's socket is the kernel's call (IO_DONE, *@p r its answer); a
+ * pending one is driven (IO_AGAIN: look at the mode again; IO_DONE with -1
+ * if that fails); an upgraded one gets its iovec view and its timeout in
+ * *@p timeout (IO_VMMC, or IO_DONE with -1 for a bad vector). */
+enum { IO_VMMC, IO_AGAIN, IO_DONE };
+
+static int io_turn(sock_t *s, int fd, io_call_t *c, int flags, int send, int *timeout,
+                   ssize_t *r)
+{
+    int mode = atomic_load(&s->mode);
+    if (mode == VMMC_SOCK_KERNEL || mode == VMMC_SOCK_LISTENING) {
+        *r = kernel_done(c, fd, send ? kernel_send(fd, c, flags) : kernel_recv(fd, c, flags));
+        return IO_DONE;
+    }
+    *timeout = sock_timeout(s, flags, send);
+    if (mode == VMMC_SOCK_PENDING) {
+        if (pending(s, c, send ? SOCK_UP_WRITE : SOCK_UP_READ, *timeout) < 0) {
+            *r = -1;
+            return IO_DONE;
+        }
+        return IO_AGAIN;
+    }
+    if (io_view(c) < 0) {
+        *r = -1;
+        return IO_DONE;
+    }
+    return IO_VMMC;
+}
+
 static ssize_t io_recv(int fd, io_call_t *c, int flags)
 {
     sock_t *s = sock_get(fd);
@@ -143,23 +173,11 @@ static ssize_t io_recv(int fd, io_call_t *c, int flags)
         return kernel_done(c, fd, kernel_recv(fd, c, flags));
     ssize_t r;
     for (;;) {
-        int mode = atomic_load(&s->mode);
-        if (mode == VMMC_SOCK_KERNEL || mode == VMMC_SOCK_LISTENING) {
-            r = kernel_done(c, fd, kernel_recv(fd, c, flags));
+        int timeout, t = io_turn(s, fd, c, flags, 0, &timeout, &r);
+        if (t == IO_DONE)
             break;
-        }
-        int timeout = sock_timeout(s, flags, 0);
-        if (mode == VMMC_SOCK_PENDING) {
-            if (pending(s, c, SOCK_UP_READ, timeout) < 0) {
-                r = -1;
-                break;
-            }
+        if (t == IO_AGAIN)
             continue;
-        }
-        if (io_view(c) < 0) {
-            r = -1;
-            break;
-        }
         if (flags & (MSG_OOB | MSG_ERRQUEUE)) {
             r = SOCK_FAIL(flags & MSG_OOB ? EINVAL : EAGAIN,
                           "%s: descriptor %d: no urgent data nor error queue on vmmc", c->name,
@@ -203,23 +221,11 @@ static ssize_t io_send(int fd, io_call_t *c, int flags)
         return kernel_done(c, fd, kernel_send(fd, c, flags));
     ssize_t r;
     for (;;) {
-        int mode = atomic_load(&s->mode);
-        if (mode == VMMC_SOCK_KERNEL || mode == VMMC_SOCK_LISTENING) {
-            r = kernel_done(c, fd, kernel_send(fd, c, flags));
+        int timeout, t = io_turn(s, fd, c, flags, 1, &timeout, &r);
+        if (t == IO_DONE)
             break;
-        }
-        int timeout = sock_timeout(s, flags, 1);
-        if (mode == VMMC_SOCK_PENDING) {
-            if (pending(s, c, SOCK_UP_WRITE, timeout) < 0) {
-                r = -1;
-                break;
-            }
+        if (t == IO_AGAIN)
             continue;
-        }
-        if (io_view(c) < 0) {
-            r = -1;
-            break;
-        }
         if (flags & MSG_OOB) {
             r = SOCK_FAIL(EOPNOTSUPP, "%s: descriptor %d: no urgent data on vmmc", c->name, fd);
             break;

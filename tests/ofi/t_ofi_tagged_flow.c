@@ -3,7 +3,8 @@
  * buffer or pace, never deadlock), the source address of a completion
  * (FI_SOURCE, fi_cq_readfrom), counters bound to FI_SEND/FI_RECV (and their
  * error count), fi_cq_sread blocking with a timeout, the FD wait object
- * (FI_GETWAIT, fi_trywait, poll) and an endpoint sending to itself.
+ * (FI_GETWAIT, fi_trywait, poll; quiet once fi_trywait says so) and an
+ * endpoint sending to itself.
  *
  *   t_ofi_tagged_flow [filter] */
 #include "ofi_pair.h"
@@ -230,6 +231,74 @@ static int s_waitfd(op_side_t *s, void *v)
     return 0;
 }
 
+/* FI_WAIT_FD once a message was read: fi_trywait's 0 means "the fd is quiet
+ * until something arrives", so a poll() right after it must not return at
+ * once (an fd left readable makes an epoll loop spin, reading nothing).
+ * The peer is idle meanwhile; a core event landing between fi_trywait and
+ * poll() gets two more chances, each read first. */
+static int s_quiet(op_side_t *s, void *v)
+{
+    (void)v;
+    enum { N = 3 };
+    char b[64];
+    struct fi_context2 c;
+    char go;
+    if (s->rank == 0) {
+        for (int i = 0; i < N; i++) {
+            op_oob_recv(s, &go, 1);
+            op_fill(b, 40, (uint64_t)i);
+            OP_POST(s, "tsend", fi_tsend(s->ep, b, 40, NULL, s->peer, 5, &c));
+            op_wait_ok(s, s->txcq, &c, "tsend");
+        }
+        op_oob_recv(s, &go, 1);
+        return 0;
+    }
+    int fd = -1;
+    OP_OK(fi_control(&s->rxcq->fid, FI_GETWAIT, &fd));
+    struct fid *f = &s->rxcq->fid;
+    for (int i = 0; i < N; i++) {
+        OP_POST(s, "trecv", fi_trecv(s->ep, b, 64, NULL, s->peer, 5, 0, &c));
+        op_oob_send(s, "g", 1);
+        double end = op_now() + OP_TIMEOUT;
+        for (;;) { /* the message, waiting on the fd */
+            struct fi_cq_tagged_entry e;
+            ssize_t r = fi_cq_read(s->rxcq, &e, 1);
+            if (r == 1) {
+                OP_CHECK(e.op_context == &c && e.len == 40);
+                break;
+            }
+            if (r != -FI_EAGAIN)
+                OP_FAIL("fi_cq_read: %zd (%s)", r, fi_strerror((int)-r));
+            int t = fi_trywait(s->fabric, &f, 1);
+            if (t == -FI_EAGAIN)
+                continue;
+            OP_CHECK(t == 0);
+            int left = (int)((end - op_now()) * 1000);
+            struct pollfd p = {fd, POLLIN, 0};
+            if (left <= 0 || poll(&p, 1, left) == 0)
+                OP_FAIL("the CQ's fd never became readable (message %d)", i);
+        }
+        OP_VERIFY(b, 40, (uint64_t)i, 0, "quiet data");
+        int quiet = 0;
+        for (int k = 0; k < 3 && !quiet; k++) {
+            int t = fi_trywait(s->fabric, &f, 1);
+            if (t != 0 && t != -FI_EAGAIN)
+                OP_FAIL("fi_trywait: %d (%s)", t, fi_strerror(-t));
+            struct pollfd p = {fd, POLLIN, 0};
+            quiet = t == 0 && poll(&p, 1, 0) == 0;
+            struct fi_cq_tagged_entry e;
+            ssize_t r = fi_cq_read(s->rxcq, &e, 1);
+            if (r != -FI_EAGAIN)
+                OP_FAIL("fi_cq_read with nothing sent: %zd (%s)", r, fi_strerror((int)-r));
+        }
+        if (!quiet)
+            OP_FAIL("after message %d the CQ's fd stays readable although fi_trywait says "
+                    "there is nothing to read", i);
+    }
+    op_oob_send(s, "g", 1);
+    return 0;
+}
+
 /* An endpoint sends to its own address: eager and rendezvous, posted
  * before and after. */
 static int s_self(op_side_t *s, void *v)
@@ -290,6 +359,8 @@ int main(int argc, char **argv)
         d.cq_wait = FI_WAIT_FD;
         if (op_want(argc, argv, "waitfd"))
             op_tally(&t, op_run("waitfd", &d, s_waitfd, NULL));
+        if (op_want(argc, argv, "quiet"))
+            op_tally(&t, op_run("quiet", &d, s_quiet, NULL));
     }
     {
         op_cfg_t d = c;

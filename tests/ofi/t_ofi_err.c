@@ -190,26 +190,65 @@ static int s_av_garbage(op_side_t *s, void *v)
 
 /* A peer that exits in the middle of a rendezvous. mode 0: rank 1 is the
  * receiver and dies; rank 0's send must end. mode 1: rank 1 is the sender
- * and dies; rank 0's matched receive must end. Then a new operation to the
- * dead peer also ends, and rank 0 closes. */
+ * and dies; rank 0's matched receive must end. mode 2: rank 1 sends and
+ * exits at once, and rank 0 posts its receive only once rank 1 is gone: the
+ * receive matches the announcement, and its answer can never go to the dead
+ * sender. Then a new operation to the dead peer also ends, and rank 0
+ * closes.
+ *
+ * The large message must have left rank 1 before it dies, or rank 0's
+ * receive (from any source) has nothing to do with it. A first message to
+ * a peer waits for the connection (the provider keeps it in its backlog and
+ * fi_tsend() returns 0), so the two first exchange a message the same way
+ * (a rendezvous one in modes 0 and 1: every channel it needs is then
+ * connected), and the large send goes out at once. */
 typedef struct darg {
     int mode;
 } darg_t;
+
+/* Wait until the peer process has exited (its end of the pipe closes). */
+static void wait_peer_exit(op_side_t *s)
+{
+    double end = op_now() + OP_TIMEOUT;
+    char c;
+    for (;;) {
+        struct pollfd pfd = {s->fd, POLLIN, 0};
+        if (poll(&pfd, 1, 10) > 0) {
+            ssize_t n = read(s->fd, &c, 1);
+            if (n == 0)
+                return;
+            if (n < 0 && errno != EINTR)
+                OP_FAIL("oob read: %s", strerror(errno));
+        }
+        if (op_now() > end)
+            OP_FAIL("the peer did not exit in %.0f s", OP_TIMEOUT);
+    }
+}
 
 static int s_peer_dies(op_side_t *s, void *v)
 {
     darg_t *a = v;
     size_t len = 64u << 20;
+    size_t wlen = a->mode == 2 ? 64 : op_eager() + 4096;
     uint8_t *b = malloc(len);
     struct fi_context2 c, c2;
     OP_CHECK(b);
     memset(b, 1, len);
     int sender = a->mode == 0 ? 0 : 1;
+    /* The first message, in the direction of the large one. */
+    if (s->rank == sender) {
+        OP_POST(s, "tsend", fi_tsend(s->ep, b, wlen, NULL, s->peer, 3, &c));
+        op_wait_ok(s, s->txcq, &c, "the first send");
+    } else {
+        OP_POST(s, "trecv", fi_trecv(s->ep, b, wlen, NULL, s->peer, 3, 0, &c));
+        op_wait_ok(s, s->rxcq, &c, "the first receive");
+    }
     if (s->rank == 1) {
         if (sender == 1) {
             op_barrier(s);
             OP_POST(s, "tsend", fi_tsend(s->ep, b, len, NULL, s->peer, 1, &c));
-            op_settle(s, 0.01);
+            if (a->mode == 1)
+                op_settle(s, 0.01);
         } else {
             OP_POST(s, "trecv", fi_trecv(s->ep, b, len, NULL, s->peer, 1, 0, &c));
             op_barrier(s);
@@ -232,9 +271,13 @@ static int s_peer_dies(op_side_t *s, void *v)
             free(b);
             return 0;
         }
-    } else {
+    } else if (a->mode == 1) {
         OP_POST(s, "trecv", fi_trecv(s->ep, b, len, NULL, s->peer, 1, 0, &c));
         op_barrier(s);
+    } else {
+        op_barrier(s);
+        wait_peer_exit(s);
+        OP_POST(s, "trecv", fi_trecv(s->ep, b, len, NULL, s->peer, 1, 0, &c));
     }
     double t0 = op_now();
     op_ent_t e = op_wait_for(s, sender == 0 ? s->txcq : s->rxcq, &c, OP_TIMEOUT,
@@ -310,11 +353,13 @@ int main(int argc, char **argv)
         if (op_want(argc, argv, "av_garbage"))
             op_tally(&t, op_run_solo("av_garbage", &d, s_av_garbage, NULL));
     }
-    for (int m = 0; m < 2; m++) {
+    for (int m = 0; m < 3; m++) {
         op_cfg_t d = c;
         d.no_final_barrier = 1;
         darg_t a = {.mode = m};
-        const char *n = m ? "peer_dies_sending" : "peer_dies_receiving";
+        static const char *const names[] = {"peer_dies_receiving", "peer_dies_sending",
+                                            "peer_dies_unanswered"};
+        const char *n = names[m];
         if (op_want(argc, argv, n))
             op_tally(&t, op_run(n, &d, s_peer_dies, &a));
     }

@@ -108,7 +108,7 @@ static int compile(const char *cc, const char *src, const char *prog, char *why,
     char *out = NULL;
     int rc = proc_run_capture(argv, NULL, -1, 120, &out);
     if (rc)
-        snprintf(why, n, "%s failed (%s): %.400s", cc, proc_why(rc), out ? out : "");
+        snprintf(why, n, "%.100s failed (%.60s): %.400s", cc, proc_why(rc), out ? out : "");
     free(out);
     return rc ? -1 : 0;
 }

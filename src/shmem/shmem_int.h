@@ -75,7 +75,11 @@ typedef struct shm_hdr {
      * This PE ends with that status as soon as it sees it (shm_wait, and a
      * watcher thread when some PE is on another host). */
     _Atomic uint64_t exit_word;
-    uint8_t pad0[48];
+    /* 1 while a sleeper waits for a ring: the first ringer takes it (0) and
+     * wakes; the ones after it, until a sleeper arms again, make no system
+     * call (one ring per sleep, not per operation). */
+    _Atomic uint32_t armed;
+    uint8_t pad0[44];
     /* The collectives' own words (barrier counters, flags): owned by coll,
      * laid out in shmem_coll.h, within this many bytes. */
     uint8_t coll[4096 - 64];

@@ -10,11 +10,17 @@
  * cannot reach the futex: the waiter sleeps in vmmc_wait() instead, which
  * vmmc_signal() from any PE wakes, and ringers on this host signal too.
  *
- * No wake-up is lost: the waiter reads the doorbell, announces itself in
- * `sleepers`, checks its condition once more, and sleeps only while the
- * doorbell still holds the value it read; the ringer makes its update
- * visible (full fence), then reads `sleepers`, and bumps the doorbell and
- * wakes only when someone sleeps (one load when nobody does). */
+ * No wake-up is lost: the waiter reads the doorbell, arms it (`armed`),
+ * announces itself in `sleepers`, checks its condition once more, and
+ * sleeps only while the doorbell still holds the value it read; the ringer
+ * makes its update visible (full fence), then reads `sleepers`, and only
+ * when someone sleeps takes the arm (an exchange) and, if it was armed,
+ * bumps the doorbell and wakes. So a stream of atomics to a sleeping PE
+ * makes one system call per sleep, not one per operation: the ringers
+ * after the first find it disarmed, and the update they made is seen by
+ * the woken waiter's next check (it arms again before that check, so a
+ * ring that finds it disarmed happened before the arm in the exchange's
+ * order, and its update before the check). */
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -96,6 +102,7 @@ void shm_wait(int (*ready)(void *arg), void *arg)
         ms = 1;
     for (;;) {
         uint32_t seq = atomic_load_explicit(&h->doorbell, memory_order_acquire);
+        atomic_store_explicit(&h->armed, 1, memory_order_seq_cst);
         atomic_fetch_add_explicit(&h->sleepers, 1, memory_order_seq_cst);
         if (ready(arg)) {
             atomic_fetch_sub_explicit(&h->sleepers, 1, memory_order_relaxed);
@@ -137,6 +144,8 @@ void shm_ring(int pe)
     atomic_thread_fence(memory_order_seq_cst);
     if (__builtin_expect(atomic_load_explicit(&h->sleepers, memory_order_relaxed) == 0, 1))
         return;
+    if (!atomic_exchange_explicit(&h->armed, 0, memory_order_seq_cst))
+        return; /* an earlier ring of this sleep woke it already */
     atomic_fetch_add_explicit(&h->doorbell, 1, memory_order_seq_cst);
     if (shm_g.any_remote)
         (void)vmmc_signal(shm_g.ep, pe);

@@ -2,7 +2,8 @@
  * waiting PE.
  *
  * A waiter spins VMMC_SHMEM_SPIN, then sleeps in bounded sleeps
- * (VMMC_SHMEM_SLEEP, 1 ms) until its condition holds: a plain put rings no
+ * (VMMC_SHMEM_SLEEP, 1 ms) until its condition holds, spinning again
+ * after each sleep that a ring ended: a plain put rings no
  * bell, so it must still be seen. Where every PE is on this host the sleep
  * is a futex on the doorbell word of this PE's heap header (a MAP_SHARED
  * word, so no FUTEX_PRIVATE_FLAG), and a ringer on this host bumps the
@@ -81,26 +82,39 @@ void shm_wait_init(void)
         shm_fatal_vmmc("shmem_init", "the endpoint's event fd", evfd);
 }
 
+/* Spin until @ready or VMMC_SHMEM_SPIN has passed: 1 if ready. */
+static int spin_phase(int (*ready)(void *arg), void *arg)
+{
+    uint64_t start = vmmc_now_ns();
+    for (unsigned i = 1;; i++) {
+        if (ready(arg))
+            return 1;
+        cpu_relax();
+        if ((i & 255) == 0) {
+            shm_exit_check();
+            if (vmmc_now_ns() - start >= shm_cfg.spin_ns)
+                return 0;
+        }
+    }
+}
+
 void shm_wait(int (*ready)(void *arg), void *arg)
 {
     if (ready(arg))
         return;
     shm_hdr_t *h = shm_hdr();
-    uint64_t start = vmmc_now_ns();
-    for (unsigned i = 1;; i++) {
-        if (ready(arg))
-            return;
-        cpu_relax();
-        if ((i & 255) == 0) {
-            shm_exit_check();
-            if (vmmc_now_ns() - start >= shm_cfg.spin_ns)
-                break;
-        }
-    }
     int ms = (int)(shm_cfg.sleep_ns / 1000000ull);
     if (ms < 1)
         ms = 1;
+    int spin = 1;
     for (;;) {
+        /* Spin first, and again after every wake-up by a ring: a PE that is
+         * rung is likely to be rung again soon (a stream of atomics, the
+         * next barrier), and a sleeper that slept again at once would make
+         * each of those rings a system call. Sleeps that time out do not
+         * spin again. */
+        if (spin && spin_phase(ready, arg))
+            return;
         uint32_t seq = atomic_load_explicit(&h->doorbell, memory_order_acquire);
         atomic_store_explicit(&h->armed, 1, memory_order_seq_cst);
         atomic_fetch_add_explicit(&h->sleepers, 1, memory_order_seq_cst);
@@ -113,16 +127,18 @@ void shm_wait(int (*ready)(void *arg), void *arg)
              * (a write landing, a signal): poll the event fd, which every
              * peer write and vmmc_signal makes readable, then progress. */
             struct pollfd pfd = {evfd, POLLIN, 0};
-            (void)poll(&pfd, 1, ms);
+            int n = poll(&pfd, 1, ms);
             atomic_fetch_sub_explicit(&h->sleepers, 1, memory_order_relaxed);
             int rc = vmmc_progress(shm_g.ep);
             /* a PE that died after its last write to us is no error */
             if (rc < 0 && !ready(arg))
                 shm_fatal_vmmc("shmem", "waiting for symmetric memory", rc);
+            spin = n > 0;
         } else {
             sleep_futex(h, seq);
             atomic_fetch_sub_explicit(&h->sleepers, 1, memory_order_relaxed);
             progress_or_die(ready, arg);
+            spin = atomic_load_explicit(&h->doorbell, memory_order_relaxed) != seq;
         }
         shm_exit_check();
         if (ready(arg))

@@ -27,6 +27,7 @@
 static uint64_t cfg_dgram, cfg_sockbuf, cfg_rto_min, cfg_rto_max, cfg_rto_init;
 static uint64_t cfg_keepalive, cfg_peer_timeout, cfg_busy_retry;
 uint64_t vmmc_udp_cfg_poll_quiet, vmmc_udp_cfg_poll_recheck, vmmc_udp_cfg_ack_delay;
+uint64_t vmmc_udp_cfg_rpc_spin;
 static int64_t cfg_window;
 static const char *cfg_fault;
 static const vmmc_cfg_entry_t udp_entries[] = {
@@ -60,6 +61,10 @@ static const vmmc_cfg_entry_t udp_entries[] = {
      "application before it looks again (it starts at UDP_POLL_QUIET and doubles while the "
      "application keeps polling; a vmmc_wait() that goes to sleep hands the socket back at once)",
      VMMC_CFG_TIME, &vmmc_udp_cfg_poll_recheck},
+    {"UDP_RPC_SPIN", "50us", "a remote read or atomic receives on the socket itself this long "
+     "while it waits for its answer, before it sleeps until the progress thread has it "
+     "(0: sleep at once; a wake-up across threads costs ~30us here)",
+     VMMC_CFG_TIME, &vmmc_udp_cfg_rpc_spin, 0, 1000000000ull},
     {"UDP_FAULT", "", "TEST FACILITY: inject faults on received datagrams, e.g. "
      "drop=0.05,dup=0.01,reorder=0.02,delay=200us,seed=7", VMMC_CFG_STRING, &cfg_fault},
 };

@@ -123,6 +123,10 @@ void vmmc_udp_link_close(vmmc_udp_link_t *l, int timeout_ms);
  * progress thread's wake-up. */
 int vmmc_udp_link_poll(vmmc_udp_link_t *l);
 
+/* VMMC_UDP_RPC_SPIN: how long a remote read or atomic receives its answer
+ * with vmmc_udp_link_poll() itself before it sleeps. */
+extern uint64_t vmmc_udp_cfg_rpc_spin;
+
 /* The receive callback has room again (it refused data while busy): offer
  * what it refused at once rather than after the busy back-off. Any thread. */
 void vmmc_udp_link_retry(vmmc_udp_link_t *l);

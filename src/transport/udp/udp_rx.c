@@ -90,7 +90,9 @@ int vmmc_udp__arm(vmmc_ep_t *ep)
 
 static void get_finish(udp_ep_t *u, get_req_t *g, int status)
 {
-    g->status = status;
+    /* a release store: a reader spinning for its answer (udp_rpc) reads
+     * the status without the lock, and the data before it */
+    __atomic_store_n(&g->status, status, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&u->cond);
 }
 

@@ -27,6 +27,7 @@
 #include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -86,10 +87,23 @@ void shm_wait_init(void)
 static int spin_phase(int (*ready)(void *arg), void *arg)
 {
     uint64_t start = vmmc_now_ns();
+    int remote = shm_g.any_remote;
     for (unsigned i = 1;; i++) {
         if (ready(arg))
             return 1;
-        cpu_relax();
+        if (remote) {
+            /* Peers on other hosts reach this PE through the udp link:
+             * receive inline while spinning (their puts land, their gets
+             * and atomics are answered at once) rather than leave it to
+             * the link thread, which shares this core with the spinner and
+             * would run only when the scheduler preempts it; yield now and
+             * then for that thread's timers. */
+            (void)vmmc_progress(shm_g.ep);
+            if ((i & 63) == 0)
+                sched_yield();
+        } else {
+            cpu_relax();
+        }
         if ((i & 255) == 0) {
             shm_exit_check();
             if (vmmc_now_ns() - start >= shm_cfg.spin_ns)

@@ -23,9 +23,7 @@
  * against a wake-up lost some way not understood yet, so that it costs
  * latency, never a hang. The t_sock_revert_udp stall it was added for had
  * another cause (bytes stranded in the writer's local buffer, now flushed),
- * and without the guard the suites passed hundreds of runs; but a full run
- * then saw rpc_native_client's 1000-byte echo through the preloaded server
- * time out (25 s), which the guard would have turned into a quarter second.
+ * and it has not been seen to rescue anything since; it stays as a defence.
  *
  * Signals: the kernel restarts a blocking recv()/send() after a handler
  * installed with SA_RESTART and fails it with EINTR otherwise. The poll

@@ -106,14 +106,17 @@ int sock_up_client(sock_t *s)
     pthread_mutex_lock(&s->lock);
     s->conn = c;
     pthread_mutex_unlock(&s->lock);
+    /* Upgraded in name before the HELLO leaves: once it is out, the ACK
+     * may come and be handled by another thread (the sock thread), and a
+     * refusal retires the conn and sets the mode back to KERNEL; setting
+     * VMMC after the write could undo that. The ACK's verdict is said by
+     * sock_conn_on_tcp() (sock_up_acked). */
+    sock_set_mode(s, VMMC_SOCK_VMMC);
     if (sock_rec_write(s->fd, &h) != 0) {
         (void)sock_conn_abandon(c); /* nothing buffered yet: only frees it */
         decide_kernel(s, "hello not sent", "client");
         return 0;
     }
-    /* Upgraded once the ACK says so: sock_conn_on_tcp() then says it
-     * (sock_up_acked). */
-    sock_set_mode(s, VMMC_SOCK_VMMC);
     return 0;
 }
 
@@ -193,12 +196,15 @@ static int server_upgrade(sock_t *s, const sock_rec_t *h, int timeout_ms)
     pthread_mutex_lock(&s->lock);
     s->conn = c;
     pthread_mutex_unlock(&s->lock);
+    /* Upgraded before the ACK leaves: the client may answer at once (a
+     * REVERT, its end), which another thread may handle and retire the
+     * conn for; setting VMMC after the write could undo that. */
+    pend_free(s);
+    sock_set_mode(s, VMMC_SOCK_VMMC);
     if (sock_rec_write(s->fd, &a) != 0) {
         (void)sock_conn_abandon(c);
         return server_kernel(s, "ack not sent");
     }
-    pend_free(s);
-    sock_set_mode(s, VMMC_SOCK_VMMC);
     vmmc_sock_info_t info;
     sock_conn_info(c, &info);
     sock_up_say(s, "upgraded", info.transport, "server");

@@ -591,10 +591,15 @@ int vmmc_sock_info(int fd, vmmc_sock_info_t *info)
     info->mode = (vmmc_sock_mode_t)atomic_load(&s->mode);
     strcpy(info->transport, "tcp");
     info->ring_size = (size_t)sock_cfg()->ring;
-    if (info->mode == VMMC_SOCK_VMMC && s->conn) {
-        sock_conn_info(s->conn, info);
-        info->mode = VMMC_SOCK_VMMC;
-    }
+    /* One look at the conn, under the lock a retirement takes to clear it
+     * (the retired conn itself stays allocated for a grace period). */
+    pthread_mutex_lock(&s->lock);
+    sock_conn_t *c = s->conn;
+    pthread_mutex_unlock(&s->lock);
+    if (info->mode == VMMC_SOCK_VMMC && c)
+        sock_conn_info(c, info);
+    else if (info->mode == VMMC_SOCK_VMMC)
+        info->mode = VMMC_SOCK_KERNEL; /* retiring: the kernel's already */
     sock_put(s);
     return 0;
 }

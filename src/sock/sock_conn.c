@@ -139,11 +139,14 @@ static void retire(sock_conn_t *c, const char *why)
     if (s->conn == c)
         s->conn = NULL;
     pthread_mutex_unlock(&s->lock);
+    /* The socket is the kernel's from here: say so before the teardown,
+     * which may take a while (a remote unexport), so that no caller sees
+     * an upgraded mode without its conn meanwhile. */
+    sock_set_mode(s, VMMC_SOCK_KERNEL);
     sock_tx_close(&c->tx);
     if (c->rx.ex)
         vmmc_unexport(c->rx.ex);
     c->rx.ex = NULL;
-    sock_set_mode(s, VMMC_SOCK_KERNEL);
     if (sock_cfg()->debug && why)
         fprintf(stderr, "vmmc-sock[%d]: fd %d reverted to tcp (%s)\n", (int)getpid(), s->fd, why);
     c->fin_at = now_ms(); /* reused: when it retired */

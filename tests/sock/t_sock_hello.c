@@ -125,10 +125,14 @@ static void server_decide(sock_t *s, int why)
 
 static void check_transport(sock_t *s)
 {
-    if (atomic_load(&s->mode) != VMMC_SOCK_VMMC)
+    /* A retirement clears s->conn under s->lock, then flips the mode. */
+    pthread_mutex_lock(&s->lock);
+    sock_conn_t *c = s->conn;
+    pthread_mutex_unlock(&s->lock);
+    if (atomic_load(&s->mode) != VMMC_SOCK_VMMC || !c)
         return;
     vmmc_sock_info_t info;
-    sock_conn_info(s->conn, &info);
+    sock_conn_info(c, &info);
     if (strcmp(info.transport, want_transport) != 0)
         VT_FAIL("upgraded over %s, expected %s", info.transport, want_transport);
 }

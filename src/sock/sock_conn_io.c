@@ -62,12 +62,20 @@ static int left_ms(uint64_t deadline)
 
 /* Both directions on TCP (REVERT answered both ways): back to the kernel.
  * Called with the direction locks @p have_tx / @p have_rx held; the others
- * are tried, never waited for (their holder looks again when it is done). */
+ * are tried, never waited for (their holder looks again when it is done).
+ * A conn that never attached (an abandoned upgrade: the ACK said no) had no
+ * writer in its ring, so its reader has nothing there to finish: the
+ * sender's lock alone retires it. Otherwise a reader that finished while the
+ * sender still held its lock, and a sender that finished while the reader
+ * still held its own, would each leave it to the other, and the socket would
+ * stay upgraded in name over a TCP stream. */
 void sock_conn_maybe_retire(sock_conn_t *c, int have_tx, int have_rx)
 {
     int st = atomic_load(&c->st);
     if ((st & (C_TX_TCP | C_REV_ACKED)) != (C_TX_TCP | C_REV_ACKED) || (st & C_RETIRED))
         return;
+    if (!(st & C_ATTACHED))
+        have_rx = 1;
     sock_t *s = c->s;
     int got_tx = 0, got_rx = 0;
     if (!have_tx) {

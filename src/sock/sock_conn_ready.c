@@ -15,6 +15,12 @@ short sock_conn_ready(sock_conn_t *c, short events)
         sock_conn_on_tcp(c);
     int st = atomic_load(&c->st);
     short rev = 0;
+    if ((st & (C_TX_TCP | C_REV_ACKED)) == (C_TX_TCP | C_REV_ACKED) && !(st & C_RETIRED)) {
+        /* Both directions are on TCP, the retirement not done yet: done
+         * here if the locks are free; the kernel tells either way. */
+        sock_conn_maybe_retire(c, 0, 0);
+        st = atomic_load(&c->st) | C_RETIRED;
+    }
     if (st & C_RETIRED) {
         struct pollfd p = {.fd = c->s->fd, .events = events};
         return sys_poll(&p, 1, 0) == 1 ? p.revents : 0;

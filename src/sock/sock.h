@@ -172,6 +172,10 @@ int sock_ctx_connect(sock_ctx_t *ctx, const void *addr, size_t len, int *peer);
 typedef void (*sock_watch_fn)(int fd, short revents, void *arg);
 int sock_ctx_watch(int fd, short events, sock_watch_fn fn, void *arg);
 void sock_ctx_unwatch(int fd, void *arg);
+/* The watch of @p arg polls @p fd from now on (the descriptor it polled is
+ * being closed while a dup of the same socket lives on). Nothing if @p arg
+ * is not watched. */
+void sock_ctx_move(void *arg, int fd);
 
 /* ------------------------------------------------------------------------ */
 /* wire formats (on the TCP stream and in probe datagrams) */

@@ -168,7 +168,7 @@ static void *sock_thread(void *p)
             if (pf[i].revents & POLLNVAL) {
                 /* Closed without unwatch: polling it again would spin. */
                 watch_t *still = find(ctx, ids[i]);
-                if (still) {
+                if (still && still->fd == pf[i].fd) { /* not moved meanwhile */
                     still->paused = 1;
                     vmmc_warn("sock: fd %d was closed while watched", pf[i].fd);
                 }
@@ -364,10 +364,11 @@ void sock_ctx_unwatch(int fd, void *arg)
     sock_ctx_t *ctx = atomic_load(&the_ctx);
     if (!ctx)
         return;
+    (void)fd; /* the watch is @p arg's: it may poll another dup by now */
     int self = pthread_equal(pthread_self(), ctx->thr);
     pthread_mutex_lock(&ctx->lock);
     for (int i = 0; i < ctx->nw; i++) {
-        if (ctx->w[i].fd != fd || ctx->w[i].arg != arg)
+        if (ctx->w[i].arg != arg)
             continue;
         uint64_t id = ctx->w[i].id;
         ctx->w[i] = ctx->w[--ctx->nw];
@@ -380,4 +381,24 @@ void sock_ctx_unwatch(int fd, void *arg)
     /* Wake the thread so it stops polling the descriptor, which the caller
      * may close (and the number be reused) at once. */
     wake_thread(ctx);
+}
+
+void sock_ctx_move(void *arg, int fd)
+{
+    sock_ctx_t *ctx = atomic_load(&the_ctx);
+    if (!ctx || fd < 0)
+        return;
+    int moved = 0;
+    pthread_mutex_lock(&ctx->lock);
+    for (int i = 0; i < ctx->nw; i++) {
+        if (ctx->w[i].arg == arg && ctx->w[i].fd != fd) {
+            ctx->w[i].fd = fd;
+            ctx->w[i].paused = 0; /* a POLLNVAL of the old number paused it */
+            moved = 1;
+        }
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    /* The thread stops polling the old number, which the caller closes. */
+    if (moved)
+        wake_thread(ctx);
 }

@@ -262,8 +262,13 @@ int sock_fd_drop(int fd, sock_t *s)
     }
     pthread_mutex_lock(&s->lock);
     int last = --s->nfds <= 0;
-    if (!last && s->fd == fd)
+    if (!last && s->fd == fd) {
         s->fd = other_fd(s, fd);
+        /* the connection's TCP side is polled through s->fd: follow it
+         * before @p fd is closed (or its number reused by another file) */
+        if (s->conn)
+            sock_ctx_move(s->conn, s->fd);
+    }
     /* the last one stays in s->fd: the caller closes the connection through
      * it before the descriptor itself goes */
     pthread_mutex_unlock(&s->lock);

@@ -286,6 +286,50 @@ static void test_fork(void)
     close(p[1]);
 }
 
+/* ---- a watch follows its socket to a dup (sock_ctx_move) ----------------- */
+
+static _Atomic int moved_fd = -1;
+static _Atomic int unwatched;
+static _Atomic int late_calls;
+
+static void on_moved(int fd, short rev, void *arg)
+{
+    (void)arg;
+    if (unwatched)
+        late_calls++;
+    moved_fd = fd;
+    on_pipe(fd, rev, NULL);
+}
+
+static void test_move(void)
+{
+    int p[2], tag;
+    VT_CHECK(pipe(p) == 0);
+    hits = 0;
+    VT_CHECK(sock_ctx_watch(p[0], POLLIN, on_moved, &tag) == 0);
+    int d = dup(p[0]);
+    VT_CHECK(d >= 0);
+    sock_ctx_move(&tag, d);
+    sock_ctx_move(&tag, -1); /* no descriptor: nothing */
+    sock_ctx_move(&d, d);    /* not watched: nothing */
+    VT_CHECK(close(p[0]) == 0); /* the number the watch began on */
+    /* polled through the dup, not paused by the closed number */
+    VT_CHECK(write(p[1], "x", 1) == 1);
+    wait_hits(1);
+    VT_CHECK(moved_fd == d);
+    VT_CHECK(write(p[1], "y", 1) == 1);
+    wait_hits(2);
+    VT_CHECK(moved_fd == d);
+    /* unwatched by its argument, whatever number the caller still knows */
+    sock_ctx_unwatch(p[0], &tag);
+    unwatched = 1;
+    VT_CHECK(write(p[1], "z", 1) == 1);
+    usleep(100000);
+    VT_CHECK(late_calls == 0);
+    close(d);
+    close(p[1]);
+}
+
 int main(void)
 {
     alarm(120);
@@ -293,6 +337,7 @@ int main(void)
     test_signals();
     test_unwatch_race();
     test_nval();
+    test_move();
     test_fork();
     printf("t_sock_ctx: ok\n");
     return 0;

@@ -145,11 +145,42 @@ int vmmc_sock_bind(int fd, const struct sockaddr *addr, socklen_t len)
     return 0;
 }
 
+/* Is @p fd bound to a port of its own yet (not listened on: listen binds one)? */
+static int bound_to_port(int fd)
+{
+    struct sockaddr_storage a;
+    socklen_t len = sizeof a;
+    if (sys_getsockname(fd, (struct sockaddr *)&a, &len) != 0)
+        return 0;
+    if (a.ss_family == AF_INET)
+        return ((struct sockaddr_in *)&a)->sin_port != 0;
+    if (a.ss_family == AF_INET6)
+        return ((struct sockaddr_in6 *)&a)->sin6_port != 0;
+    return 0;
+}
+
 int vmmc_sock_listen(int fd, int backlog)
 {
-    if (sys_listen(fd, backlog) < 0)
-        return SOCK_SYSFAIL("vmmc_sock_listen: descriptor %d", fd);
     sock_t *s = sock_get(fd);
+    /* A bound socket's probe port opens before the kernel's listen: a client
+     * that retries connect() until the listener is up probes as soon as its
+     * connect succeeds, and a probe refused for want of the UDP port would
+     * keep its connection on TCP for good. */
+    int early = 0;
+    if (s && sock_cfg()->upgrade && atomic_load(&s->mode) != VMMC_SOCK_LISTENING && !s->lst &&
+        bound_to_port(fd)) {
+        (void)sock_probe_listen(s);
+        early = s->lst != NULL;
+    }
+    if (sys_listen(fd, backlog) < 0) {
+        int e = errno;
+        if (early)
+            sock_probe_unlisten(s);
+        if (s)
+            sock_put(s);
+        errno = e;
+        return SOCK_SYSFAIL("vmmc_sock_listen: descriptor %d", fd);
+    }
     if (!s)
         return 0; /* not ours: the kernel's listen, nothing more */
     pthread_mutex_lock(&s->lock);

@@ -175,6 +175,19 @@ int main(int argc, char **argv)
     expect_upgraded(c3, "the parent's next connection");
     echo(c3, 300000, 5);
     vmmc_sock_close(c3);
+    /* listen() on a connected socket fails, and the probe port it opened
+     * before the kernel's listen is closed again */
+    struct sockaddr_in me;
+    socklen_t ml = sizeof me;
+    VT_CHECK(getsockname(c1, (struct sockaddr *)&me, &ml) == 0);
+    errno = 0;
+    VT_CHECK(vmmc_sock_listen(c1, 4) == -1 && errno == EINVAL);
+    int u = socket(AF_INET, SOCK_DGRAM, 0);
+    VT_CHECK(u >= 0);
+    if (bind(u, (struct sockaddr *)&me, ml) != 0)
+        VT_FAIL("the failed listen kept UDP port %d: %s", ntohs(me.sin_port), strerror(errno));
+    close(u);
+    echo(c1, 1000, 6); /* still the connection it was */
     vmmc_sock_close(c1);
     VT_CHECK(waitpid(srv, &st, 0) == srv);
     VT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);

@@ -31,8 +31,8 @@
  * @endcode
  *
  * Errors: the calls return 0 or a negative VMMC_ERR_* (vmmc/vmmc.h), with
- * vmmc_last_error() saying why; the allocation calls return NULL and set
- * the same message. An access that the protocol cannot satisfy (a rank that
+ * vmmc_dsm_last_error() saying why; the allocation calls return NULL and
+ * set the same message. An access that the protocol cannot satisfy (a rank that
  * died holding the minipage, a protocol error) cannot be returned to the
  * faulting instruction: the library prints the reason and exits non-zero.
  *
@@ -42,7 +42,7 @@
  *
  * Settings (environment, `vmmc info -c` lists them): VMMC_DSM_SIZE,
  * VMMC_DSM_VIEWS, VMMC_DSM_PAGE (1: page mode, 4 KiB granularity and one
- * view), VMMC_DSM_LOCKS, VMMC_DSM_TIMEOUT. docs/dsm.md is the manual.
+ * view). docs/dsm.md is the manual.
  */
 #ifndef VMMC_DSM_H
 #define VMMC_DSM_H
@@ -101,7 +101,7 @@ VMMC_API int vmmc_dsm_size(void);
  * calling rank owns the new minipage (writable, zero-filled).
  * Allocations of more than a page take whole pages of their own and are
  * one minipage.
- * @return the address, or NULL with vmmc_last_error() set: out of shared
+ * @return the address, or NULL with vmmc_dsm_last_error() set: out of shared
  *         space (VMMC_DSM_SIZE raises it), out of views (VMMC_DSM_VIEWS).
  */
 VMMC_API void *vmmc_dsm_malloc(size_t n);
@@ -156,17 +156,25 @@ typedef struct vmmc_dsm_stats {
     uint64_t invalidations;   /**< read copies invalidated here */
     uint64_t forwards;        /**< requests forwarded as manager */
     uint64_t bytes_in;        /**< minipage bytes received */
-    uint64_t delay_ns_sum;    /**< request delay (arrival at this rank to
-                                   served) summed, ns */
+    uint64_t delay_ns_sum;    /**< request delay summed, ns: how long this
+                                   rank's faults (and prefetches) waited,
+                                   from the request leaving to the
+                                   minipage open (the manager, the owner's
+                                   service thread and the transfer) */
     uint64_t delay_ns_max;    /**< longest request delay, ns */
     uint64_t delay_count;     /**< requests whose delay was recorded */
     uint64_t delay_hist[16];  /**< request delay histogram: bucket i counts
-                                   delays < 2^i µs (bucket 0: < 1 µs),
-                                   bucket 15 everything from 2^14 µs up */
+                                   delays < 2^i µs and >= 2^(i-1) µs
+                                   (bucket 0: < 1 µs), bucket 15 every
+                                   delay from 2^14 µs up */
 } vmmc_dsm_stats_t;
 
 /** @brief Copy this rank's counters into @p s. */
 VMMC_API int vmmc_dsm_stats(vmmc_dsm_stats_t *s);
+
+/** @brief Why the calling thread's last failed DSM call failed ("no error"
+ *  if none did); valid until its next DSM call. */
+VMMC_API const char *vmmc_dsm_last_error(void);
 
 /** @brief "minipage" or "page" (VMMC_DSM_PAGE=1); NULL before init. */
 VMMC_API const char *vmmc_dsm_mode(void);

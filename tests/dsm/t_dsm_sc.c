@@ -9,6 +9,8 @@
  * x, y, data and flag are minipages of the same pages (different views),
  * written and read from both sides in every round. Other ranks only meet
  * at the barriers. */
+#include <sched.h>
+
 #include "dsm_test.h"
 
 #define ROUNDS 150
@@ -56,15 +58,23 @@ int main(void)
     DT_OK(vmmc_dsm_barrier());
     DT_PASS("store buffering never seen");
 
-    for (long i = 1; i <= ROUNDS * 4; i++) {
-        if (me == 0) {
+    /* rank 1 reads until it sees the last flag: a stale copy never
+     * updated would keep it reading (and the test would time out) */
+    const long last = ROUNDS * 4;
+    if (me == 0) {
+        for (long i = 1; i <= last; i++) {
             data->v = i;
             flag->v = i;
-        } else if (me == 1) {
+        }
+    } else if (me == 1) {
+        for (;;) {
             long f = flag->v;
             long d = data->v;
             if (d < f)
                 DT_FAIL("read flag %ld then data %ld", f, d);
+            if (f == last)
+                break;
+            sched_yield();
         }
     }
     DT_OK(vmmc_dsm_barrier());

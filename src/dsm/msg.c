@@ -19,6 +19,13 @@
 
 static __thread dsm_out_t *ob;
 static __thread size_t ob_n, ob_cap;
+static pthread_key_t ob_key; /* frees a thread's outbox when it ends */
+static pthread_once_t ob_once = PTHREAD_ONCE_INIT;
+
+static void ob_key_make(void)
+{
+    (void)pthread_key_create(&ob_key, free);
+}
 
 static void post(int dest, uint64_t imm, size_t off, size_t len)
 {
@@ -31,6 +38,8 @@ static void post(int dest, uint64_t imm, size_t off, size_t len)
         }
         ob = p;
         ob_cap = cap;
+        pthread_once(&ob_once, ob_key_make);
+        (void)pthread_setspecific(ob_key, ob);
     }
     ob[ob_n++] = (dsm_out_t){dest, imm, off, len};
     atomic_fetch_add(&dsm.sending, 1);

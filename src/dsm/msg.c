@@ -89,17 +89,15 @@ static int to_manager(unsigned t)
 
 static int from_manager(unsigned t)
 {
-    return t == M_FWD_R || t == M_FWD_W || t == M_FWD_PUSH || t == M_GRANT_R ||
-           t == M_GRANT_W || t == M_NACK || t == M_INV || t == M_MALLOC_REP ||
-           t == M_FREE_REP || t == M_PUSH_REP || t == M_LOCK_GRANT || t == M_BAR_GO;
+    return t == M_FWD_R || t == M_FWD_W || t == M_FWD_PUSH || t == M_GRANT_R || t == M_GRANT_W ||
+           t == M_NACK || t == M_INV || t == M_MALLOC_REP || t == M_FREE_REP || t == M_PUSH_REP ||
+           t == M_LOCK_GRANT || t == M_BAR_GO;
 }
 
-
-
-#define BAD(why)                       \
-    do {                               \
-        dsm_bad_msg(src, imm, why);    \
-        return;                        \
+#define BAD(why)                                                                                   \
+    do {                                                                                           \
+        dsm_bad_msg(src, imm, why);                                                                \
+        return;                                                                                    \
     } while (0)
 
 static void dispatch(int src, uint64_t imm, size_t off, size_t len)
@@ -193,8 +191,7 @@ int dsm_wait_locked(void)
     if (rc == ETIMEDOUT) {
         for (int r = 0; r < dsm.n && !dsm.broken; r++)
             if (r != dsm.me && vmmc_peer_alive(dsm.ep, r) == 0)
-                dsm_break("rank %d died (or left the job) while this rank waited for the DSM",
-                          r);
+                dsm_break("rank %d died (or left the job) while this rank waited for the DSM", r);
     }
     if (dsm.broken)
         return dsm_error(VMMC_ERR_PEER_DEAD, "%s", dsm.broken_why);

@@ -3,9 +3,10 @@
  *
  * One lock (dsm.lock) guards every table; the application threads (faults,
  * API calls) and the service thread (notification handlers) take it, change
- * state, *post* messages into a thread-local outbox, drop it, then flush the
- * outbox (dsm_flush): sends never happen under the lock, and messages to
- * this rank itself are handled by the flushing thread. docs/dsm.md tells the
+ * state, *post* messages into the rank's outbox, drop it, then flush the
+ * outbox (dsm_flush): one thread at a time sends it in posting order, never
+ * under the lock, and messages to this rank itself are handled by the
+ * flushing thread. docs/dsm.md tells the
  * protocol. */
 #ifndef VMMC_DSM_INT_H
 #define VMMC_DSM_INT_H
@@ -148,6 +149,7 @@ static inline char *dsm_app_addr(unsigned view, size_t off)
 void dsm_post(int dest, uint64_t imm);
 void dsm_post_data(int dest, uint64_t imm, size_t off, size_t len);
 void dsm_flush(void);
+void dsm_outbox_free(void); /* at finalize */
 void dsm_notify(vmmc_ep_t *ep, const vmmc_notification_t *n, void *arg);
 int dsm_wait_locked(void); /* cond wait (lock held) with death checks; 0 or error */
 void dsm_break(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

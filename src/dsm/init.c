@@ -138,6 +138,7 @@ static void teardown(void)
     if (dsm.mgr)
         dsm_mgr_destroy();
     dsm_view_unmap();
+    dsm_outbox_free();
     free(dsm.acc);
     free(dsm.ext);
     free(dsm.px);

@@ -6,9 +6,9 @@
  * service thread, so a rank that computes still serves requests, and
  * nobody polls.
  *
- * Messages are posted under dsm.lock into a thread-local outbox and sent by
- * dsm_flush() once the lock is dropped; a message to this rank itself is
- * handled there, by the flushing thread. Every field of a message from
+ * Messages are posted under dsm.lock into the rank's outbox and sent by
+ * dsm_flush() without the lock, in the order they were posted; a message to
+ * this rank itself is handled there, by the flushing thread. Every field of a message from
  * another rank is checked before it changes anything. */
 #include <errno.h>
 #include <stdlib.h>
@@ -17,29 +17,35 @@
 
 #include "dsm/dsm_int.h"
 
-static __thread dsm_out_t *ob;
-static __thread size_t ob_n, ob_cap;
-static pthread_key_t ob_key; /* frees a thread's outbox when it ends */
-static pthread_once_t ob_once = PTHREAD_ONCE_INIT;
-
-static void ob_key_make(void)
-{
-    (void)pthread_key_create(&ob_key, free);
-}
+/* The outbox: one FIFO for the whole rank, filled under dsm.lock. One
+ * thread at a time (the first that flushes) sends it, in order, so messages
+ * leave in the order the protocol posted them whichever thread posted
+ * them: a reader served by this rank gets its copy before an invalidation
+ * of it posted later by another thread. */
+static dsm_out_t *ob;
+static size_t ob_head, ob_n, ob_cap;
+static int flushing;
 
 static void post(int dest, uint64_t imm, size_t off, size_t len)
 {
+    if (ob_head && ob_head == ob_n)
+        ob_head = ob_n = 0;
     if (ob_n == ob_cap) {
-        size_t cap = ob_cap ? ob_cap * 2 : 64;
-        dsm_out_t *p = realloc(ob, cap * sizeof *p);
-        if (!p) {
-            dsm_break("out of memory for outgoing messages");
-            return;
+        if (ob_head) { /* slide the unsent part down */
+            memmove(ob, ob + ob_head, (ob_n - ob_head) * sizeof *ob);
+            ob_n -= ob_head;
+            ob_head = 0;
         }
-        ob = p;
-        ob_cap = cap;
-        pthread_once(&ob_once, ob_key_make);
-        (void)pthread_setspecific(ob_key, ob);
+        if (ob_n == ob_cap) {
+            size_t cap = ob_cap ? ob_cap * 2 : 64;
+            dsm_out_t *p = realloc(ob, cap * sizeof *p);
+            if (!p) {
+                dsm_break("out of memory for outgoing messages");
+                return;
+            }
+            ob = p;
+            ob_cap = cap;
+        }
     }
     ob[ob_n++] = (dsm_out_t){dest, imm, off, len};
     atomic_fetch_add(&dsm.sending, 1);
@@ -57,27 +63,41 @@ void dsm_post_data(int dest, uint64_t imm, size_t off, size_t len)
 
 static void dispatch(int src, uint64_t imm, size_t off, size_t len);
 
+/* Send what is posted (lock not held). If another thread is sending, it
+ * sends ours too. Messages to this rank are handled here, in order. */
 void dsm_flush(void)
 {
-    for (size_t i = 0; i < ob_n; i++) {
-        dsm_out_t o = ob[i];
+    pthread_mutex_lock(&dsm.lock);
+    if (flushing) {
+        pthread_mutex_unlock(&dsm.lock);
+        return;
+    }
+    flushing = 1;
+    while (ob_head < ob_n) {
+        dsm_out_t o = ob[ob_head++];
         if (o.dest == dsm.me) {
-            pthread_mutex_lock(&dsm.lock);
             dispatch(o.dest, o.imm, o.off, o.len); /* may post more */
-            pthread_mutex_unlock(&dsm.lock);
         } else {
+            pthread_mutex_unlock(&dsm.lock);
             int st = vmmc_send_imm(dsm.px[o.dest], o.off, o.len ? dsm.priv + o.off : NULL, o.len,
                                    VMMC_SEND_NOTIFY, o.imm);
-            if (st != VMMC_OK) {
-                const char *why = vmmc_last_error();
-                pthread_mutex_lock(&dsm.lock);
+            const char *why = st != VMMC_OK ? vmmc_last_error() : NULL;
+            pthread_mutex_lock(&dsm.lock);
+            if (st != VMMC_OK)
                 dsm_break("sending to rank %d: %s: %s", o.dest, vmmc_strerror(st), why);
-                pthread_mutex_unlock(&dsm.lock);
-            }
         }
         atomic_fetch_sub(&dsm.sending, 1);
     }
-    ob_n = 0;
+    ob_head = ob_n = 0;
+    flushing = 0;
+    pthread_mutex_unlock(&dsm.lock);
+}
+
+void dsm_outbox_free(void)
+{
+    free(ob);
+    ob = NULL;
+    ob_head = ob_n = ob_cap = 0;
 }
 
 /* Types only the manager receives, and types only the manager sends. */

@@ -12,6 +12,7 @@
  * kernel places); the others reserve the same range with
  * MAP_FIXED_NOREPLACE, so nothing of theirs is ever replaced. */
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -27,16 +28,52 @@ static size_t span(size_t size, unsigned views)
     return size * ((size_t)views + 1);
 }
 
+/* Rank 0 looks for room where the kernel puts nothing on its own: on
+ * x86-64 the program and its heap sit near 0x55..., libraries, thread
+ * stacks and other mappings grow down from near 0x7f..., and a sanitizer's
+ * shadow lies below 16 TiB; so candidates go from 48 TiB up, 1 TiB apart.
+ * Another process of the job then finds the same range free as surely as
+ * rank 0 did (a range the kernel chose for rank 0 could hold a library or
+ * a stack in another rank). The kernel's own choice is the last resort. */
+#define DSM_HINT_FIRST 0x300000000000ull
+#define DSM_HINT_STEP 0x10000000000ull
+#define DSM_HINT_LAST 0x600000000000ull
+
+static void *reserve_free(size_t len)
+{
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    if (sizeof(void *) == 8 && len <= DSM_HINT_STEP) {
+        for (uint64_t a = DSM_HINT_FIRST; a < DSM_HINT_LAST; a += DSM_HINT_STEP) {
+            void *want = (void *)(uintptr_t)a;
+            void *p = mmap(want, len, PROT_NONE, flags | MAP_FIXED_NOREPLACE, -1, 0);
+            if (p == want)
+                return p;
+            if (p != MAP_FAILED)
+                munmap(p, len); /* a kernel that took it as a mere hint */
+        }
+    }
+    return mmap(NULL, len, PROT_NONE, flags, -1, 0);
+}
+
 int dsm_view_reserve(size_t size, unsigned views, void **base)
 {
     size_t len = span(size, views);
     int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
     void *want = *base;
-    if (want)
-        flags |= MAP_FIXED_NOREPLACE;
+    if (!want) {
+        void *p = reserve_free(len);
+        if (p == MAP_FAILED)
+            return dsm_error(VMMC_ERR_NOMEM,
+                             "vmmc_dsm_init: cannot reserve %zu bytes of addresses for %u views "
+                             "of %zu bytes (VMMC_DSM_SIZE, VMMC_DSM_VIEWS): %s",
+                             len, views + 1, size, strerror(errno));
+        *base = p;
+        return VMMC_OK;
+    }
+    flags |= MAP_FIXED_NOREPLACE;
     void *p = mmap(want, len, PROT_NONE, flags, -1, 0);
     if (p == MAP_FAILED) {
-        if (want && errno == EEXIST)
+        if (errno == EEXIST)
             return dsm_error(VMMC_ERR_NOMEM,
                              "vmmc_dsm_init: rank %d: the shared area's addresses %p..%p "
                              "(chosen by rank 0) are in use in this process; a smaller "
@@ -47,7 +84,7 @@ int dsm_view_reserve(size_t size, unsigned views, void **base)
                          "of %zu bytes (VMMC_DSM_SIZE, VMMC_DSM_VIEWS): %s",
                          len, views + 1, size, strerror(errno));
     }
-    if (want && p != want) { /* a kernel without MAP_FIXED_NOREPLACE */
+    if (p != want) { /* a kernel without MAP_FIXED_NOREPLACE */
         munmap(p, len);
         return dsm_error(VMMC_ERR_NOMEM,
                          "vmmc_dsm_init: rank %d: the shared area's addresses %p.. (chosen by "

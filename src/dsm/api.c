@@ -48,18 +48,31 @@ static void on_malloc_rep(uint64_t rep)
         dsm_break("protocol error: the manager placed an allocation outside the area");
         return;
     }
-    uint32_t head;
+    uint32_t head = (uint32_t)((off / DSM_PAGE) * dsm.views + view);
     if (extends) {
-        head = (uint32_t)((off / DSM_PAGE) * dsm.views + view);
-        dsm_ext_t *e = &dsm.ext[head];
-        e->len = (uint32_t)(off % DSM_PAGE + n16 - e->off);
-        memset(dsm.priv + off, 0, n16);
-    } else {
-        head = (uint32_t)((off / DSM_PAGE) * dsm.views + view);
-        dsm.ext[head] = (dsm_ext_t){(uint32_t)n16, (uint16_t)(off % DSM_PAGE), 0};
-        memset(dsm.priv + off, 0, n16); /* space freed before may hold old bytes */
-        dsm_set_acc(head, ACC_W);
+        /* copies this rank gave out directly would miss the new bytes */
+        if (!dsm_direct_hold(head, CONT_EXTEND, 0, off, n16, 0))
+            dsm_extend_apply(head, off, n16);
+        return;
     }
+    dsm.ext[head] = (dsm_ext_t){(uint32_t)n16, (uint16_t)(off % DSM_PAGE), 0};
+    memset(dsm.priv + off, 0, n16); /* space freed before may hold old bytes */
+    dsm_set_acc(head, ACC_W);
+    dsm.acc[head] |= ACC_OWNER;
+    dsm.hint[head] = 0;
+    dsm.dset[head] = 0;
+    dsm_post(dsm_manager(), dsm_imm(M_DONE, (unsigned)dsm.me, head, 0));
+}
+
+/* A chunk's minipage grows by @n16 bytes at @off (lock held); it is this
+ * rank's alone now: open for writing again. */
+void dsm_extend_apply(uint32_t head, size_t off, size_t n16)
+{
+    dsm_ext_t *e = &dsm.ext[head];
+    e->len = (uint32_t)(off % DSM_PAGE + n16 - e->off);
+    memset(dsm.priv + off, 0, n16);
+    if ((dsm.acc[head] & ACC_MASK) != ACC_W)
+        dsm_set_acc(head, ACC_W);
     dsm_post(dsm_manager(), dsm_imm(M_DONE, (unsigned)dsm.me, head, 0));
 }
 

@@ -6,7 +6,7 @@
 #include "dsm/dsm_int.h"
 #include "vmmc/config.h"
 
-dsm_cfg_t dsm_cfg = {64u << 20, 32, 0, 0, 0};
+dsm_cfg_t dsm_cfg = {64u << 20, 32, 0, 0, 0, 1};
 
 static const vmmc_config_entry_t dsm_entries[] = {
     {"DSM_SIZE", "64M",
@@ -18,6 +18,9 @@ static const vmmc_config_entry_t dsm_entries[] = {
     {"DSM_PAGE", "n",
      "page mode: the unit of sharing is the 4 KiB page, through one view (for comparison)",
      VMMC_CONFIG_BOOL, &dsm_cfg.page},
+    {"DSM_ONEHOP", "y",
+     "a read fault asks the owner it knows straight away (one hop) rather than the manager",
+     VMMC_CONFIG_BOOL, &dsm_cfg.onehop},
     {"DSM_DEBUG", "n", "print every malformed or unexpected DSM message that is dropped",
      VMMC_CONFIG_BOOL, &dsm_cfg.debug},
 };

@@ -43,6 +43,9 @@ enum {
     M_DONE,               /* requester -> manager: the minipage is open */
     M_MALLOC, M_MALLOC_REP, M_FREE, M_FREE_REP, M_PUSH, M_PUSH_REP,
     M_LOCK, M_LOCK_GRANT, M_UNLOCK, M_BAR, M_BAR_GO, M_BCAST,
+    M_REQ_D,              /* faulter -> the owner it knows: a read, one hop */
+    M_NOTOWN,             /* that rank -> faulter: not (now) the owner */
+    M_DINV, M_DACK,       /* owner -> its direct readers, and back */
     M_NTYPES
 };
 
@@ -66,7 +69,8 @@ enum { MREP_OK = 0, MREP_NOSPACE = 1, MREP_TOOBIG = 2, MREP_BADCHUNK = 3 };
 enum {
     ACC_NONE = 0, ACC_R = 1, ACC_W = 2, ACC_MASK = 3,
     ACC_INFLIGHT = 4, /* a thread of this rank asked the manager */
-    ACC_NACK = 8      /* the manager said: no minipage there */
+    ACC_NACK = 8,     /* the manager said: no minipage there */
+    ACC_OWNER = 16    /* head entries: this rank owns the minipage */
 };
 
 /* Extent of a minipage whose head is (page, view), as this rank knows it. */
@@ -102,6 +106,8 @@ typedef struct dsm_state {
     vmmc_proxy_t **px;    /* px[r]: rank r's privileged view */
     uint8_t *acc;         /* npages * views */
     dsm_ext_t *ext;       /* npages * views, heads only */
+    int8_t *hint;         /* heads: rank + 1 of the owner last heard of, or 0 */
+    uint64_t *dset;       /* heads owned here: ranks given a copy directly */
     dsm_mgr_t *mgr;       /* rank 0 only */
     struct sigaction old_segv;
     int broken;           /* a rank died or a send failed */
@@ -130,7 +136,7 @@ typedef struct dsm_cfg {
     uint64_t size;
     int64_t views;
     uint64_t unused;
-    int page, debug;
+    int page, debug, onehop;
 } dsm_cfg_t;
 extern dsm_cfg_t dsm_cfg;
 const char *dsm_cfg_error(void);
@@ -166,6 +172,21 @@ void dsm_on_grant(int src, uint64_t imm);
 void dsm_on_inval(int src, uint64_t imm);
 void dsm_on_nack(int src, uint64_t imm);
 void dsm_set_acc(uint32_t head, int acc);
+void dsm_on_req_d(int src, uint64_t imm);
+void dsm_on_notown(int src, uint64_t imm);
+void dsm_on_dinv(int src, uint64_t imm);
+/* direct.c: the owner's direct readers. Before the owner gives a minipage
+ * up, lets it be invalidated or opens it for writing, its direct readers
+ * (all but @keep) lose their copies; dsm_direct_hold() returns 1 when it
+ * sent invalidations and the step must wait (dsm_proto_resume() runs it
+ * once every reader answered), 0 when the step can go on at once. */
+enum { CONT_GIVE = 1, CONT_ACK, CONT_OPEN_W, CONT_EXTEND };
+int dsm_direct_hold(uint32_t head, int cont, int target, uint64_t a, uint64_t b, uint64_t keep);
+int dsm_direct_busy(uint32_t head);
+void dsm_on_dack(int src, uint64_t imm);
+void dsm_direct_free_all(void);
+void dsm_proto_resume(int cont, uint32_t head, int target, uint64_t a, uint64_t b);
+void dsm_extend_apply(uint32_t head, size_t off, size_t n16); /* api.c */
 int dsm_ext_pages(uint32_t head, size_t *page, size_t *npg, unsigned *view);
 
 /* fault.c */

@@ -57,7 +57,12 @@ int dsm_acquire(void *addr, int write, int from_fault)
             if (!sent)
                 t0 = dsm_now_ns();
             sent = 1;
-            dsm_post(dsm_manager(), dsm_imm(write ? M_REQ_W : M_REQ_R, (unsigned)dsm.me, id, 0));
+            int owner = dsm.hint[id] - 1; /* known only for a minipage's first page */
+            if (!write && dsm_cfg.onehop && owner >= 0 && owner != dsm.me)
+                dsm_post(owner, dsm_imm(M_REQ_D, (unsigned)dsm.me, id, 0)); /* one hop */
+            else
+                dsm_post(dsm_manager(),
+                         dsm_imm(write ? M_REQ_W : M_REQ_R, (unsigned)dsm.me, id, 0));
             pthread_mutex_unlock(&dsm.lock);
             dsm_flush();
             pthread_mutex_lock(&dsm.lock);

@@ -85,11 +85,13 @@ static int setup(void)
     size_t ids = dsm.npages * dsm.views;
     dsm.acc = calloc(ids, 1);
     dsm.ext = dsm.page_mode ? NULL : calloc(ids, sizeof *dsm.ext);
+    dsm.hint = calloc(ids, sizeof *dsm.hint);
+    dsm.dset = calloc(ids, sizeof *dsm.dset);
     dsm.px = calloc((size_t)dsm.n, sizeof *dsm.px);
-    if (!dsm.acc || (!dsm.page_mode && !dsm.ext) || !dsm.px)
+    if (!dsm.acc || (!dsm.page_mode && !dsm.ext) || !dsm.hint || !dsm.dset || !dsm.px)
         return dsm_error(VMMC_ERR_NOMEM, "vmmc_dsm_init: out of memory for the tables");
     if (dsm.page_mode && dsm.me == 0)
-        memset(dsm.acc, ACC_W, ids);
+        memset(dsm.acc, ACC_W | ACC_OWNER, ids);
     if (dsm.me == dsm_manager() && dsm_mgr_create() != VMMC_OK)
         return dsm_error(VMMC_ERR_NOMEM, "vmmc_dsm_init: out of memory for the minipage table");
     dsm_sync_reset();
@@ -139,11 +141,16 @@ static void teardown(void)
         dsm_mgr_destroy();
     dsm_view_unmap();
     dsm_outbox_free();
+    dsm_direct_free_all();
     free(dsm.acc);
     free(dsm.ext);
+    free(dsm.hint);
+    free(dsm.dset);
     free(dsm.px);
     dsm.acc = NULL;
     dsm.ext = NULL;
+    dsm.hint = NULL;
+    dsm.dset = NULL;
     dsm.px = NULL;
     dsm.me = dsm.n = -1;
 }

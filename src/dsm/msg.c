@@ -166,6 +166,18 @@ static void dispatch(int src, uint64_t imm, size_t off, size_t len)
     case M_NACK:
         dsm_on_nack(src, imm);
         break;
+    case M_REQ_D:
+        dsm_on_req_d(src, imm);
+        break;
+    case M_NOTOWN:
+        dsm_on_notown(src, imm);
+        break;
+    case M_DINV:
+        dsm_on_dinv(src, imm);
+        break;
+    case M_DACK:
+        dsm_on_dack(src, imm);
+        break;
     case M_INV:
         dsm_on_inval(src, imm);
         break;

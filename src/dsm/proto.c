@@ -67,6 +67,29 @@ static void bytes_of(uint32_t head, size_t *off, size_t *len)
     }
 }
 
+/* Hand the minipage to @rq, who will write it: this rank closes it first. */
+static void give(uint32_t head, int rq)
+{
+    dsm_set_acc(head, ACC_NONE);
+    dsm.acc[head] &= (uint8_t)~ACC_OWNER;
+    size_t off, len;
+    bytes_of(head, &off, &len);
+    dsm_post_data(rq, dsm_imm(M_DATA_W, (unsigned)dsm.me, head, 0), off, len);
+    atomic_fetch_add(&dsm.st_served, 1);
+}
+
+/* A read copy for @rq; @how: 0 asked through the manager, 1 pushed, 2 asked
+ * here directly (no DONE to the manager). */
+static void lend(uint32_t head, int rq, unsigned how)
+{
+    if (head_acc(head) == ACC_W)
+        dsm_set_acc(head, ACC_R);
+    size_t off, len;
+    bytes_of(head, &off, &len);
+    dsm_post_data(rq, dsm_imm(M_DATA_R, (unsigned)dsm.me, head, how), off, len);
+    atomic_fetch_add(&dsm.st_served, 1);
+}
+
 void dsm_on_forward(int src, uint64_t imm)
 {
     (void)src;
@@ -82,24 +105,36 @@ void dsm_on_forward(int src, uint64_t imm)
                   head, rq);
         return;
     }
-    if (t == M_FWD_W)
-        dsm_set_acc(head, ACC_NONE);
-    else if (head_acc(head) == ACC_W)
-        dsm_set_acc(head, ACC_R);
-    size_t off, len;
-    bytes_of(head, &off, &len);
-    dsm_post_data(
-        rq, dsm_imm(t == M_FWD_W ? M_DATA_W : M_DATA_R, (unsigned)dsm.me, head, t == M_FWD_PUSH),
-        off, len);
-    atomic_fetch_add(&dsm.st_served, 1);
+    if (t != M_FWD_W)
+        lend(head, rq, t == M_FWD_PUSH);
+    else if (!dsm_direct_hold(head, CONT_GIVE, rq, 0, 0, 1ull << rq))
+        give(head, rq);
 }
 
-static void raise_to(uint32_t head, int acc)
+void dsm_on_req_d(int src, uint64_t imm)
+{
+    uint32_t head = IMM_ID(imm);
+    size_t page, npg;
+    unsigned view;
+    if (!dsm_cfg.onehop || src == dsm.me || !(dsm.acc[head] & ACC_OWNER) ||
+        head_acc(head) == ACC_NONE || dsm_direct_busy(head) ||
+        dsm_ext_pages(head, &page, &npg, &view) != 0) {
+        dsm_post(src, dsm_imm(M_NOTOWN, (unsigned)dsm.me, head, 0));
+        return;
+    }
+    dsm.dset[head] |= 1ull << src;
+    lend(head, src, 2);
+}
+
+static void raise_to(uint32_t head, int acc, int done)
 {
     if (head_acc(head) < acc)
         dsm_set_acc(head, acc);
+    if (acc == ACC_W)
+        dsm.acc[head] |= ACC_OWNER;
     answered(head);
-    dsm_post(dsm_manager(), dsm_imm(M_DONE, (unsigned)dsm.me, head, 0));
+    if (done)
+        dsm_post(dsm_manager(), dsm_imm(M_DONE, (unsigned)dsm.me, head, 0));
     pthread_cond_broadcast(&dsm.cond);
 }
 
@@ -119,7 +154,9 @@ void dsm_on_data(int src, uint64_t imm, size_t off, size_t len)
     if (!dsm.page_mode)
         dsm.ext[head] = (dsm_ext_t){(uint32_t)len, (uint16_t)(off % DSM_PAGE), 0};
     atomic_fetch_add(&dsm.st_bytes_in, len);
-    raise_to(head, IMM_TYPE(imm) == M_DATA_W ? ACC_W : ACC_R);
+    int w = IMM_TYPE(imm) == M_DATA_W;
+    dsm.hint[head] = w ? 0 : (int8_t)(src + 1); /* the sender of a read copy owns it */
+    raise_to(head, w ? ACC_W : ACC_R, IMM_AUX(imm) != 2);
 }
 
 void dsm_on_grant(int src, uint64_t imm)
@@ -131,18 +168,67 @@ void dsm_on_grant(int src, uint64_t imm)
         dsm_bad_msg(src, imm, "a grant of a minipage this rank never held");
         return;
     }
-    raise_to(head, IMM_TYPE(imm) == M_GRANT_W ? ACC_W : ACC_R);
+    if (IMM_TYPE(imm) == M_GRANT_R)
+        raise_to(head, ACC_R, 1);
+    else if (!dsm_direct_hold(head, CONT_OPEN_W, 0, 0, 0, 1ull << dsm.me))
+        raise_to(head, ACC_W, 1);
+}
+
+/* Give the copy up at the manager's word (lock held). */
+static void inval_now(uint32_t head)
+{
+    if (head_acc(head) != ACC_NONE) {
+        dsm_set_acc(head, ACC_NONE);
+        atomic_fetch_add(&dsm.st_inval, 1);
+    }
+    dsm.acc[head] &= (uint8_t)~ACC_OWNER;
+    dsm_post(dsm_manager(), dsm_imm(M_ACK, (unsigned)dsm.me, head, 0));
 }
 
 void dsm_on_inval(int src, uint64_t imm)
 {
     (void)src;
     uint32_t head = IMM_ID(imm);
-    if (head_acc(head) != ACC_NONE) {
+    if (!dsm_direct_hold(head, CONT_ACK, 0, 0, 0, 0))
+        inval_now(head);
+}
+
+/* The owner's direct invalidation of a copy it gave this rank. */
+void dsm_on_dinv(int src, uint64_t imm)
+{
+    uint32_t head = IMM_ID(imm);
+    if (!(dsm.acc[head] & ACC_OWNER) && head_acc(head) != ACC_NONE) {
         dsm_set_acc(head, ACC_NONE);
         atomic_fetch_add(&dsm.st_inval, 1);
     }
-    dsm_post(dsm_manager(), dsm_imm(M_ACK, (unsigned)dsm.me, head, 0));
+    dsm_post(src, dsm_imm(M_DACK, (unsigned)dsm.me, head, 0));
+}
+
+void dsm_on_notown(int src, uint64_t imm)
+{
+    (void)src;
+    uint32_t head = IMM_ID(imm);
+    dsm.hint[head] = 0; /* ask the manager next time */
+    dsm.acc[head] &= (uint8_t)~ACC_INFLIGHT;
+    pthread_cond_broadcast(&dsm.cond);
+}
+
+void dsm_proto_resume(int cont, uint32_t head, int target, uint64_t a, uint64_t b)
+{
+    switch (cont) {
+    case CONT_GIVE:
+        give(head, target);
+        break;
+    case CONT_ACK:
+        inval_now(head);
+        break;
+    case CONT_OPEN_W:
+        raise_to(head, ACC_W, 1);
+        break;
+    case CONT_EXTEND:
+        dsm_extend_apply(head, (size_t)a, (size_t)b);
+        break;
+    }
 }
 
 void dsm_on_nack(int src, uint64_t imm)

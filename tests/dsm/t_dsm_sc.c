@@ -1,11 +1,13 @@
 /* Sequential consistency, with two litmus tests that the hardware alone
- * (x86 TSO with store buffers) does not pass, between ranks 0 and 1:
+ * (x86 TSO with store buffers) does not pass, between ranks A = n-2 and
+ * B = n-1 (A allocates, so with 3 ranks the owner is not the manager and
+ * reads go one hop):
  *
- *  store buffering: x = y = 0; rank 0: x = 1, a = y; rank 1: y = 1, b = x.
+ *  store buffering: x = y = 0; A: x = 1, a = y; B: y = 1, b = x.
  *    SC forbids a == 0 && b == 0.
- *  message passing: rank 0 writes data = i then flag = i; rank 1 reads
+ *  message passing: A writes data = i then flag = i; B reads
  *    flag then data: if it sees flag == i it must see data == i; it
- *    answers through ack before rank 0 writes i + 1.
+ *    answers through ack before A writes i + 1.
  *
  * x, y, data and flag are minipages of the same pages (different views),
  * written and read from both sides in every round. Other ranks only meet
@@ -23,9 +25,10 @@ typedef struct cell {
 int main(void)
 {
     DT_OK(vmmc_dsm_init(NULL));
-    int me = vmmc_dsm_rank();
+    int me = vmmc_dsm_rank(), n = vmmc_dsm_size();
+    int A = n - 2, B = n - 1; /* the players; with 3 ranks neither is the manager */
     cell_t **c = NULL; /* x[i], y[i] for each round; data, flag, ack */
-    if (me == 0) {
+    if (me == A) {
         c = vmmc_dsm_malloc((2 * ROUNDS + 3) * sizeof *c);
         if (!c)
             DT_FAIL("malloc: %s", vmmc_dsm_last_error());
@@ -33,7 +36,7 @@ int main(void)
             if (!(c[i] = vmmc_dsm_malloc(sizeof(cell_t))))
                 DT_FAIL("malloc: %s", vmmc_dsm_last_error());
     }
-    DT_OK(vmmc_dsm_bcast_ptr((void **)&c, 0));
+    DT_OK(vmmc_dsm_bcast_ptr((void **)&c, A));
     cell_t **x = c, **y = c + ROUNDS, *data = c[2 * ROUNDS], *flag = c[2 * ROUNDS + 1],
            *ack = c[2 * ROUNDS + 2];
     long *res = vmmc_dsm_malloc(ROUNDS * sizeof *res); /* this rank's results */
@@ -41,35 +44,35 @@ int main(void)
         DT_FAIL("malloc: %s", vmmc_dsm_last_error());
     for (int i = 0; i < ROUNDS; i++) {
         DT_OK(vmmc_dsm_barrier());
-        if (me == 0) {
+        if (me == A) {
             x[i]->v = 1;
             res[i] = y[i]->v;
-        } else if (me == 1) {
+        } else if (me == B) {
             y[i]->v = 1;
             res[i] = x[i]->v;
         }
     }
     DT_OK(vmmc_dsm_barrier());
-    /* rank 0 collects rank 1's results through shared memory */
+    /* A collects B's results through shared memory */
     long *r1 = res;
-    DT_OK(vmmc_dsm_bcast_ptr((void **)&r1, 1));
-    if (me == 0)
+    DT_OK(vmmc_dsm_bcast_ptr((void **)&r1, B));
+    if (me == A)
         for (int i = 0; i < ROUNDS; i++)
             if (res[i] == 0 && r1[i] == 0)
                 DT_FAIL("round %d: both ranks read 0 (store buffering seen)", i);
     DT_OK(vmmc_dsm_barrier());
     DT_PASS("store buffering never seen");
 
-    /* ping-pong: rank 0 writes data then flag and waits for rank 1's ack;
-     * rank 1 reads flag then data until the flag is new. A copy that is
+    /* ping-pong: A writes data then flag and waits for B's ack;
+     * B reads flag then data until the flag is new. A copy that is
      * never invalidated keeps a rank waiting (the test then times out). */
     for (long i = 1; i <= ROUNDS; i++) {
-        if (me == 0) {
+        if (me == A) {
             data->v = i;
             flag->v = i;
             while (ack->v != i)
                 sched_yield();
-        } else if (me == 1) {
+        } else if (me == B) {
             for (;;) {
                 long f = flag->v;
                 long d = data->v;

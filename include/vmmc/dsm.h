@@ -14,8 +14,9 @@
  *
  * Accesses to a minipage that this rank may not read (or write) fault; the
  * library's SIGSEGV handler asks the minipage's manager, which forwards the
- * request to the owner; the owner sends the contents, invalidating read
- * copies first on a write fault (single writer / multiple readers). The
+ * request to the owner (a read fault asks the owner straight away when this
+ * rank knows it); the owner sends the contents, read copies being
+ * invalidated first on a write fault (single writer / multiple readers). The
  * faulting thread blocks (it does not spin) until the minipage arrives.
  * Requests from other ranks are served by a service thread while the
  * application computes.
@@ -42,7 +43,7 @@
  *
  * Settings (environment, `vmmc info -c` lists them): VMMC_DSM_SIZE,
  * VMMC_DSM_VIEWS, VMMC_DSM_PAGE (1: page mode, 4 KiB granularity and one
- * view). docs/dsm.md is the manual.
+ * view), VMMC_DSM_ONEHOP, VMMC_DSM_DEBUG. docs/dsm.md is the manual.
  */
 #ifndef VMMC_DSM_H
 #define VMMC_DSM_H

@@ -6,7 +6,7 @@
 #include "dsm/dsm_int.h"
 #include "vmmc/config.h"
 
-dsm_cfg_t dsm_cfg = {64u << 20, 32, 0, 0, 0, 1};
+dsm_cfg_t dsm_cfg = {64u << 20, 32, 0, 0, 1};
 
 static const vmmc_config_entry_t dsm_entries[] = {
     {"DSM_SIZE", "64M",

@@ -135,7 +135,6 @@ extern dsm_state_t dsm;
 typedef struct dsm_cfg {
     uint64_t size;
     int64_t views;
-    uint64_t unused;
     int page, debug, onehop;
 } dsm_cfg_t;
 extern dsm_cfg_t dsm_cfg;

@@ -15,7 +15,11 @@
  *                        batch, while the owner waits in a barrier;
  *   read_fault_busy 128  rank 0's read fault while rank 1's application
  *                        thread computes (it never calls the library);
- *   delay_busy 0         the request delay of those faults (per batch).
+ *   delay_busy 0         the request delay of those faults (per batch);
+ *   compute_alone 0      a private computation (no shared access) before
+ *                        the process joins the DSM;
+ *   compute_dsm 0        the same computation after it joined (the service
+ *                        thread running, no fault).
  * Sizes are 128 B and 4 KiB. Each line: "<kind> <size> <median> <min>
  * <max>" in microseconds, over -r batches of -k samples (time per sample);
  * a line "mode <minipage|page>" first. Every read value is checked: a
@@ -233,6 +237,16 @@ static void busy_owner(double *lat, double *delay)
     barrier();
 }
 
+/* A fixed private computation; its time in us. */
+static double compute(void)
+{
+    volatile double x = 1.0;
+    double t = now_us();
+    for (int i = 0; i < 200000; i++)
+        x = x * 1.0000001 + 1e-9;
+    return now_us() - t;
+}
+
 int main(int argc, char **argv)
 {
     int c;
@@ -255,6 +269,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: vmmc run -n 2 -- vmmc-dsm-bench [-r batches] [-k per-batch]\n");
         return 2;
     }
+    double alone[50], joined[50];
+    for (int i = 0; i < 50; i++)
+        alone[i] = compute();
     check(vmmc_dsm_init(NULL), "vmmc_dsm_init");
     rank = vmmc_dsm_rank();
     if (vmmc_dsm_size() != 2) {
@@ -285,6 +302,10 @@ int main(int argc, char **argv)
     busy_owner(lat, aux);
     report("read_fault_busy", 128, lat, ns);
     report("delay_busy", 0, aux, reps);
+    for (int i = 0; i < 50; i++)
+        joined[i] = compute();
+    report("compute_alone", 0, alone, 50);
+    report("compute_dsm", 0, joined, 50);
     free(lat);
     free(aux);
     check(vmmc_dsm_finalize(), "vmmc_dsm_finalize");

@@ -8,8 +8,8 @@
  * POOL_LOCK); longer ones are solved by a private depth-first search that
  * prunes with the shared best length (read without the lock: a stale bound
  * only prunes less) and updates the best tour under BEST_LOCK. A rank with
- * nothing to do while others still expand sleeps 100 us between looks at
- * the pool (it does not spin). The lower bound of a partial tour is its
+ * nothing to do while others still expand sleeps between looks at the pool
+ * (50 us, doubling up to 1 ms: it does not spin). The lower bound of a partial tour is its
  * length plus the cheapest edge out of its last city and out of every
  * unvisited city. -i solves that many instances (different cities).
  * Rank 0 solves each instance sequentially with the same search and checks
@@ -151,6 +151,7 @@ static tour_t root_tour(void)
 static void work(dsm_app_t *a, const problem_t *p, pool_t *pool, best_t *best)
 {
     search_t s = {p, best, a};
+    long nap_ns = 50000;
     for (;;) {
         app_lock(a, POOL_LOCK);
         if (pool->top == 0) {
@@ -158,10 +159,12 @@ static void work(dsm_app_t *a, const problem_t *p, pool_t *pool, best_t *best)
             app_unlock(a, POOL_LOCK);
             if (idle)
                 return;
-            struct timespec ts = {0, 100000};
+            struct timespec ts = {0, nap_ns};
             nanosleep(&ts, NULL);
+            nap_ns = nap_ns < 1000000 ? 2 * nap_ns : nap_ns;
             continue;
         }
+        nap_ns = 50000;
         tour_t t = pool->t[--pool->top];
         pool->active++;
         app_unlock(a, POOL_LOCK);

@@ -24,7 +24,7 @@ if notes:
 b.check_rows(doc["rows"], "dsm")
 micro = {"read_fault": [128, 4096], "write_fault": [128, 4096], "lock": [0],
          "lock_local": [0], "barrier": [0], "delay_idle": [0], "read_fault_busy": [128],
-         "delay_busy": [0]}
+         "delay_busy": [0], "compute_alone": [0]}
 want = [(k, s) for k, sizes in micro.items() for s in sizes]
 for app, size in (("sor", 128), ("is", 65536), ("mm", 96), ("tsp", 10), ("water", 128)):
     want += [(app, size), (app + "_speedup", size)]
@@ -34,4 +34,9 @@ for kind, size in want:
     ref = "dsm/page_%s" % kind + ("@%d" % size if size else "")
     if r["ratio_to"] != ref or r["ratio"] is None:
         b.fail("minipage_%s is not compared with page mode of the same run: %r" % (kind, r))
+for mode in ("page", "minipage"):
+    r = b.find(rows, mode + "_compute_dsm", 0)
+    if r["ratio_to"] != "dsm/%s_compute_alone" % mode or r["ratio"] is None:
+        b.fail("%s_compute_dsm is not compared with the same computation outside the DSM: %r"
+               % (mode, r))
 print("check_bench: ok (%d rows)" % len(rows))

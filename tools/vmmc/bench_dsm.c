@@ -3,13 +3,14 @@
  * run, each in a job of 2 ranks pinned to distinct cores:
  *
  *   vmmc-dsm-bench (bench/dsm_bench.c)  read and write fault latency for
- *       128 B and 4 KiB minipages, lock and barrier latency, the owner's
- *       request delay idle and while its application thread computes;
+ *       128 B and 4 KiB minipages, lock and barrier latency, the request
+ *       delay with the owner idle and while its application thread
+ *       computes, a private computation inside the DSM and outside it;
  *   vmmc-dsm-<app> (apps/dsm)  SOR, IS, MM, TSP and WATER: parallel time
  *       and speedup over the sequential run of the same program.
  *
  * Rows are "<mode>_<figure>"; every minipage row carries its ratio to the
- * page row of the same figure. The programs are looked for next to this
+ * page row of the same figure (<mode>_compute_dsm: to <mode>_compute_alone). The programs are looked for next to this
  * tool. Whatever cannot run is a note with the reason. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -51,7 +52,7 @@ static const dsm_app_t apps[] = {
 
 static const char *const micro_kinds[] = {"read_fault", "write_fault", "lock", "lock_local",
                                           "barrier", "delay_idle", "read_fault_busy",
-                                          "delay_busy"};
+                                          "delay_busy", "compute_alone", "compute_dsm"};
 
 /* <dir of this tool>/<name> into @out if executable; 0 or -1. */
 static int beside_tool(const char *self, const char *name, char *out, size_t n)
@@ -125,10 +126,13 @@ static void micro(bench_ctx_t *c, const char *self, const char *prog, const dsm_
                 if (!strcmp(kind, micro_kinds[k])) {
                     char metric[64], ref[64];
                     snprintf(metric, sizeof metric, "%s_%s", m->name, kind);
-                    snprintf(ref, sizeof ref, "dsm/page_%s", kind);
+                    /* a private computation in the DSM: to itself outside it */
+                    int in_dsm = !strcmp(kind, "compute_dsm");
+                    snprintf(ref, sizeof ref, "dsm/%s_%s", in_dsm ? m->name : "page",
+                             in_dsm ? "compute_alone" : kind);
                     c->transport = "shm";
                     bench_report(c, metric, size, "us", st,
-                                 strcmp(m->name, "page") ? ref : NULL);
+                                 in_dsm || strcmp(m->name, "page") ? ref : NULL);
                     rows++;
                 }
         }

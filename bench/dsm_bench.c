@@ -13,8 +13,10 @@
  *   delay_idle 0         request delay of rank 0's read faults (request
  *                        sent to minipage open, vmmc_dsm_stats), mean per
  *                        batch, while the owner waits in a barrier;
- *   read_fault_busy 128  rank 0's read fault while rank 1's application
+ *   read_fault_busy 4096 rank 0's read fault while rank 1's application
  *                        thread computes (it never calls the library);
+ *                        4 KiB objects, so that every read faults in page
+ *                        mode too;
  *   delay_busy 0         the request delay of those faults (per batch);
  *   compute_alone 0      a private computation (no shared access) before
  *                        the process joins the DSM;
@@ -39,6 +41,7 @@
 
 #define LOCK_ID 3
 #define BUSY_LIMIT_S 30.0 /* the busy owner gives up after this long */
+#define BUSY_SIZE 4096     /* a page each: every read faults in both modes */
 
 static int rank, reps = 20, per = 10;
 
@@ -91,7 +94,10 @@ static void *alloc_by(size_t n, int owner)
     return p;
 }
 
-/* @n objects of @size bytes, allocated (so owned) by rank 1. */
+/* @n objects of @size bytes, allocated (so owned) by rank 1; their
+ * addresses travel through shared memory once and are kept in private
+ * memory (in page mode the table may share a page with the objects: reading
+ * it during a measurement would fetch the object's page early). */
 static volatile long **objects(int n, size_t size)
 {
     volatile long **t = alloc_by((size_t)n * sizeof *t, 1);
@@ -102,8 +108,14 @@ static volatile long **objects(int n, size_t size)
                         vmmc_dsm_last_error());
                 exit(1);
             }
-    barrier(); /* the table travels through shared memory */
-    return t;
+    barrier();
+    volatile long **o = malloc((size_t)n * sizeof *o);
+    if (!o)
+        exit(1);
+    for (int i = 0; i < n; i++)
+        o[i] = t[i];
+    barrier();
+    return o;
 }
 
 static double delay_mean_us(const vmmc_dsm_stats_t *a, const vmmc_dsm_stats_t *b)
@@ -149,6 +161,7 @@ static void faults(int write, size_t size, double *lat, double *delay)
             delay[r] = delay_mean_us(&s0, &s1);
     }
     barrier();
+    free(o);
 }
 
 static void locks(double *lat, double *local)
@@ -191,7 +204,7 @@ static void barriers(double *lat)
  * read copy of) while rank 0 read-faults its minipages. */
 static void busy_owner(double *lat, double *delay)
 {
-    volatile long **o = objects(per, 128);
+    volatile long **o = objects(per, BUSY_SIZE);
     volatile int *done = alloc_by(sizeof(int), 0);
     int n = 0;
     for (int r = 0; r < reps; r++) {
@@ -235,6 +248,7 @@ static void busy_owner(double *lat, double *delay)
         barrier();
     }
     barrier();
+    free(o);
 }
 
 /* A fixed private computation; its time in us. */
@@ -300,7 +314,7 @@ int main(int argc, char **argv)
     barriers(lat);
     report("barrier", 0, lat, ns);
     busy_owner(lat, aux);
-    report("read_fault_busy", 128, lat, ns);
+    report("read_fault_busy", BUSY_SIZE, lat, ns);
     report("delay_busy", 0, aux, reps);
     for (int i = 0; i < 50; i++)
         joined[i] = compute();

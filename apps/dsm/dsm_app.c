@@ -194,7 +194,7 @@ int app_finish(dsm_app_t *a)
     int v = *a->verdict;
     if (a->rank == 0) {
         if (v == 1)
-            printf("%s: result matches sequential (%.4fs parallel, %.4fs sequential); %s\n",
+            printf("%s: result matches sequential (%.6fs parallel, %.6fs sequential); %s\n",
                    a->name, a->t_par, a->t_seq, a->detail);
         else
             printf("%s: result DIFFERS from sequential: %s\n", a->name, a->detail);

@@ -7,7 +7,8 @@
  *       delay with the owner idle and while its application thread
  *       computes, a private computation inside the DSM and outside it;
  *   vmmc-dsm-<app> (apps/dsm)  SOR, IS, MM, TSP and WATER: parallel time
- *       and speedup over the sequential run of the same program.
+ *       and speedup over the sequential run of the same program, at the
+ *       sizes of apps[] below (--quick: the small ones).
  *
  * Rows are "<mode>_<figure>"; every minipage row carries its ratio to the
  * page row of the same figure (<mode>_compute_dsm: to <mode>_compute_alone). The programs are looked for next to this
@@ -187,12 +188,10 @@ static void app(bench_ctx_t *c, const char *self, const dsm_app_t *a, const dsm_
     snprintf(ref, sizeof ref, "dsm/page_%s", a->name);
     int mini = strcmp(m->name, "page") != 0;
     c->transport = "shm";
-    bench_report(c, metric, (size_t)atol(argv[2]), "us", bench_stats(par, runs),
-                 mini ? ref : NULL);
+    bench_report(c, metric, 0, "us", bench_stats(par, runs), mini ? ref : NULL);
     snprintf(metric, sizeof metric, "%s_%s_speedup", m->name, a->name);
     snprintf(ref, sizeof ref, "dsm/page_%s_speedup", a->name);
-    bench_report(c, metric, (size_t)atol(argv[2]), "x", bench_stats(speed, runs),
-                 mini ? ref : NULL);
+    bench_report(c, metric, 0, "x", bench_stats(speed, runs), mini ? ref : NULL);
 }
 
 static int dsm_run(bench_ctx_t *c)

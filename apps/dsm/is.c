@@ -1,19 +1,23 @@
 /* IS: integer sort (bucket counting, as in the NAS IS kernel).
  *
- * n keys in [0, B) (B = n / 16, at least 16, at most 65536) live in one
- * shared array; each rank generates and owns a contiguous block of them.
- * The bucket counts are split in SECTIONS shared allocations, section s
- * guarded by DSM lock s. Each iteration:
- *   1. rank 0 changes two keys (as NAS IS does, so iterations differ);
- *      the owner of section s zeroes it;                        barrier
+ * n keys in [0, B) (B = n / 16, at least 16, at most 65536). Each rank
+ * generates its contiguous block of keys in an allocation of its own, and
+ * writes its share of the sorted output into another allocation of its
+ * own: bulk data never moves between ranks during the sort. What is shared
+ * is the bucket counts, split in SECTIONS allocations, section s guarded
+ * by DSM lock s. Each iteration:
+ *   1. the owners of key it and key n-1-it change them (as NAS IS does, so
+ *      iterations differ); the owner of section s zeroes it;     barrier
  *   2. each rank counts its keys privately, then adds its counts into every
- *      section under that section's lock (starting at its own, so the ranks
- *      do not queue on the same lock);                            barrier
+ *      section under that section's lock (starting at its own share, so the
+ *      ranks do not queue on the same lock);                       barrier
  *   3. each rank takes the key values of its block of [0, B), sums the
  *      counts below them (reading every section) and writes those keys, in
- *      order, at their place in the shared output array;          barrier
+ *      order, into its output allocation (reallocated, and its address
+ *      published, when it grows);                                  barrier
  * Rank 0 then sorts the same keys sequentially (the same counting sort, in
- * private memory) and compares counts and output exactly.
+ * private memory) and compares keys, counts and the concatenated outputs
+ * exactly.
  *
  * usage: is [-n keys] [-i iterations]       (vmmc run -n 2 -- is) */
 #include <stdio.h>
@@ -23,6 +27,14 @@
 #include "dsm_app.h"
 
 #define SECTIONS 16
+#define TABLE_LOCK SECTIONS /* the table of output blocks */
+
+/* What each rank publishes: its keys and its sorted output. */
+typedef struct block {
+    int *keys;
+    int *out;
+    long out_cap, out_len;
+} block_t;
 
 static long buckets_for(long n)
 {
@@ -35,11 +47,16 @@ static int initial_key(long i, long b)
     return (int)(app_hash((uint64_t)i * 2654435761u + 7) % (uint64_t)b);
 }
 
-/* The two keys iteration @it changes, and their new values. */
-static void change_keys(int *keys, long n, long b, long it)
+/* Iteration @it changes key @it and key n-1-it (indexes mod n). */
+static void changed_key(long n, long b, long it, int which, long *idx, int *val)
 {
-    keys[it % n] = (int)(it % b);
-    keys[(n - 1 - it % n + n) % n] = (int)((b - 1 - it % b + b) % b);
+    if (!which) {
+        *idx = it % n;
+        *val = (int)(it % b);
+    } else {
+        *idx = n - 1 - it % n;
+        *val = (int)(b - 1 - it % b);
+    }
 }
 
 /* Section s holds bucket values [s * per, min((s + 1) * per, b)). */
@@ -49,41 +66,59 @@ static long section_len(long b, long per, int s)
     return hi > lo ? hi - lo : 0;
 }
 
+static int *dsm_alloc(const dsm_app_t *a, size_t n, const char *what)
+{
+    int *p = vmmc_dsm_malloc(n);
+    if (!p) {
+        fprintf(stderr, "is: rank %d: vmmc_dsm_malloc of %s (%zu bytes): %s\n", a->rank, what, n,
+                vmmc_dsm_last_error());
+        exit(1);
+    }
+    return p;
+}
+
 int main(int argc, char **argv)
 {
     dsm_app_t a;
-    app_start(&a, "is", argc, argv, 1L << 20, 16, 1L << 24, 10, 1000);
+    app_start(&a, "is", argc, argv, 1L << 20, 16, 1L << 22, 10, 1000);
     long n = a.n, b = buckets_for(n), per = (b + SECTIONS - 1) / SECTIONS;
-    int *keys = app_shared(&a, (size_t)n * sizeof(int), -1);
-    int *out = app_shared(&a, (size_t)n * sizeof(int), -1);
+    block_t *blocks = app_shared(&a, (size_t)a.size * sizeof(block_t), -1);
     int **sect = app_shared(&a, SECTIONS * sizeof(int *), -1);
     if (a.rank == 0)
         for (int s = 0; s < SECTIONS; s++)
-            if (!(sect[s] = vmmc_dsm_malloc((size_t)(section_len(b, per, s) + 1) * sizeof(int)))) {
-                fprintf(stderr, "is: rank 0: vmmc_dsm_malloc of section %d failed\n", s);
-                return 1;
-            }
+            sect[s] = dsm_alloc(&a, (size_t)(section_len(b, per, s) + 1) * sizeof(int), "counts");
+    long klo, khi, vlo, vhi;
+    app_block(&a, n, &klo, &khi);
+    app_block(&a, b, &vlo, &vhi);
+    block_t me = {.keys = dsm_alloc(&a, (size_t)(khi - klo + 1) * sizeof(int), "keys")};
+    me.out_cap = (khi - klo) + (khi - klo) / 4 + 16;
+    me.out = dsm_alloc(&a, (size_t)me.out_cap * sizeof(int), "output");
+    for (long i = klo; i < khi; i++)
+        me.keys[i - klo] = initial_key(i, b);
+    app_lock(&a, TABLE_LOCK);
+    blocks[a.rank] = me;
+    app_unlock(&a, TABLE_LOCK);
     app_barrier(&a);
     int *sec[SECTIONS];
     for (int s = 0; s < SECTIONS; s++)
         sec[s] = sect[s];
-    long klo, khi, vlo, vhi;
-    app_block(&a, n, &klo, &khi);
-    app_block(&a, b, &vlo, &vhi);
-    for (long i = klo; i < khi; i++)
-        keys[i] = initial_key(i, b);
     long *mine = app_private(&a, (size_t)b * sizeof(long));
 
     app_par_begin(&a);
     for (long it = 0; it < a.iters; it++) {
-        if (a.rank == 0)
-            change_keys(keys, n, b, it);
+        for (int w = 0; w < 2; w++) {
+            long idx;
+            int val;
+            changed_key(n, b, it, w, &idx, &val);
+            if (idx >= klo && idx < khi)
+                me.keys[idx - klo] = val;
+        }
         for (int s = a.rank; s < SECTIONS; s += a.size)
             memset(sec[s], 0, (size_t)section_len(b, per, s) * sizeof(int));
         app_barrier(&a);
         memset(mine, 0, (size_t)b * sizeof(long));
-        for (long i = klo; i < khi; i++)
-            mine[keys[i]]++;
+        for (long i = 0; i < khi - klo; i++)
+            mine[me.keys[i]]++;
         for (int k = 0; k < SECTIONS; k++) {
             int s = (k + a.rank * SECTIONS / a.size) % SECTIONS;
             long len = section_len(b, per, s);
@@ -95,12 +130,24 @@ int main(int argc, char **argv)
             app_unlock(&a, s);
         }
         app_barrier(&a);
+        long count = 0;
+        for (long v = vlo; v < vhi; v++)
+            count += sec[v / per][v % per];
+        if (count > me.out_cap) {
+            vmmc_dsm_free(me.out);
+            me.out_cap = count + count / 4;
+            me.out = dsm_alloc(&a, (size_t)me.out_cap * sizeof(int), "output");
+        }
         long pos = 0;
-        for (long v = 0; v < vlo; v++)
-            pos += sec[v / per][v % per];
         for (long v = vlo; v < vhi; v++)
             for (int c = sec[v / per][v % per]; c > 0; c--)
-                out[pos++] = (int)v;
+                me.out[pos++] = (int)v;
+        me.out_len = pos;
+        if (blocks[a.rank].out != me.out || blocks[a.rank].out_len != pos) {
+            app_lock(&a, TABLE_LOCK);
+            blocks[a.rank] = me;
+            app_unlock(&a, TABLE_LOCK);
+        }
         app_barrier(&a);
     }
     app_par_end(&a);
@@ -113,7 +160,12 @@ int main(int argc, char **argv)
             sk[i] = initial_key(i, b);
         app_seq_begin(&a);
         for (long it = 0; it < a.iters; it++) {
-            change_keys(sk, n, b, it);
+            for (int w = 0; w < 2; w++) {
+                long idx;
+                int val;
+                changed_key(n, b, it, w, &idx, &val);
+                sk[idx] = val;
+            }
             memset(cnt, 0, (size_t)b * sizeof(long));
             for (long i = 0; i < n; i++)
                 cnt[sk[i]]++;
@@ -123,22 +175,31 @@ int main(int argc, char **argv)
                     so[pos++] = (int)v;
         }
         app_seq_end(&a);
-        long bad = -1, badcnt = -1;
-        for (long i = 0; i < n && bad < 0; i++)
-            if (out[i] != so[i] || keys[i] != sk[i])
-                bad = i;
-        for (long v = 0; v < b && badcnt < 0; v++)
+        char why[200] = "";
+        long at = 0;
+        for (int r = 0; r < a.size && !why[0]; r++) {
+            block_t bl = blocks[r];
+            long rlo = r * (n / a.size) + (r < n % a.size ? r : n % a.size);
+            long rhi = rlo + n / a.size + (r < n % a.size);
+            for (long i = rlo; i < rhi && !why[0]; i++)
+                if (bl.keys[i - rlo] != sk[i])
+                    snprintf(why, sizeof why, "key %ld is %d, sequential %d", i, bl.keys[i - rlo],
+                             sk[i]);
+            for (long i = 0; i < bl.out_len && !why[0]; i++, at++)
+                if (at >= n || bl.out[i] != so[at])
+                    snprintf(why, sizeof why, "output position %ld is %d, sequential %d", at,
+                             bl.out[i], at < n ? so[at] : -1);
+        }
+        if (!why[0] && at != n)
+            snprintf(why, sizeof why, "%ld keys in the output, %ld expected", at, n);
+        for (long v = 0; v < b && !why[0]; v++)
             if (sec[v / per][v % per] != cnt[v])
-                badcnt = v;
-        int ok = bad < 0 && badcnt < 0;
-        if (ok)
-            app_verdict(&a, 1, "%ld keys in %ld buckets, identical (exact comparison)", n, b);
-        else if (bad >= 0)
-            app_verdict(&a, 0, "position %ld: key %d, output %d; sequential key %d, output %d", bad,
-                        keys[bad], out[bad], sk[bad], so[bad]);
+                snprintf(why, sizeof why, "bucket %ld counts %d, sequential %ld", v,
+                         sec[v / per][v % per], cnt[v]);
+        if (why[0])
+            app_verdict(&a, 0, "%s", why);
         else
-            app_verdict(&a, 0, "bucket %ld counts %d, sequential %ld", badcnt,
-                        sec[badcnt / per][badcnt % per], cnt[badcnt]);
+            app_verdict(&a, 1, "%ld keys in %ld buckets, identical (exact comparison)", n, b);
         free(sk);
         free(so);
         free(cnt);

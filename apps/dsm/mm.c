@@ -5,8 +5,10 @@
  * fills those rows of A and B, and each iteration computes its rows of
  * C = A x B (reading all of B), barrier, then replaces its rows of B with
  * its rows of C scaled by 2/n (so the values stay bounded), barrier. Every
- * rank thus reads every row of B once per iteration, after its owner wrote
- * it: the fetches that a row-partitioned multiply needs, and no others.
+ * rank needs every row of B once per iteration, after its owner wrote it:
+ * the owner pushes its rows to every rank (vmmc_dsm_push) as soon as they
+ * are written, so the multiply reads them without faulting (as the
+ * MILLIPAGE applications used push).
  * Rank 0 repeats the same computation in private memory, in the same loop
  * order, and compares C with a relative tolerance of 1e-12 (stated in the
  * output).
@@ -33,6 +35,13 @@ static void multiply_rows(double **c, double **a, double **b, long n, long lo, l
                 ci[j] += aik * bk[j];
         }
     }
+}
+
+/* Readable copies of rows [lo, hi) of @m to every rank. */
+static void push_rows(const dsm_app_t *a, double **m, long lo, long hi)
+{
+    for (long i = lo; i < hi; i++)
+        app_ok(a, vmmc_dsm_push(m[i]), "vmmc_dsm_push");
 }
 
 static void scale_rows(double **b, double **c, long n, long lo, long hi)
@@ -85,6 +94,7 @@ int main(int argc, char **argv)
     app_block(&a, n, &lo, &hi);
     fill_rows(ma, n, lo, hi, 1);
     fill_rows(mb, n, lo, hi, 1u << 30);
+    push_rows(&a, mb, lo, hi);
 
     app_par_begin(&a);
     for (long it = 0; it < a.iters; it++) {
@@ -92,6 +102,7 @@ int main(int argc, char **argv)
         app_barrier(&a);
         if (it + 1 < a.iters) {
             scale_rows(mb, mc, n, lo, hi);
+            push_rows(&a, mb, lo, hi);
             app_barrier(&a);
         }
     }

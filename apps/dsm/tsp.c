@@ -4,7 +4,7 @@
  *
  * n cities at pseudo-random points of a 1000 x 1000 square, integer
  * Euclidean distances (a shared matrix that rank 0 fills). Partial tours
- * shorter than SPLIT cities are expanded into the pool (a LIFO stack under
+ * of fewer than max(2, n - 10) cities are expanded into the pool (a LIFO stack under
  * POOL_LOCK); longer ones are solved by a private depth-first search that
  * prunes with the shared best length (read without the lock: a stale bound
  * only prunes less) and updates the best tour under BEST_LOCK. A rank with
@@ -71,7 +71,7 @@ static void setup(problem_t *p, const int *dist, int n)
 {
     p->n = n;
     p->dist = dist;
-    p->split = n > 10 ? n - 8 : 2;
+    p->split = n > 12 ? n - 10 : 2;
     for (int i = 0; i < n; i++) {
         int m = 1 << 30;
         for (int j = 0; j < n; j++)
@@ -148,12 +148,19 @@ static tour_t root_tour(void)
     return t;
 }
 
+/* Take tours from the pool until it is empty and nobody works on one
+ * (giving back the previous tour and taking the next in one critical
+ * section: the pool's minipage moves once per tour, not twice). */
 static void work(dsm_app_t *a, const problem_t *p, pool_t *pool, best_t *best)
 {
     search_t s = {p, best, a};
     long nap_ns = 50000;
+    int busy = 0; /* this rank counts in pool->active */
     for (;;) {
         app_lock(a, POOL_LOCK);
+        if (busy)
+            pool->active--;
+        busy = 0;
         if (pool->top == 0) {
             int idle = pool->active == 0;
             app_unlock(a, POOL_LOCK);
@@ -167,6 +174,7 @@ static void work(dsm_app_t *a, const problem_t *p, pool_t *pool, best_t *best)
         nap_ns = 50000;
         tour_t t = pool->t[--pool->top];
         pool->active++;
+        busy = 1;
         app_unlock(a, POOL_LOCK);
         if (t.len >= p->split) {
             dfs(&s, &t);
@@ -187,9 +195,6 @@ static void work(dsm_app_t *a, const problem_t *p, pool_t *pool, best_t *best)
             for (; k < nk; k++) /* the pool is full: solve the rest here */
                 dfs(&s, &kids[k]);
         }
-        app_lock(a, POOL_LOCK);
-        pool->active--;
-        app_unlock(a, POOL_LOCK);
     }
 }
 

@@ -15,6 +15,10 @@ if [ $rc -ne 0 ]; then
     exit 1
 fi
 n=$(printf '%s\n' "$out" | grep -c "^$app: result matches sequential (")
+if [ "${VMMC_DSM_PAGE:-0}" = 1 ] && ! printf '%s\n' "$out" | grep -q "^$app: .*, page mode;"; then
+    echo "FAIL: $app: VMMC_DSM_PAGE=1 but the run does not say it was in page mode"
+    exit 1
+fi
 if [ "$n" -ne 1 ]; then
     echo "FAIL: $app: expected one line '$app: result matches sequential (...)', found $n"
     exit 1

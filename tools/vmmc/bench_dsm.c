@@ -44,11 +44,11 @@ typedef struct dsm_app {
 } dsm_app_t;
 
 static const dsm_app_t apps[] = {
-    {"sor", "128", "4", "512", "20"},
-    {"is", "65536", "2", "1048576", "5"},
-    {"mm", "96", "1", "256", "2"},
-    {"tsp", "10", "1", "13", "1"},
-    {"water", "128", "2", "1024", "3"},
+    {"sor", "128", "4", "1024", "20"},
+    {"is", "65536", "2", "2097152", "5"},
+    {"mm", "96", "1", "384", "2"},
+    {"tsp", "10", "1", "14", "1"},
+    {"water", "128", "2", "2048", "3"},
 };
 
 static const char *const micro_kinds[] = {"read_fault", "write_fault", "lock", "lock_local",

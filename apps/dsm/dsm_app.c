@@ -93,17 +93,22 @@ void app_ok(const dsm_app_t *a, int rc, const char *what)
     exit(1);
 }
 
+void *app_malloc(const dsm_app_t *a, size_t n, const char *what)
+{
+    void *p = vmmc_dsm_malloc(n);
+    if (!p) {
+        fprintf(stderr, "%s: rank %d: vmmc_dsm_malloc(%zu) for %s: %s\n", a->name, a->rank, n,
+                what, vmmc_dsm_last_error());
+        exit(1);
+    }
+    return p;
+}
+
 void *app_shared_by(dsm_app_t *a, size_t n, int owner)
 {
     void *p = NULL;
-    if (a->rank == owner) {
-        p = vmmc_dsm_malloc(n);
-        if (!p) {
-            fprintf(stderr, "%s: rank %d: vmmc_dsm_malloc(%zu): %s\n", a->name, a->rank, n,
-                    vmmc_dsm_last_error());
-            exit(1);
-        }
-    }
+    if (a->rank == owner)
+        p = app_malloc(a, n, "shared data");
     app_ok(a, vmmc_dsm_bcast_ptr(&p, owner), "vmmc_dsm_bcast_ptr");
     return p;
 }

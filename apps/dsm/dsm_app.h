@@ -44,6 +44,10 @@ void *app_shared(dsm_app_t *a, size_t n, int chunk);
 /* Rank @owner allocates, every rank gets the address. Collective. */
 void *app_shared_by(dsm_app_t *a, size_t n, int owner);
 
+/* vmmc_dsm_malloc by this rank alone, or the rank leaves with the
+ * library's reason (the limit and the setting that raises it). */
+void *app_malloc(const dsm_app_t *a, size_t n, const char *what);
+
 /* Private, zeroed, or the rank leaves with a message. */
 void *app_private(const dsm_app_t *a, size_t n);
 

@@ -66,17 +66,6 @@ static long section_len(long b, long per, int s)
     return hi > lo ? hi - lo : 0;
 }
 
-static int *dsm_alloc(const dsm_app_t *a, size_t n, const char *what)
-{
-    int *p = vmmc_dsm_malloc(n);
-    if (!p) {
-        fprintf(stderr, "is: rank %d: vmmc_dsm_malloc of %s (%zu bytes): %s\n", a->rank, what, n,
-                vmmc_dsm_last_error());
-        exit(1);
-    }
-    return p;
-}
-
 int main(int argc, char **argv)
 {
     dsm_app_t a;
@@ -86,13 +75,13 @@ int main(int argc, char **argv)
     int **sect = app_shared(&a, SECTIONS * sizeof(int *), -1);
     if (a.rank == 0)
         for (int s = 0; s < SECTIONS; s++)
-            sect[s] = dsm_alloc(&a, (size_t)(section_len(b, per, s) + 1) * sizeof(int), "counts");
+            sect[s] = app_malloc(&a, (size_t)(section_len(b, per, s) + 1) * sizeof(int), "counts");
     long klo, khi, vlo, vhi;
     app_block(&a, n, &klo, &khi);
     app_block(&a, b, &vlo, &vhi);
-    block_t me = {.keys = dsm_alloc(&a, (size_t)(khi - klo + 1) * sizeof(int), "keys")};
+    block_t me = {.keys = app_malloc(&a, (size_t)(khi - klo + 1) * sizeof(int), "keys")};
     me.out_cap = (khi - klo) + (khi - klo) / 4 + 16;
-    me.out = dsm_alloc(&a, (size_t)me.out_cap * sizeof(int), "output");
+    me.out = app_malloc(&a, (size_t)me.out_cap * sizeof(int), "output");
     for (long i = klo; i < khi; i++)
         me.keys[i - klo] = initial_key(i, b);
     app_lock(&a, TABLE_LOCK);
@@ -136,7 +125,7 @@ int main(int argc, char **argv)
         if (count > me.out_cap) {
             vmmc_dsm_free(me.out);
             me.out_cap = count + count / 4;
-            me.out = dsm_alloc(&a, (size_t)me.out_cap * sizeof(int), "output");
+            me.out = app_malloc(&a, (size_t)me.out_cap * sizeof(int), "output");
         }
         long pos = 0;
         for (long v = vlo; v < vhi; v++)

@@ -59,10 +59,7 @@ static double **shared_matrix(dsm_app_t *a, long n)
     double **t = app_shared(a, (size_t)n * sizeof(double *), -1);
     if (a->rank == 0)
         for (long i = 0; i < n; i++)
-            if (!(t[i] = vmmc_dsm_malloc((size_t)n * sizeof(double)))) {
-                fprintf(stderr, "mm: rank 0: vmmc_dsm_malloc of a row failed\n");
-                exit(1);
-            }
+            t[i] = app_malloc(a, (size_t)n * sizeof(double), "a matrix row");
     app_barrier(a);
     double **m = app_private(a, (size_t)n * sizeof(double *));
     memcpy(m, t, (size_t)n * sizeof(double *));

@@ -47,13 +47,8 @@ int main(int argc, char **argv)
     long n = a.n;
     double **shared_rows = app_shared(&a, (size_t)n * sizeof(double *), -1);
     if (a.rank == 0)
-        for (long i = 0; i < n; i++) {
-            shared_rows[i] = vmmc_dsm_malloc((size_t)n * sizeof(double));
-            if (!shared_rows[i]) {
-                fprintf(stderr, "sor: rank 0: vmmc_dsm_malloc of row %ld failed\n", i);
-                return 1;
-            }
-        }
+        for (long i = 0; i < n; i++)
+            shared_rows[i] = app_malloc(&a, (size_t)n * sizeof(double), "a grid row");
     app_barrier(&a);
     /* a private copy of the row table: it does not change */
     double **g = app_private(&a, (size_t)n * sizeof(double *));

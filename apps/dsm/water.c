@@ -79,12 +79,8 @@ int main(int argc, char **argv)
     long lo, hi;
     app_block(&a, n, &lo, &hi);
     long cnt = hi - lo;
-    double *mypos = vmmc_dsm_malloc((size_t)(cnt ? cnt : 1) * 3 * sizeof(double));
-    double *myfor = vmmc_dsm_malloc((size_t)(cnt ? cnt : 1) * 3 * sizeof(double));
-    if (!mypos || !myfor) {
-        fprintf(stderr, "water: rank %d: vmmc_dsm_malloc failed\n", a.rank);
-        return 1;
-    }
+    double *mypos = app_malloc(&a, (size_t)(cnt ? cnt : 1) * 3 * sizeof(double), "positions");
+    double *myfor = app_malloc(&a, (size_t)(cnt ? cnt : 1) * 3 * sizeof(double), "forces");
     for (long i = lo; i < hi; i++)
         initial_position(n, i, &mypos[3 * (i - lo)]);
     app_lock(&a, ENERGY_LOCK); /* posb[] and forb[] are written by every rank */

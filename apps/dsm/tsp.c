@@ -4,7 +4,7 @@
  *
  * n cities at pseudo-random points of a 1000 x 1000 square, integer
  * Euclidean distances (a shared matrix that rank 0 fills). Partial tours
- * of fewer than max(2, n - 10) cities are expanded into the pool (a LIFO stack under
+ * of fewer than max(2, n - 11) cities are expanded into the pool (a LIFO stack under
  * POOL_LOCK); longer ones are solved by a private depth-first search that
  * prunes with the shared best length (read without the lock: a stale bound
  * only prunes less) and updates the best tour under BEST_LOCK. A rank with
@@ -71,7 +71,7 @@ static void setup(problem_t *p, const int *dist, int n)
 {
     p->n = n;
     p->dist = dist;
-    p->split = n > 12 ? n - 10 : 2;
+    p->split = n > 13 ? n - 11 : 2;
     for (int i = 0; i < n; i++) {
         int m = 1 << 30;
         for (int j = 0; j < n; j++)

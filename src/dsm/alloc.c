@@ -19,8 +19,7 @@
 static uint64_t rep_imm(unsigned status, int extends, unsigned view, size_t off)
 {
     return (uint64_t)M_MALLOC_REP | (uint64_t)(status & 15) << 6 |
-           (uint64_t)(extends ? 1 : 0) << 10 | (uint64_t)(view & 127) << 11 |
-           (uint64_t)off << 18;
+           (uint64_t)(extends ? 1 : 0) << 10 | (uint64_t)(view & 127) << 11 | (uint64_t)off << 18;
 }
 
 /* First run of @npg free pages from the rover on; dsm.npages if none. */

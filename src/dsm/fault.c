@@ -124,8 +124,7 @@ int dsm_fault_install(void)
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&sa.sa_mask);
     if (sigaction(SIGSEGV, &sa, &dsm.old_segv) != 0)
-        return dsm_error(VMMC_ERR_SYSTEM, "vmmc_dsm_init: sigaction(SIGSEGV): %s",
-                         strerror(errno));
+        return dsm_error(VMMC_ERR_SYSTEM, "vmmc_dsm_init: sigaction(SIGSEGV): %s", strerror(errno));
     return VMMC_OK;
 }
 

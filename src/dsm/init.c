@@ -20,8 +20,6 @@ dsm_state_t dsm = {.lock = PTHREAD_MUTEX_INITIALIZER,
                    .me = -1,
                    .n = -1};
 
-
-
 typedef struct boot {
     uint64_t magic, base, size, views, page_mode;
 } boot_t;

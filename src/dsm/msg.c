@@ -19,6 +19,13 @@
 
 static __thread dsm_out_t *ob;
 static __thread size_t ob_n, ob_cap;
+static pthread_key_t ob_key; /* frees a thread's outbox when it ends */
+static pthread_once_t ob_once = PTHREAD_ONCE_INIT;
+
+static void ob_key_make(void)
+{
+    (void)pthread_key_create(&ob_key, free);
+}
 
 static void post(int dest, uint64_t imm, size_t off, size_t len)
 {
@@ -31,6 +38,8 @@ static void post(int dest, uint64_t imm, size_t off, size_t len)
         }
         ob = p;
         ob_cap = cap;
+        pthread_once(&ob_once, ob_key_make);
+        (void)pthread_setspecific(ob_key, ob);
     }
     ob[ob_n++] = (dsm_out_t){dest, imm, off, len};
     atomic_fetch_add(&dsm.sending, 1);
@@ -80,17 +89,15 @@ static int to_manager(unsigned t)
 
 static int from_manager(unsigned t)
 {
-    return t == M_FWD_R || t == M_FWD_W || t == M_FWD_PUSH || t == M_GRANT_R ||
-           t == M_GRANT_W || t == M_NACK || t == M_INV || t == M_MALLOC_REP ||
-           t == M_FREE_REP || t == M_PUSH_REP || t == M_LOCK_GRANT || t == M_BAR_GO;
+    return t == M_FWD_R || t == M_FWD_W || t == M_FWD_PUSH || t == M_GRANT_R || t == M_GRANT_W ||
+           t == M_NACK || t == M_INV || t == M_MALLOC_REP || t == M_FREE_REP || t == M_PUSH_REP ||
+           t == M_LOCK_GRANT || t == M_BAR_GO;
 }
 
-
-
-#define BAD(why)                       \
-    do {                               \
-        dsm_bad_msg(src, imm, why);    \
-        return;                        \
+#define BAD(why)                                                                                   \
+    do {                                                                                           \
+        dsm_bad_msg(src, imm, why);                                                                \
+        return;                                                                                    \
     } while (0)
 
 static void dispatch(int src, uint64_t imm, size_t off, size_t len)
@@ -184,8 +191,7 @@ int dsm_wait_locked(void)
     if (rc == ETIMEDOUT) {
         for (int r = 0; r < dsm.n && !dsm.broken; r++)
             if (r != dsm.me && vmmc_peer_alive(dsm.ep, r) == 0)
-                dsm_break("rank %d died (or left the job) while this rank waited for the DSM",
-                          r);
+                dsm_break("rank %d died (or left the job) while this rank waited for the DSM", r);
     }
     if (dsm.broken)
         return dsm_error(VMMC_ERR_PEER_DEAD, "%s", dsm.broken_why);

@@ -88,9 +88,9 @@ void dsm_on_forward(int src, uint64_t imm)
         dsm_set_acc(head, ACC_R);
     size_t off, len;
     bytes_of(head, &off, &len);
-    dsm_post_data(rq, dsm_imm(t == M_FWD_W ? M_DATA_W : M_DATA_R, (unsigned)dsm.me, head,
-                              t == M_FWD_PUSH),
-                  off, len);
+    dsm_post_data(
+        rq, dsm_imm(t == M_FWD_W ? M_DATA_W : M_DATA_R, (unsigned)dsm.me, head, t == M_FWD_PUSH),
+        off, len);
     atomic_fetch_add(&dsm.st_served, 1);
 }
 

@@ -24,22 +24,20 @@ void dsm_sync_reset(void)
 
 static void on_lock(int src, int id)
 {
-    if (g.holder[id] == src)
-        {
-            dsm_bad_msg(src, dsm_imm(M_LOCK, (unsigned)src, 0, (uint32_t)id),
-                           "asks for a lock it holds");
-            return;
-        }
+    if (g.holder[id] == src) {
+        dsm_bad_msg(src, dsm_imm(M_LOCK, (unsigned)src, 0, (uint32_t)id),
+                    "asks for a lock it holds");
+        return;
+    }
     if (g.holder[id] < 0) {
         g.holder[id] = src;
         dsm_post(src, dsm_imm(M_LOCK_GRANT, (unsigned)dsm.me, 0, (uint32_t)id));
         return;
     }
     for (int k = 0; k < g.qn[id]; k++)
-        if (g.q[id][(g.qh[id] + k) % DSM_MAX_RANKS] == src)
-            {
+        if (g.q[id][(g.qh[id] + k) % DSM_MAX_RANKS] == src) {
             dsm_bad_msg(src, dsm_imm(M_LOCK, (unsigned)src, 0, (uint32_t)id),
-                               "asks for a lock twice");
+                        "asks for a lock twice");
             return;
         }
     g.q[id][(g.qh[id] + g.qn[id]) % DSM_MAX_RANKS] = src;
@@ -48,12 +46,11 @@ static void on_lock(int src, int id)
 
 static void on_unlock(int src, int id)
 {
-    if (g.holder[id] != src)
-        {
-            dsm_bad_msg(src, dsm_imm(M_UNLOCK, (unsigned)src, 0, (uint32_t)id),
-                           "releases a lock it does not hold");
-            return;
-        }
+    if (g.holder[id] != src) {
+        dsm_bad_msg(src, dsm_imm(M_UNLOCK, (unsigned)src, 0, (uint32_t)id),
+                    "releases a lock it does not hold");
+        return;
+    }
     if (!g.qn[id]) {
         g.holder[id] = -1;
         return;
@@ -67,8 +64,10 @@ static void on_unlock(int src, int id)
 
 static void on_bar(int src)
 {
-    if (g.bar_seen & (1ull << src))
-        { dsm_bad_msg(src, dsm_imm(M_BAR, (unsigned)src, 0, 0), "arrives twice"); return; }
+    if (g.bar_seen & (1ull << src)) {
+        dsm_bad_msg(src, dsm_imm(M_BAR, (unsigned)src, 0, 0), "arrives twice");
+        return;
+    }
     g.bar_seen |= 1ull << src;
     if (++g.bar_count < dsm.n)
         return;
@@ -82,8 +81,10 @@ void dsm_sync_on_msg(int src, uint64_t imm)
 {
     unsigned t = IMM_TYPE(imm);
     uint32_t id = IMM_AUX(imm);
-    if ((t == M_LOCK || t == M_UNLOCK || t == M_LOCK_GRANT) && id >= VMMC_DSM_LOCKS)
-        { dsm_bad_msg(src, imm, "no such lock"); return; }
+    if ((t == M_LOCK || t == M_UNLOCK || t == M_LOCK_GRANT) && id >= VMMC_DSM_LOCKS) {
+        dsm_bad_msg(src, imm, "no such lock");
+        return;
+    }
     switch (t) {
     case M_LOCK:
         on_lock(src, (int)id);
@@ -103,6 +104,10 @@ void dsm_sync_on_msg(int src, uint64_t imm)
         pthread_cond_broadcast(&dsm.cond);
         break;
     case M_BCAST:
+        if ((imm >> 6) > (uint64_t)dsm.views * dsm.size) {
+            dsm_bad_msg(src, imm, "a pointer outside the shared area");
+            return;
+        }
         dsm.bcast_val = imm >> 6;
         dsm.bcast_have = 1;
         pthread_cond_broadcast(&dsm.cond);
@@ -156,8 +161,7 @@ int vmmc_dsm_unlock(int id)
     pthread_mutex_lock(&dsm.lock);
     if (!dsm.lock_held[id]) {
         pthread_mutex_unlock(&dsm.lock);
-        return dsm_error(VMMC_ERR_INVALID, "vmmc_dsm_unlock: this rank does not hold lock %d",
-                         id);
+        return dsm_error(VMMC_ERR_INVALID, "vmmc_dsm_unlock: this rank does not hold lock %d", id);
     }
     dsm.lock_held[id] = 0;
     dsm_post(dsm_manager(), dsm_imm(M_UNLOCK, (unsigned)dsm.me, 0, (uint32_t)id));

@@ -38,21 +38,21 @@ int dsm_view_reserve(size_t size, unsigned views, void **base)
     if (p == MAP_FAILED) {
         if (want && errno == EEXIST)
             return dsm_error(VMMC_ERR_NOMEM,
-                              "vmmc_dsm_init: rank %d: the shared area's addresses %p..%p "
-                              "(chosen by rank 0) are in use in this process; a smaller "
-                              "VMMC_DSM_SIZE or VMMC_DSM_VIEWS may fit",
-                              dsm.me, want, (void *)((char *)want + len));
+                             "vmmc_dsm_init: rank %d: the shared area's addresses %p..%p "
+                             "(chosen by rank 0) are in use in this process; a smaller "
+                             "VMMC_DSM_SIZE or VMMC_DSM_VIEWS may fit",
+                             dsm.me, want, (void *)((char *)want + len));
         return dsm_error(VMMC_ERR_NOMEM,
-                          "vmmc_dsm_init: cannot reserve %zu bytes of addresses for %u views "
-                          "of %zu bytes (VMMC_DSM_SIZE, VMMC_DSM_VIEWS): %s",
-                          len, views + 1, size, strerror(errno));
+                         "vmmc_dsm_init: cannot reserve %zu bytes of addresses for %u views "
+                         "of %zu bytes (VMMC_DSM_SIZE, VMMC_DSM_VIEWS): %s",
+                         len, views + 1, size, strerror(errno));
     }
     if (want && p != want) { /* a kernel without MAP_FIXED_NOREPLACE */
         munmap(p, len);
         return dsm_error(VMMC_ERR_NOMEM,
-                          "vmmc_dsm_init: rank %d: the shared area's addresses %p.. (chosen by "
-                          "rank 0) are in use in this process",
-                          dsm.me, want);
+                         "vmmc_dsm_init: rank %d: the shared area's addresses %p.. (chosen by "
+                         "rank 0) are in use in this process",
+                         dsm.me, want);
     }
     *base = p;
     return VMMC_OK;
@@ -67,7 +67,7 @@ int dsm_view_map(void *base, size_t size, unsigned views, int page_mode, int me)
         int e = errno;
         close(fd);
         return dsm_error(VMMC_ERR_NOMEM, "vmmc_dsm_init: a memfd of %zu bytes: %s", size,
-                          strerror(e));
+                         strerror(e));
     }
     for (unsigned v = 0; v <= views; v++) {
         int prot = PROT_NONE;
@@ -78,8 +78,7 @@ int dsm_view_map(void *base, size_t size, unsigned views, int page_mode, int me)
         if (p == MAP_FAILED) {
             int e = errno;
             close(fd);
-            return dsm_error(VMMC_ERR_NOMEM, "vmmc_dsm_init: mapping view %u: %s", v,
-                              strerror(e));
+            return dsm_error(VMMC_ERR_NOMEM, "vmmc_dsm_init: mapping view %u: %s", v, strerror(e));
         }
     }
     dsm.memfd = fd;

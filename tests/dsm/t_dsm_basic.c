@@ -13,8 +13,8 @@ int main(void)
     int me = vmmc_dsm_rank(), n = vmmc_dsm_size();
     if (n < 2)
         DT_FAIL("needs at least 2 ranks, has %d", n);
-    if (strcmp(vmmc_dsm_mode(), getenv("VMMC_DSM_PAGE") && atoi(getenv("VMMC_DSM_PAGE"))
-                                    ? "page" : "minipage") != 0)
+    if (strcmp(vmmc_dsm_mode(),
+               getenv("VMMC_DSM_PAGE") && atoi(getenv("VMMC_DSM_PAGE")) ? "page" : "minipage") != 0)
         DT_FAIL("mode %s", vmmc_dsm_mode());
 
     /* rank 0 allocates and fills; everyone reads */

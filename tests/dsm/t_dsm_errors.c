@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "dsm_test.h"
 
@@ -89,10 +90,12 @@ int main(void)
     DT_PASS("bad frees reported");
 
     /* faults that are not the DSM's go to the application's handler */
-    volatile long *nowhere = NULL;
+    volatile long *nowhere = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if ((void *)nowhere == MAP_FAILED)
+        DT_FAIL("mmap");
     if (sigsetjmp(jb, 1) == 0) {
         (void)*nowhere;
-        DT_FAIL("read of NULL did not fault");
+        DT_FAIL("read of a PROT_NONE page outside the area did not fault");
     }
     long *gone = a; /* freed above: no minipage there any more */
     if (sigsetjmp(jb, 1) == 0) {

@@ -44,8 +44,7 @@ int main(void)
                 DT_FAIL("objects 0 and 1 are not in one page (%p, %p)", (void *)tab[0],
                         (void *)tab[1]);
         } else if (((uintptr_t)tab[1] ^ (uintptr_t)tab[0]) >= 4096) {
-            DT_FAIL("objects 0 and 1 are not in one page (%p, %p)", (void *)tab[0],
-                    (void *)tab[1]);
+            DT_FAIL("objects 0 and 1 are not in one page (%p, %p)", (void *)tab[0], (void *)tab[1]);
         }
     }
     DT_OK(vmmc_dsm_bcast_ptr((void **)&tab, 0));

@@ -18,6 +18,15 @@
  *                        4 KiB objects, so that every read faults in page
  *                        mode too;
  *   delay_busy 0         the request delay of those faults (per batch);
+ *   false_sharing 128    per write, both ranks writing their own 128 B
+ *                        object at once, the two objects allocated one
+ *                        after the other (in page mode they share a page,
+ *                        which moves at every write of the other rank; in
+ *                        minipage mode each is its own minipage); each
+ *                        write is followed by FS_GAP_US of computation, so
+ *                        that the ranks' writes interleave; a batch is
+ *                        FS_WRITES writes by each rank between barriers,
+ *                        and both counters are checked at the end;
  *   compute_alone 0      a private computation (no shared access) before
  *                        the process joins the DSM;
  *   compute_dsm 0        the same computation after it joined (the service
@@ -42,6 +51,8 @@
 #define LOCK_ID 3
 #define BUSY_LIMIT_S 30.0 /* the busy owner gives up after this long */
 #define BUSY_SIZE 4096     /* a page each: every read faults in both modes */
+#define FS_WRITES 200      /* writes per rank per false-sharing batch */
+#define FS_GAP_US 2.0      /* computation after each of them */
 
 static int rank, reps = 20, per = 10;
 
@@ -251,6 +262,36 @@ static void busy_owner(double *lat, double *delay)
     free(o);
 }
 
+/* Both ranks write their own object of a pair allocated together. */
+static void false_sharing(double *lat)
+{
+    volatile long *o[2];
+    for (int i = 0; i < 2; i++)
+        o[i] = alloc_by(128, 0);
+    volatile long *mine = o[rank];
+    int n = 0;
+    for (int r = 0; r < reps; r++) {
+        barrier();
+        double t = now_us();
+        for (int i = 0; i < FS_WRITES; i++) {
+            mine[0]++;
+            double until = now_us() + FS_GAP_US; /* so the two ranks' writes interleave */
+            while (now_us() < until)
+                ;
+        }
+        barrier();
+        lat[n++] = (now_us() - t) / FS_WRITES;
+    }
+    if (rank == 0)
+        for (int i = 0; i < 2; i++)
+            if (o[i][0] != (long)reps * FS_WRITES) {
+                fprintf(stderr, "vmmc-dsm-bench: false sharing: rank %d's counter is %ld, not %ld\n",
+                        i, o[i][0], (long)reps * FS_WRITES);
+                exit(1);
+            }
+    barrier();
+}
+
 /* A fixed private computation; its time in us. */
 static double compute(void)
 {
@@ -313,6 +354,8 @@ int main(int argc, char **argv)
     report("lock_local", 0, aux, ns);
     barriers(lat);
     report("barrier", 0, lat, ns);
+    false_sharing(lat);
+    report("false_sharing", 128, lat, reps);
     busy_owner(lat, aux);
     report("read_fault_busy", BUSY_SIZE, lat, ns);
     report("delay_busy", 0, aux, reps);

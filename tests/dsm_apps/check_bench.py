@@ -24,7 +24,8 @@ if notes:
 b.check_rows(doc["rows"], "dsm")
 micro = {"read_fault": [128, 4096], "write_fault": [128, 4096], "lock": [0],
          "lock_local": [0], "barrier": [0], "delay_idle": [0], "read_fault_busy": [4096],
-         "delay_busy": [0], "compute_alone": [0]}
+         "delay_busy": [0], "compute_alone": [0],
+         "false_sharing": [128]}
 want = [(k, s) for k, sizes in micro.items() for s in sizes]
 for app in ("sor", "is", "mm", "tsp", "water"):
     want += [(app, 0), (app + "_speedup", 0)]

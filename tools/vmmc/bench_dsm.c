@@ -3,7 +3,8 @@
  * run, each in a job of 2 ranks pinned to distinct cores:
  *
  *   vmmc-dsm-bench (bench/dsm_bench.c)  read and write fault latency for
- *       128 B and 4 KiB minipages, lock and barrier latency, the request
+ *       128 B and 4 KiB minipages, writes to two objects of one page by
+ *       two ranks at once (false sharing), lock and barrier latency, the request
  *       delay with the owner idle and while its application thread
  *       computes, a private computation inside the DSM and outside it;
  *   vmmc-dsm-<app> (apps/dsm)  SOR, IS, MM, TSP and WATER: parallel time
@@ -53,7 +54,8 @@ static const dsm_app_t apps[] = {
 
 static const char *const micro_kinds[] = {"read_fault", "write_fault", "lock", "lock_local",
                                           "barrier", "delay_idle", "read_fault_busy",
-                                          "delay_busy", "compute_alone", "compute_dsm"};
+                                          "delay_busy", "compute_alone", "compute_dsm",
+                                          "false_sharing"};
 
 /* <dir of this tool>/<name> into @out if executable; 0 or -1. */
 static int beside_tool(const char *self, const char *name, char *out, size_t n)

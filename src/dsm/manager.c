@@ -120,6 +120,7 @@ static void finish(dsm_mp_t *m)
 {
     if (m->cur.type == M_PUSH)
         reply_status(&m->cur, 0);
+    uint32_t head = m->head;
     m->busy = 0;
     m->phase = 0;
     while (!m->busy && m->q_head) {
@@ -129,9 +130,9 @@ static void finish(dsm_mp_t *m)
             m->q_tail = NULL;
         dsm_req_t copy = *r;
         free(r);
-        start(m, &copy);
-        if (!mgr.mp[copy.raw] && copy.type == M_FREE)
-            return; /* freed: m is gone */
+        start(m, &copy); /* may finish (a push nobody needs) and free it */
+        if (mgr.mp[head] != m)
+            return;
     }
 }
 

@@ -3,9 +3,12 @@
  * travel within about a delayed-ACK time, not with the next keep-alive
  * (VMMC_UDP_KEEPALIVE, 250 ms). Both ranks send, then enter the barrier, in
  * several patterns (the receiver polling, sleeping, or in its own barrier);
- * no barrier may take anywhere near the keep-alive period. The bound is
- * generous (180 ms against a ~250 ms failure, where a good one takes well
- * under 3 ms) so that a loaded machine does not fail it. */
+ * the typical barrier may not take anywhere near the keep-alive period. The
+ * check is on each series' median (41 rounds), not its maximum: a barrier
+ * held until a keep-alive is held in every round, while a loaded machine
+ * stalls a process for hundreds of milliseconds now and then (a maximum of
+ * 308 ms was seen in a full parallel run). The bound is generous (100 ms
+ * against a ~250 ms failure, where a good one takes well under 3 ms). */
 #include <unistd.h>
 
 #include "vtest.h"
@@ -64,12 +67,14 @@ int main(void)
             qsort(t, ROUNDS, sizeof t[0], cmp);
             printf("rank %d pattern %d size %zu: barrier median %.3f ms, max %.3f ms\n", me,
                    pattern, sizes[si], t[ROUNDS / 2] * 1e3, t[ROUNDS - 1] * 1e3);
-            if (t[ROUNDS - 1] > worst)
-                worst = t[ROUNDS - 1];
+            if (t[ROUNDS / 2] > worst)
+                worst = t[ROUNDS / 2];
         }
     }
-    if (worst > 0.180)
-        VT_FAIL("a barrier after a send took %.1f ms: held until a keep-alive?", worst * 1e3);
+    if (worst > 0.100)
+        VT_FAIL("a barrier after a send took %.1f ms (median of a series): held until a "
+                "keep-alive?",
+                worst * 1e3);
     VT_OK(vmmc_unimport(px));
     VT_OK(vmmc_barrier(ep));
     VT_OK(vmmc_unexport(ex));

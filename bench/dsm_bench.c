@@ -1,0 +1,370 @@
+/* The DSM's micro-benchmarks (vmmc-dsm-bench), run by `vmmc bench dsm` in
+ * a job of 2 ranks, once in minipage mode and once in page mode
+ * (VMMC_DSM_PAGE=1). Rank 0 measures; rank 1 owns what rank 0 touches.
+ *
+ *   read_fault <size>    a read of a minipage rank 1 just wrote (so rank 0
+ *                        has no copy): the fault, the request to the
+ *                        manager/owner, the contents, the reopening;
+ *   write_fault <size>   a write to such a minipage (the contents and the
+ *                        ownership move);
+ *   lock 0               acquire + release of a lock rank 1 held last;
+ *   lock_local 0         acquire + release of a lock rank 0 held last;
+ *   barrier 0            one barrier of the two ranks;
+ *   delay_idle 0         request delay of rank 0's read faults (request
+ *                        sent to minipage open, vmmc_dsm_stats), mean per
+ *                        batch, while the owner waits in a barrier;
+ *   read_fault_busy 4096 rank 0's read fault while rank 1's application
+ *                        thread computes (it never calls the library);
+ *                        4 KiB objects, so that every read faults in page
+ *                        mode too;
+ *   delay_busy 0         the request delay of those faults (per batch);
+ *   false_sharing 128    per write, both ranks writing their own 128 B
+ *                        object at once, the two objects allocated one
+ *                        after the other (in page mode they share a page,
+ *                        which moves at every write of the other rank; in
+ *                        minipage mode each is its own minipage); each
+ *                        write is followed by FS_GAP_US of computation, so
+ *                        that the ranks' writes interleave; a batch is
+ *                        FS_WRITES writes by each rank between barriers,
+ *                        and both counters are checked at the end;
+ *   compute_alone 0      a private computation (no shared access) before
+ *                        the process joins the DSM;
+ *   compute_dsm 0        the same computation after it joined (the service
+ *                        thread running, no fault).
+ * Sizes are 128 B and 4 KiB. Each line: "<kind> <size> <median> <min>
+ * <max>" in microseconds, over -r batches of -k samples (time per sample);
+ * a line "mode <minipage|page>" first. Every read value is checked: a
+ * wrong one ends the run non-zero.
+ *
+ * usage: vmmc run -n 2 --cpu-bind -- vmmc-dsm-bench [-r batches] [-k per-batch] */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <vmmc/dsm.h>
+
+#define LOCK_ID 3
+#define BUSY_LIMIT_S 30.0 /* the busy owner gives up after this long */
+#define BUSY_SIZE 4096     /* a page each: every read faults in both modes */
+#define FS_WRITES 200      /* writes per rank per false-sharing batch */
+#define FS_GAP_US 2.0      /* computation after each of them */
+
+static int rank, reps = 20, per = 10;
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+static void check(int rc, const char *what)
+{
+    if (rc < 0) {
+        fprintf(stderr, "vmmc-dsm-bench: rank %d: %s: %s (%s)\n", rank, what, vmmc_strerror(rc),
+                vmmc_dsm_last_error());
+        exit(1);
+    }
+}
+
+static void barrier(void)
+{
+    check(vmmc_dsm_barrier(), "vmmc_dsm_barrier");
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void report(const char *kind, size_t size, double *s, int n)
+{
+    if (rank != 0 || n <= 0)
+        return;
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    printf("%s %zu %.3f %.3f %.3f\n", kind, size, s[n / 2], s[0], s[n - 1]);
+    fflush(stdout);
+}
+
+/* Allocated by @owner, the address in every rank. */
+static void *alloc_by(size_t n, int owner)
+{
+    void *p = NULL;
+    if (rank == owner && !(p = vmmc_dsm_malloc(n))) {
+        fprintf(stderr, "vmmc-dsm-bench: rank %d: vmmc_dsm_malloc(%zu): %s\n", rank, n,
+                vmmc_dsm_last_error());
+        exit(1);
+    }
+    check(vmmc_dsm_bcast_ptr(&p, owner), "vmmc_dsm_bcast_ptr");
+    return p;
+}
+
+/* @n objects of @size bytes, allocated (so owned) by rank 1; their
+ * addresses travel through shared memory once and are kept in private
+ * memory (in page mode the table may share a page with the objects: reading
+ * it during a measurement would fetch the object's page early). */
+static volatile long **objects(int n, size_t size)
+{
+    volatile long **t = alloc_by((size_t)n * sizeof *t, 1);
+    if (rank == 1)
+        for (int i = 0; i < n; i++)
+            if (!(t[i] = vmmc_dsm_malloc(size))) {
+                fprintf(stderr, "vmmc-dsm-bench: rank 1: vmmc_dsm_malloc(%zu): %s\n", size,
+                        vmmc_dsm_last_error());
+                exit(1);
+            }
+    barrier();
+    volatile long **o = malloc((size_t)n * sizeof *o);
+    if (!o)
+        exit(1);
+    for (int i = 0; i < n; i++)
+        o[i] = t[i];
+    barrier();
+    return o;
+}
+
+static double delay_mean_us(const vmmc_dsm_stats_t *a, const vmmc_dsm_stats_t *b)
+{
+    uint64_t n = b->delay_count - a->delay_count;
+    return n ? (double)(b->delay_ns_sum - a->delay_ns_sum) / (double)n / 1e3 : 0;
+}
+
+/* Read (or write) faults on minipages rank 1 has just written; fills
+ * delay[] with the mean request delay of each batch (rank 0). */
+static void faults(int write, size_t size, double *lat, double *delay)
+{
+    volatile long **o = objects(per, size);
+    int n = 0;
+    for (int r = 0; r < reps; r++) {
+        vmmc_dsm_stats_t s0, s1;
+        check(vmmc_dsm_stats(&s0), "vmmc_dsm_stats");
+        for (int k = 0; k < per; k++) {
+            long stamp = (long)r * per + k + 1;
+            if (rank == 1)
+                o[k][0] = stamp;
+            barrier();
+            if (rank == 0) {
+                volatile long *p = o[k];
+                double t = now_us();
+                if (write) {
+                    p[1] = stamp;
+                } else if (p[0] != stamp) {
+                    fprintf(stderr, "vmmc-dsm-bench: read %ld, expected %ld\n", p[0], stamp);
+                    exit(1);
+                }
+                lat[n++] = now_us() - t;
+                if (write && p[0] != stamp) {
+                    fprintf(stderr, "vmmc-dsm-bench: after the write, read %ld, expected %ld\n",
+                            p[0], stamp);
+                    exit(1);
+                }
+            }
+            barrier();
+        }
+        check(vmmc_dsm_stats(&s1), "vmmc_dsm_stats");
+        if (delay)
+            delay[r] = delay_mean_us(&s0, &s1);
+    }
+    barrier();
+    free(o);
+}
+
+static void locks(double *lat, double *local)
+{
+    int n = 0;
+    for (int r = 0; r < reps * per; r++) {
+        if (rank == 1) {
+            check(vmmc_dsm_lock(LOCK_ID), "vmmc_dsm_lock");
+            check(vmmc_dsm_unlock(LOCK_ID), "vmmc_dsm_unlock");
+        }
+        barrier();
+        if (rank == 0) {
+            double t = now_us();
+            check(vmmc_dsm_lock(LOCK_ID), "vmmc_dsm_lock");
+            check(vmmc_dsm_unlock(LOCK_ID), "vmmc_dsm_unlock");
+            lat[n++] = now_us() - t;
+        }
+        barrier();
+    }
+    if (rank == 0)
+        for (int r = 0; r < reps * per; r++) {
+            double t = now_us();
+            check(vmmc_dsm_lock(LOCK_ID), "vmmc_dsm_lock");
+            check(vmmc_dsm_unlock(LOCK_ID), "vmmc_dsm_unlock");
+            local[r] = now_us() - t;
+        }
+    barrier();
+}
+
+static void barriers(double *lat)
+{
+    for (int r = 0; r < reps * per; r++) {
+        double t = now_us();
+        barrier();
+        lat[r] = now_us() - t;
+    }
+}
+
+/* Rank 1 computes (no library call, no shared access but a flag it holds a
+ * read copy of) while rank 0 read-faults its minipages. */
+static void busy_owner(double *lat, double *delay)
+{
+    volatile long **o = objects(per, BUSY_SIZE);
+    volatile int *done = alloc_by(sizeof(int), 0);
+    int n = 0;
+    for (int r = 0; r < reps; r++) {
+        long stamp = 1000000L + r;
+        if (rank == 1)
+            for (int k = 0; k < per; k++)
+                o[k][0] = stamp; /* rank 0's copies go */
+        if (rank == 0)
+            *done = 0;
+        barrier();
+        if (rank == 1) {
+            volatile double x = 1.0;
+            double start = now_us();
+            while (!*done) {
+                for (int i = 0; i < 20000; i++)
+                    x = x * 1.0000001 + 1e-9;
+                if (now_us() - start > BUSY_LIMIT_S * 1e6) {
+                    fprintf(stderr, "vmmc-dsm-bench: rank 1: rank 0 did not finish in %.0f s\n",
+                            BUSY_LIMIT_S);
+                    exit(1);
+                }
+            }
+        } else {
+            vmmc_dsm_stats_t s0, s1;
+            usleep(2000); /* rank 1 is computing by now */
+            check(vmmc_dsm_stats(&s0), "vmmc_dsm_stats");
+            for (int k = 0; k < per; k++) {
+                volatile long *p = o[k];
+                double t = now_us();
+                long v = p[0];
+                lat[n++] = now_us() - t;
+                if (v != stamp) {
+                    fprintf(stderr, "vmmc-dsm-bench: read %ld, expected %ld\n", v, stamp);
+                    exit(1);
+                }
+            }
+            check(vmmc_dsm_stats(&s1), "vmmc_dsm_stats");
+            delay[r] = delay_mean_us(&s0, &s1);
+            *done = 1;
+        }
+        barrier();
+    }
+    barrier();
+    free(o);
+}
+
+/* Both ranks write their own object of a pair allocated together. */
+static void false_sharing(double *lat)
+{
+    volatile long *o[2];
+    for (int i = 0; i < 2; i++)
+        o[i] = alloc_by(128, 0);
+    volatile long *mine = o[rank];
+    int n = 0;
+    for (int r = 0; r < reps; r++) {
+        barrier();
+        double t = now_us();
+        for (int i = 0; i < FS_WRITES; i++) {
+            mine[0]++;
+            double until = now_us() + FS_GAP_US; /* so the two ranks' writes interleave */
+            while (now_us() < until)
+                ;
+        }
+        barrier();
+        lat[n++] = (now_us() - t) / FS_WRITES;
+    }
+    if (rank == 0)
+        for (int i = 0; i < 2; i++)
+            if (o[i][0] != (long)reps * FS_WRITES) {
+                fprintf(stderr, "vmmc-dsm-bench: false sharing: rank %d's counter is %ld, not %ld\n",
+                        i, o[i][0], (long)reps * FS_WRITES);
+                exit(1);
+            }
+    barrier();
+}
+
+/* A fixed private computation; its time in us. */
+static double compute(void)
+{
+    volatile double x = 1.0;
+    double t = now_us();
+    for (int i = 0; i < 200000; i++)
+        x = x * 1.0000001 + 1e-9;
+    return now_us() - t;
+}
+
+int main(int argc, char **argv)
+{
+    int c;
+    while ((c = getopt(argc, argv, "r:k:")) != -1) {
+        if (c != 'r' && c != 'k') {
+            fprintf(stderr, "usage: vmmc run -n 2 -- vmmc-dsm-bench [-r batches] [-k per-batch]\n");
+            return 2;
+        }
+        int v = atoi(optarg);
+        if (v < 1 || v > 1000) {
+            fprintf(stderr, "vmmc-dsm-bench: -%c %s: expected 1..1000\n", c, optarg);
+            return 2;
+        }
+        if (c == 'r')
+            reps = v;
+        else
+            per = v;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "usage: vmmc run -n 2 -- vmmc-dsm-bench [-r batches] [-k per-batch]\n");
+        return 2;
+    }
+    double alone[50], joined[50];
+    for (int i = 0; i < 50; i++)
+        alone[i] = compute();
+    check(vmmc_dsm_init(NULL), "vmmc_dsm_init");
+    rank = vmmc_dsm_rank();
+    if (vmmc_dsm_size() != 2) {
+        fprintf(stderr, "vmmc-dsm-bench: needs exactly 2 ranks (vmmc run -n 2), not %d\n",
+                vmmc_dsm_size());
+        return 2;
+    }
+    if (rank == 0)
+        printf("mode %s\n", vmmc_dsm_mode());
+    int ns = reps * per;
+    double *lat = calloc((size_t)ns, sizeof(double)), *aux = calloc((size_t)ns, sizeof(double));
+    if (!lat || !aux)
+        return 1;
+    static const size_t sizes[] = {128, 4096};
+    for (int i = 0; i < 2; i++) {
+        faults(0, sizes[i], lat, aux);
+        report("read_fault", sizes[i], lat, ns);
+        if (sizes[i] == 128)
+            report("delay_idle", 0, aux, reps);
+        faults(1, sizes[i], lat, NULL);
+        report("write_fault", sizes[i], lat, ns);
+    }
+    locks(lat, aux);
+    report("lock", 0, lat, ns);
+    report("lock_local", 0, aux, ns);
+    barriers(lat);
+    report("barrier", 0, lat, ns);
+    false_sharing(lat);
+    report("false_sharing", 128, lat, reps);
+    busy_owner(lat, aux);
+    report("read_fault_busy", BUSY_SIZE, lat, ns);
+    report("delay_busy", 0, aux, reps);
+    for (int i = 0; i < 50; i++)
+        joined[i] = compute();
+    report("compute_alone", 0, alone, 50);
+    report("compute_dsm", 0, joined, 50);
+    free(lat);
+    free(aux);
+    check(vmmc_dsm_finalize(), "vmmc_dsm_finalize");
+    return 0;
+}

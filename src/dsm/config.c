@@ -1,0 +1,48 @@
+/* Settings of libvmmc-dsm (VMMC_DSM_*), registered with vmmc's registry at
+ * load time so `vmmc info -c` lists them and mistyped names are warned
+ * about. */
+#include <stdio.h>
+
+#include "dsm/dsm_int.h"
+#include "vmmc/config.h"
+
+dsm_cfg_t dsm_cfg = {64u << 20, 32, 0, 0, 1};
+
+static const vmmc_config_entry_t dsm_entries[] = {
+    {"DSM_SIZE", "64M",
+     "bytes of the shared area of vmmc_dsm_init() (whole pages; the same in every rank)",
+     VMMC_CONFIG_SIZE, &dsm_cfg.size, DSM_PAGE, 1ull << 40},
+    {"DSM_VIEWS", "32",
+     "application views of the shared area: the most minipages one page holds (minipage mode)",
+     VMMC_CONFIG_INT, &dsm_cfg.views, 1, DSM_MAX_VIEWS},
+    {"DSM_PAGE", "n",
+     "page mode: the unit of sharing is the 4 KiB page, through one view (for comparison)",
+     VMMC_CONFIG_BOOL, &dsm_cfg.page},
+    {"DSM_ONEHOP", "y",
+     "a read fault asks the owner it knows straight away (one hop) rather than the manager",
+     VMMC_CONFIG_BOOL, &dsm_cfg.onehop},
+    {"DSM_DEBUG", "n", "print every malformed or unexpected DSM message that is dropped",
+     VMMC_CONFIG_BOOL, &dsm_cfg.debug},
+};
+static const vmmc_config_table_t dsm_table = {sizeof(vmmc_config_entry_t), "dsm", "DSM_",
+                                              dsm_entries,
+                                              sizeof dsm_entries / sizeof *dsm_entries};
+
+static char cfg_error[512];
+
+__attribute__((constructor)) static void dsm_cfg_init(void)
+{
+    int st = vmmc_config_register(&dsm_table);
+    if (st != VMMC_OK && st != VMMC_ERR_EXISTS)
+        snprintf(cfg_error, sizeof cfg_error, "%s", vmmc_last_error());
+}
+
+__attribute__((destructor)) static void dsm_cfg_fini(void)
+{
+    (void)vmmc_config_unregister("dsm");
+}
+
+const char *dsm_cfg_error(void)
+{
+    return cfg_error[0] ? cfg_error : NULL;
+}

@@ -1,0 +1,231 @@
+/* Messages: every one is a notification on the destination's export of its
+ * privileged view (vmmc_send_imm with VMMC_SEND_NOTIFY): the 64-bit
+ * immediate says what it is, and a DATA message carries the minipage's
+ * bytes, which the core has placed at their own offset of the privileged
+ * view before the handler runs. The handler (dsm_notify) runs in vmmc's
+ * service thread, so a rank that computes still serves requests, and
+ * nobody polls.
+ *
+ * Messages are posted under dsm.lock into the rank's outbox and sent by
+ * dsm_flush() without the lock, in the order they were posted; a message to
+ * this rank itself is handled there, by the flushing thread. Every field of a message from
+ * another rank is checked before it changes anything. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dsm/dsm_int.h"
+
+/* The outbox: one FIFO for the whole rank, filled under dsm.lock. One
+ * thread at a time (the first that flushes) sends it, in order, so messages
+ * leave in the order the protocol posted them whichever thread posted
+ * them: a reader served by this rank gets its copy before an invalidation
+ * of it posted later by another thread. */
+static dsm_out_t *ob;
+static size_t ob_head, ob_n, ob_cap;
+static int flushing;
+
+static void post(int dest, uint64_t imm, size_t off, size_t len)
+{
+    if (ob_head && ob_head == ob_n)
+        ob_head = ob_n = 0;
+    if (ob_n == ob_cap) {
+        if (ob_head) { /* slide the unsent part down */
+            memmove(ob, ob + ob_head, (ob_n - ob_head) * sizeof *ob);
+            ob_n -= ob_head;
+            ob_head = 0;
+        }
+        if (ob_n == ob_cap) {
+            size_t cap = ob_cap ? ob_cap * 2 : 64;
+            dsm_out_t *p = realloc(ob, cap * sizeof *p);
+            if (!p) {
+                dsm_break("out of memory for outgoing messages");
+                return;
+            }
+            ob = p;
+            ob_cap = cap;
+        }
+    }
+    ob[ob_n++] = (dsm_out_t){dest, imm, off, len};
+    atomic_fetch_add(&dsm.sending, 1);
+}
+
+void dsm_post(int dest, uint64_t imm)
+{
+    post(dest, imm, 0, 0);
+}
+
+void dsm_post_data(int dest, uint64_t imm, size_t off, size_t len)
+{
+    post(dest, imm, off, len);
+}
+
+static void dispatch(int src, uint64_t imm, size_t off, size_t len);
+
+/* Send what is posted (lock not held). If another thread is sending, it
+ * sends ours too. Messages to this rank are handled here, in order. */
+void dsm_flush(void)
+{
+    pthread_mutex_lock(&dsm.lock);
+    if (flushing) {
+        pthread_mutex_unlock(&dsm.lock);
+        return;
+    }
+    flushing = 1;
+    while (ob_head < ob_n) {
+        dsm_out_t o = ob[ob_head++];
+        if (o.dest == dsm.me) {
+            dispatch(o.dest, o.imm, o.off, o.len); /* may post more */
+        } else {
+            pthread_mutex_unlock(&dsm.lock);
+            int st = vmmc_send_imm(dsm.px[o.dest], o.off, o.len ? dsm.priv + o.off : NULL, o.len,
+                                   VMMC_SEND_NOTIFY, o.imm);
+            const char *why = st != VMMC_OK ? vmmc_last_error() : NULL;
+            pthread_mutex_lock(&dsm.lock);
+            if (st != VMMC_OK)
+                dsm_break("sending to rank %d: %s: %s", o.dest, vmmc_strerror(st), why);
+        }
+        atomic_fetch_sub(&dsm.sending, 1);
+    }
+    ob_head = ob_n = 0;
+    flushing = 0;
+    pthread_mutex_unlock(&dsm.lock);
+}
+
+void dsm_outbox_free(void)
+{
+    free(ob);
+    ob = NULL;
+    ob_head = ob_n = ob_cap = 0;
+}
+
+/* Types only the manager receives, and types only the manager sends. */
+static int to_manager(unsigned t)
+{
+    return t == M_REQ_R || t == M_REQ_W || t == M_ACK || t == M_DONE || t == M_MALLOC ||
+           t == M_FREE || t == M_PUSH || t == M_LOCK || t == M_UNLOCK || t == M_BAR;
+}
+
+static int from_manager(unsigned t)
+{
+    return t == M_FWD_R || t == M_FWD_W || t == M_FWD_PUSH || t == M_GRANT_R || t == M_GRANT_W ||
+           t == M_NACK || t == M_INV || t == M_MALLOC_REP || t == M_FREE_REP || t == M_PUSH_REP ||
+           t == M_LOCK_GRANT || t == M_BAR_GO;
+}
+
+#define BAD(why)                                                                                   \
+    do {                                                                                           \
+        dsm_bad_msg(src, imm, why);                                                                \
+        return;                                                                                    \
+    } while (0)
+
+static void dispatch(int src, uint64_t imm, size_t off, size_t len)
+{
+    unsigned t = IMM_TYPE(imm);
+    if (t == 0 || t >= M_NTYPES)
+        BAD("unknown type");
+    if (len && t != M_DATA_R && t != M_DATA_W)
+        BAD("bytes with a control message");
+    if (to_manager(t) && !dsm.mgr)
+        BAD("a manager's message to a rank that is not the manager");
+    if (from_manager(t) && src != dsm_manager())
+        BAD("a manager's message from another rank");
+    if (t != M_MALLOC && t != M_MALLOC_REP && t != M_BCAST &&
+        (IMM_RANK(imm) >= dsm.n || IMM_ID(imm) >= dsm.npages * dsm.views))
+        BAD("rank or minipage out of range");
+    switch (t) {
+    case M_REQ_R:
+    case M_REQ_W:
+    case M_PUSH:
+    case M_FREE:
+        dsm_mgr_request(src, imm);
+        break;
+    case M_ACK:
+        dsm_mgr_ack(src, imm);
+        break;
+    case M_DONE:
+        dsm_mgr_done(src, imm);
+        break;
+    case M_MALLOC:
+        dsm_mgr_malloc(src, imm);
+        break;
+    case M_FWD_R:
+    case M_FWD_W:
+    case M_FWD_PUSH:
+        dsm_on_forward(src, imm);
+        break;
+    case M_DATA_R:
+    case M_DATA_W:
+        dsm_on_data(src, imm, off, len);
+        break;
+    case M_GRANT_R:
+    case M_GRANT_W:
+        dsm_on_grant(src, imm);
+        break;
+    case M_NACK:
+        dsm_on_nack(src, imm);
+        break;
+    case M_REQ_D:
+        dsm_on_req_d(src, imm);
+        break;
+    case M_NOTOWN:
+        dsm_on_notown(src, imm);
+        break;
+    case M_DINV:
+        dsm_on_dinv(src, imm);
+        break;
+    case M_DACK:
+        dsm_on_dack(src, imm);
+        break;
+    case M_INV:
+        dsm_on_inval(src, imm);
+        break;
+    case M_MALLOC_REP:
+    case M_FREE_REP:
+    case M_PUSH_REP:
+        dsm_on_reply(src, imm);
+        break;
+    default: /* locks, barrier, broadcast */
+        dsm_sync_on_msg(src, imm);
+        break;
+    }
+}
+
+void dsm_notify(vmmc_ep_t *ep, const vmmc_notification_t *n, void *arg)
+{
+    (void)ep;
+    (void)arg;
+    if (n->sender < 0 || n->sender >= dsm.n || n->sender == dsm.me)
+        return; /* not a rank of the job (or a forged self) */
+    pthread_mutex_lock(&dsm.lock);
+    if (dsm.active)
+        dispatch(n->sender, n->imm, n->offset, n->length);
+    pthread_mutex_unlock(&dsm.lock);
+    dsm_flush();
+}
+
+/* Wait for a change (lock held), looking for dead ranks now and then:
+ * the core fails sends to a dead rank, but a rank that only waits for an
+ * answer from it would otherwise wait for ever. */
+int dsm_wait_locked(void)
+{
+    if (dsm.broken)
+        return dsm_error(VMMC_ERR_PEER_DEAD, "%s", dsm.broken_why);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += 100 * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    int rc = pthread_cond_timedwait(&dsm.cond, &dsm.lock, &ts);
+    if (rc == ETIMEDOUT) {
+        for (int r = 0; r < dsm.n && !dsm.broken; r++)
+            if (r != dsm.me && vmmc_peer_alive(dsm.ep, r) == 0)
+                dsm_break("rank %d died (or left the job) while this rank waited for the DSM", r);
+    }
+    if (dsm.broken)
+        return dsm_error(VMMC_ERR_PEER_DEAD, "%s", dsm.broken_why);
+    return VMMC_OK;
+}

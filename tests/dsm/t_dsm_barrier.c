@@ -1,0 +1,33 @@
+/* The barrier: in round k every rank writes k into its own slot, meets the
+ * others, and must then see k in every slot; then meets them again before
+ * anybody writes k+1. */
+#include "dsm_test.h"
+
+#define ROUNDS 60
+
+int main(void)
+{
+    DT_OK(vmmc_dsm_init(NULL));
+    int me = vmmc_dsm_rank(), n = vmmc_dsm_size();
+    long **slot = NULL;
+    if (me == 0) {
+        slot = vmmc_dsm_malloc((size_t)n * sizeof *slot);
+        if (!slot)
+            DT_FAIL("malloc: %s", vmmc_dsm_last_error());
+        for (int r = 0; r < n; r++)
+            if (!(slot[r] = vmmc_dsm_malloc(sizeof(long))))
+                DT_FAIL("malloc: %s", vmmc_dsm_last_error());
+    }
+    DT_OK(vmmc_dsm_bcast_ptr((void **)&slot, 0));
+    long *mine = slot[me];
+    for (long k = 1; k <= ROUNDS; k++) {
+        *mine = k;
+        DT_OK(vmmc_dsm_barrier());
+        for (int r = 0; r < n; r++)
+            DT_EQ(*slot[r], k);
+        DT_OK(vmmc_dsm_barrier());
+    }
+    DT_PASS("every round's writes seen after the barrier");
+    DT_OK(vmmc_dsm_finalize());
+    return 0;
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""`vmmc bench dsm --quick`: the shape of its rows, never a speed.
+
+usage: check_bench.py <path to vmmc> <tests/bench directory>
+
+Both modes' micro-benchmark rows (read and write faults at 128 B and 4 KiB,
+lock, barrier, request delay idle and with a busy owner) and every
+application's time and speedup rows must be there, positive, with
+min <= value <= max, and every minipage row compared with the page row of
+the same figure measured in the same run. Exit 0 pass, 1 fail."""
+import json
+import sys
+
+sys.path.insert(0, sys.argv[2])
+import bench_shape as b  # noqa: E402
+
+tool = sys.argv[1]
+p = b.run(tool, ["dsm", "--format", "json"] + b.TINY, timeout=280)
+doc = json.loads(p.stdout)
+rows = [r for r in doc["rows"] if r["suite"] == "dsm"]
+notes = [n["text"] for n in doc["notes"] if n["suite"] == "dsm"]
+if notes:
+    b.fail("notes (something was not measured): %r" % notes)
+b.check_rows(doc["rows"], "dsm")
+micro = {"read_fault": [128, 4096], "write_fault": [128, 4096], "lock": [0],
+         "lock_local": [0], "barrier": [0], "delay_idle": [0], "read_fault_busy": [4096],
+         "delay_busy": [0], "compute_alone": [0],
+         "false_sharing": [128]}
+want = [(k, s) for k, sizes in micro.items() for s in sizes]
+for app in ("sor", "is", "mm", "tsp", "water"):
+    want += [(app, 0), (app + "_speedup", 0)]
+for kind, size in want:
+    b.find(rows, "page_" + kind, size)
+    r = b.find(rows, "minipage_" + kind, size)
+    ref = "dsm/page_%s" % kind + ("@%d" % size if size else "")
+    if r["ratio_to"] != ref or r["ratio"] is None:
+        b.fail("minipage_%s is not compared with page mode of the same run: %r" % (kind, r))
+for mode in ("page", "minipage"):
+    r = b.find(rows, mode + "_compute_dsm", 0)
+    if r["ratio_to"] != "dsm/%s_compute_alone" % mode or r["ratio"] is None:
+        b.fail("%s_compute_dsm is not compared with the same computation outside the DSM: %r"
+               % (mode, r))
+print("check_bench: ok (%d rows)" % len(rows))

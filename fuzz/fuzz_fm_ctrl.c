@@ -141,7 +141,7 @@ static void do_send(uint8_t op, uint16_t n16)
         st = fm_send(fm, 1, 1, heap, n16 % 700);
         break;
     default: {
-        size_t n = 8192 + (size_t)n16 % (BIG - 8192);
+        size_t n = 8192 + (size_t)n16 % (BIG - 8192 - 16); /* 16 + n fit in the buffer */
         const uint8_t *src = op % 3 == 1 ? cmem : heap;
         fm_stream_t *s;
         uint64_t offers = fm->peers[1].oseq;

@@ -104,6 +104,9 @@ static int setup(void)
     st = vmmc_export(dsm.ep, &ep, &dsm.ex);
     if (st)
         return dsm_error_vmmc(st, "vmmc_dsm_init: exporting the area");
+    st = dsm_clock_peers();
+    if (st)
+        return st;
     st = dsm_fault_install();
     if (st)
         return st;
@@ -147,6 +150,8 @@ static void teardown(void)
     free(dsm.hint);
     free(dsm.dset);
     free(dsm.px);
+    free(dsm.same_clock);
+    dsm.same_clock = NULL;
     dsm.acc = NULL;
     dsm.ext = NULL;
     dsm.hint = NULL;

@@ -9,7 +9,9 @@
  * Messages are posted under dsm.lock into the rank's outbox and sent by
  * dsm_flush() without the lock, in the order they were posted; a message to
  * this rank itself is handled there, by the flushing thread. Every field of a message from
- * another rank is checked before it changes anything. */
+ * another rank is checked before it changes anything. Requests carry the
+ * sender's clock at the send (stats.c), from which the serving rank counts
+ * how long each waited for it. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,7 +82,7 @@ void dsm_flush(void)
         } else {
             pthread_mutex_unlock(&dsm.lock);
             int st = vmmc_send_imm(dsm.px[o.dest], o.off, o.len ? dsm.priv + o.off : NULL, o.len,
-                                   VMMC_SEND_NOTIFY, o.imm);
+                                   VMMC_SEND_NOTIFY, dsm_stamp(o.imm, dsm_now_ns()));
             const char *why = st != VMMC_OK ? vmmc_last_error() : NULL;
             pthread_mutex_lock(&dsm.lock);
             if (st != VMMC_OK)
@@ -198,11 +200,15 @@ void dsm_notify(vmmc_ep_t *ep, const vmmc_notification_t *n, void *arg)
     (void)arg;
     if (n->sender < 0 || n->sender >= dsm.n || n->sender == dsm.me)
         return; /* not a rank of the job (or a forged self) */
+    uint64_t start = dsm_now_ns();
     pthread_mutex_lock(&dsm.lock);
-    if (dsm.active)
+    int active = dsm.active;
+    if (active)
         dispatch(n->sender, n->imm, n->offset, n->length);
     pthread_mutex_unlock(&dsm.lock);
     dsm_flush();
+    if (active) /* served: what it asked for is sent (docs/dsm.md, Counters) */
+        dsm_stats_serve(n->sender, n->imm, start, dsm_now_ns());
 }
 
 /* Wait for a change (lock held), looking for dead ranks now and then:

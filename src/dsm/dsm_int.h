@@ -139,6 +139,8 @@ typedef struct dsm_cfg {
     uint64_t size;
     int64_t views;
     int page, debug, onehop;
+    int64_t service_nice;   /* 0: as the process */
+    uint64_t service_slice; /* ns; 0: the kernel's default */
 } dsm_cfg_t;
 extern dsm_cfg_t dsm_cfg;
 const char *dsm_cfg_error(void);
@@ -214,6 +216,11 @@ void dsm_alloc_release(uint32_t head);
 void dsm_sync_on_msg(int src, uint64_t imm);
 int dsm_barrier_internal(void);
 void dsm_sync_reset(void);
+
+/* sched.c: the service thread's scheduling (applied once per thread by
+ * the handler); skip(1) marks an application thread that waits in vmmc */
+void dsm_sched_service_thread(void);
+void dsm_sched_skip_thread(int skip);
 
 /* stats.c */
 void dsm_stats_delay(uint64_t ns);

@@ -6,7 +6,7 @@
 #include "dsm/dsm_int.h"
 #include "vmmc/config.h"
 
-dsm_cfg_t dsm_cfg = {64u << 20, 32, 0, 0, 1, 0, 0};
+dsm_cfg_t dsm_cfg = {64u << 20, 32, 0, 0, 1, 1, 0, 0};
 
 static const vmmc_config_entry_t dsm_entries[] = {
     {"DSM_SIZE", "64M",
@@ -29,6 +29,9 @@ static const vmmc_config_entry_t dsm_entries[] = {
      "nice value of the service thread (below the process's needs CAP_SYS_NICE or RLIMIT_NICE); "
      "0: as the process",
      VMMC_CONFIG_INT, &dsm_cfg.service_nice, 0, 0}, /* the kernel clamps to -20..19 */
+    {"DSM_YIELD", "y",
+     "the service thread yields its core once after waking an application thread of the rank",
+     VMMC_CONFIG_BOOL, &dsm_cfg.yield},
     {"DSM_DEBUG", "n", "print every malformed or unexpected DSM message that is dropped",
      VMMC_CONFIG_BOOL, &dsm_cfg.debug},
 };

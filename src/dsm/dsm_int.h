@@ -123,6 +123,7 @@ typedef struct dsm_state {
     int bcast_have;
     uint64_t bcast_val;
     atomic_int sending;   /* posted messages not yet sent */
+    int waiters;          /* application threads in dsm_wait_locked */
     pthread_mutex_t api;  /* one API call at a time */
     /* counters */
     _Atomic uint64_t st_read_faults, st_write_faults, st_served, st_inval, st_forwards,
@@ -138,7 +139,7 @@ extern dsm_state_t dsm;
 typedef struct dsm_cfg {
     uint64_t size;
     int64_t views;
-    int page, debug, onehop;
+    int page, debug, onehop, yield;
     int64_t service_nice;   /* 0: as the process */
     uint64_t service_slice; /* ns; 0: the kernel's default */
 } dsm_cfg_t;

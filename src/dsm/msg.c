@@ -13,6 +13,7 @@
  * sender's clock at the send (stats.c), from which the serving rank counts
  * how long each waited for it. */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -194,6 +195,18 @@ static void dispatch(int src, uint64_t imm, size_t off, size_t len)
     }
 }
 
+/* Answers an application thread of this rank waits for. The service
+ * thread that handled one spins on in vmmc's wait (VMMC_SPIN) for the next
+ * notification; when the woken thread shares its core (a rank bound to one
+ * core, or a loaded machine), that spin delays it. Yielding once hands the
+ * core over at once (VMMC_DSM_YIELD). */
+static int wakes_waiter(unsigned t)
+{
+    return t == M_DATA_R || t == M_DATA_W || t == M_GRANT_R || t == M_GRANT_W || t == M_NACK ||
+           t == M_NOTOWN || t == M_MALLOC_REP || t == M_FREE_REP || t == M_PUSH_REP ||
+           t == M_LOCK_GRANT || t == M_BAR_GO || t == M_BCAST;
+}
+
 void dsm_notify(vmmc_ep_t *ep, const vmmc_notification_t *n, void *arg)
 {
     (void)ep;
@@ -206,8 +219,11 @@ void dsm_notify(vmmc_ep_t *ep, const vmmc_notification_t *n, void *arg)
     int active = dsm.active;
     if (active)
         dispatch(n->sender, n->imm, n->offset, n->length);
+    int woke = active && dsm.waiters > 0 && wakes_waiter(IMM_TYPE(n->imm));
     pthread_mutex_unlock(&dsm.lock);
     dsm_flush();
+    if (woke && dsm_cfg.yield)
+        sched_yield(); /* the thread just woken may share this core (see wakes_waiter) */
     if (active) /* served: what it asked for is sent (docs/dsm.md, Counters) */
         dsm_stats_serve(n->sender, n->imm, start, dsm_now_ns());
 }
@@ -226,7 +242,9 @@ int dsm_wait_locked(void)
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000L;
     }
+    dsm.waiters++;
     int rc = pthread_cond_timedwait(&dsm.cond, &dsm.lock, &ts);
+    dsm.waiters--;
     if (rc == ETIMEDOUT) {
         for (int r = 0; r < dsm.n && !dsm.broken; r++)
             if (r != dsm.me && vmmc_peer_alive(dsm.ep, r) == 0)

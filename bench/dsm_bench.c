@@ -18,6 +18,12 @@
  *                        4 KiB objects, so that every read faults in page
  *                        mode too;
  *   delay_busy 0         the request delay of those faults (per batch);
+ *   serve_idle 0,        the serving side's request delay at rank 1 (the
+ *   serve_busy 0         owner): from a request's arrival to its answer
+ *                        sent (vmmc_dsm_stats serve_*), mean per batch, in
+ *                        the delay_idle and the read_fault_busy batches;
+ *   serve_wait_idle 0,   the part of it before rank 1's handler started
+ *   serve_wait_busy 0    (waiting for its service thread to run);
  *   false_sharing 128    per write, both ranks writing their own 128 B
  *                        object at once, the two objects allocated one
  *                        after the other (in page mode they share a page,
@@ -135,9 +141,35 @@ static double delay_mean_us(const vmmc_dsm_stats_t *a, const vmmc_dsm_stats_t *b
     return n ? (double)(b->delay_ns_sum - a->delay_ns_sum) / (double)n / 1e3 : 0;
 }
 
+static double serve_mean_us(const vmmc_dsm_stats_t *a, const vmmc_dsm_stats_t *b, int wait)
+{
+    uint64_t n = b->serve_count - a->serve_count;
+    uint64_t ns = wait ? b->serve_wait_ns_sum - a->serve_wait_ns_sum
+                       : b->serve_ns_sum - a->serve_ns_sum;
+    return n ? (double)ns / (double)n / 1e3 : 0;
+}
+
+/* Rank 1's per-batch figures @v[0..reps) to rank 0 (collective), through a
+ * minipage rank 1 allocates. */
+static void from_rank1(double *v)
+{
+    volatile double *t = alloc_by((size_t)reps * sizeof *t, 1);
+    if (rank == 1)
+        for (int r = 0; r < reps; r++)
+            t[r] = v[r];
+    barrier();
+    if (rank == 0)
+        for (int r = 0; r < reps; r++)
+            v[r] = t[r];
+    barrier();
+}
+
 /* Read (or write) faults on minipages rank 1 has just written; fills
- * delay[] with the mean request delay of each batch (rank 0). */
-static void faults(int write, size_t size, double *lat, double *delay)
+ * delay[] with the mean request delay of each batch (rank 0), and, if
+ * given, serve[]/swait[] with rank 1's mean serving delay and wait for
+ * its service thread per batch (rank 1's figures, brought to rank 0). */
+static void faults(int write, size_t size, double *lat, double *delay, double *serve,
+                   double *swait)
 {
     volatile long **o = objects(per, size);
     int n = 0;
@@ -170,8 +202,16 @@ static void faults(int write, size_t size, double *lat, double *delay)
         check(vmmc_dsm_stats(&s1), "vmmc_dsm_stats");
         if (delay)
             delay[r] = delay_mean_us(&s0, &s1);
+        if (serve) {
+            serve[r] = serve_mean_us(&s0, &s1, 0);
+            swait[r] = serve_mean_us(&s0, &s1, 1);
+        }
     }
     barrier();
+    if (serve) {
+        from_rank1(serve);
+        from_rank1(swait);
+    }
     free(o);
 }
 
@@ -213,7 +253,7 @@ static void barriers(double *lat)
 
 /* Rank 1 computes (no library call, no shared access but a flag it holds a
  * read copy of) while rank 0 read-faults its minipages. */
-static void busy_owner(double *lat, double *delay)
+static void busy_owner(double *lat, double *delay, double *serve, double *swait)
 {
     volatile long **o = objects(per, BUSY_SIZE);
     volatile int *done = alloc_by(sizeof(int), 0);
@@ -225,6 +265,8 @@ static void busy_owner(double *lat, double *delay)
                 o[k][0] = stamp; /* rank 0's copies go */
         if (rank == 0)
             *done = 0;
+        vmmc_dsm_stats_t b0, b1;
+        check(vmmc_dsm_stats(&b0), "vmmc_dsm_stats");
         barrier();
         if (rank == 1) {
             volatile double x = 1.0;
@@ -256,9 +298,14 @@ static void busy_owner(double *lat, double *delay)
             delay[r] = delay_mean_us(&s0, &s1);
             *done = 1;
         }
+        check(vmmc_dsm_stats(&b1), "vmmc_dsm_stats");
+        serve[r] = serve_mean_us(&b0, &b1, 0);
+        swait[r] = serve_mean_us(&b0, &b1, 1);
         barrier();
     }
     barrier();
+    from_rank1(serve);
+    from_rank1(swait);
     free(o);
 }
 
@@ -338,15 +385,20 @@ int main(int argc, char **argv)
         printf("mode %s\n", vmmc_dsm_mode());
     int ns = reps * per;
     double *lat = calloc((size_t)ns, sizeof(double)), *aux = calloc((size_t)ns, sizeof(double));
-    if (!lat || !aux)
+    double *serve = calloc((size_t)reps, sizeof(double)), *swait = calloc((size_t)reps, sizeof(double));
+    if (!lat || !aux || !serve || !swait)
         return 1;
     static const size_t sizes[] = {128, 4096};
     for (int i = 0; i < 2; i++) {
-        faults(0, sizes[i], lat, aux);
+        int idle = sizes[i] == 128;
+        faults(0, sizes[i], lat, aux, idle ? serve : NULL, swait);
         report("read_fault", sizes[i], lat, ns);
-        if (sizes[i] == 128)
+        if (idle) {
             report("delay_idle", 0, aux, reps);
-        faults(1, sizes[i], lat, NULL);
+            report("serve_idle", 0, serve, reps);
+            report("serve_wait_idle", 0, swait, reps);
+        }
+        faults(1, sizes[i], lat, NULL, NULL, NULL);
         report("write_fault", sizes[i], lat, ns);
     }
     locks(lat, aux);
@@ -356,15 +408,19 @@ int main(int argc, char **argv)
     report("barrier", 0, lat, ns);
     false_sharing(lat);
     report("false_sharing", 128, lat, reps);
-    busy_owner(lat, aux);
+    busy_owner(lat, aux, serve, swait);
     report("read_fault_busy", BUSY_SIZE, lat, ns);
     report("delay_busy", 0, aux, reps);
+    report("serve_busy", 0, serve, reps);
+    report("serve_wait_busy", 0, swait, reps);
     for (int i = 0; i < 50; i++)
         joined[i] = compute();
     report("compute_alone", 0, alone, 50);
     report("compute_dsm", 0, joined, 50);
     free(lat);
     free(aux);
+    free(serve);
+    free(swait);
     check(vmmc_dsm_finalize(), "vmmc_dsm_finalize");
     return 0;
 }

@@ -168,6 +168,21 @@ typedef struct vmmc_dsm_stats {
                                    delays < 2^i µs and >= 2^(i-1) µs
                                    (bucket 0: < 1 µs), bucket 15 every
                                    delay from 2^14 µs up */
+    /* The serving side (MILLIPAGE's "request delay"): requests that reached
+     * this rank from another rank on the same host (as manager, owner or
+     * holder: a read or write request, a forwarded one, an invalidation),
+     * from their arrival (the sender's clock at the send: ranks on other
+     * hosts have another clock and are not counted) to the moment this
+     * rank has served them (its answer or forward sent). */
+    uint64_t serve_ns_sum;      /**< arrival -> served, summed, ns */
+    uint64_t serve_ns_max;      /**< longest arrival -> served, ns */
+    uint64_t serve_count;       /**< requests counted in serve_* */
+    uint64_t serve_wait_ns_sum; /**< the part of serve_ns_sum spent before
+                                     this rank's handler started: waiting
+                                     for its service thread to run */
+    uint64_t serve_wait_ns_max; /**< longest such wait, ns */
+    uint64_t serve_hist[16];    /**< arrival -> served, buckets as
+                                     delay_hist */
 } vmmc_dsm_stats_t;
 
 /** @brief Copy this rank's counters into @p s. */

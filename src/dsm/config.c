@@ -6,7 +6,7 @@
 #include "dsm/dsm_int.h"
 #include "vmmc/config.h"
 
-dsm_cfg_t dsm_cfg = {64u << 20, 32, 0, 0, 1};
+dsm_cfg_t dsm_cfg = {64u << 20, 32, 0, 0, 1, 1, 0, 0};
 
 static const vmmc_config_entry_t dsm_entries[] = {
     {"DSM_SIZE", "64M",
@@ -21,6 +21,17 @@ static const vmmc_config_entry_t dsm_entries[] = {
     {"DSM_ONEHOP", "y",
      "a read fault asks the owner it knows straight away (one hop) rather than the manager",
      VMMC_CONFIG_BOOL, &dsm_cfg.onehop},
+    {"DSM_SERVICE_SLICE", "0",
+     "time slice the service thread asks the scheduler for (Linux 6.12+; shorter: a request "
+     "preempts a computing thread sooner); 0: the kernel's default",
+     VMMC_CONFIG_TIME, &dsm_cfg.service_slice, 0, 100000000ull},
+    {"DSM_SERVICE_NICE", "0",
+     "nice value of the service thread (below the process's needs CAP_SYS_NICE or RLIMIT_NICE); "
+     "0: as the process",
+     VMMC_CONFIG_INT, &dsm_cfg.service_nice, 0, 0}, /* the kernel clamps to -20..19 */
+    {"DSM_YIELD", "y",
+     "the service thread yields its core once after waking an application thread of the rank",
+     VMMC_CONFIG_BOOL, &dsm_cfg.yield},
     {"DSM_DEBUG", "n", "print every malformed or unexpected DSM message that is dropped",
      VMMC_CONFIG_BOOL, &dsm_cfg.debug},
 };

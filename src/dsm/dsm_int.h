@@ -123,10 +123,14 @@ typedef struct dsm_state {
     int bcast_have;
     uint64_t bcast_val;
     atomic_int sending;   /* posted messages not yet sent */
+    int waiters;          /* application threads in dsm_wait_locked */
     pthread_mutex_t api;  /* one API call at a time */
     /* counters */
     _Atomic uint64_t st_read_faults, st_write_faults, st_served, st_inval, st_forwards,
-        st_bytes_in, st_delay_sum, st_delay_max, st_delay_count, st_hist[16], st_bad_msgs;
+        st_bytes_in, st_delay_sum, st_delay_max, st_delay_count, st_hist[16], st_bad_msgs,
+        st_serve_sum, st_serve_max, st_serve_count, st_serve_wait_sum, st_serve_wait_max,
+        st_serve_hist[16];
+    uint8_t *same_clock;  /* same_clock[r]: rank r stamps with this host's clock */
 } dsm_state_t;
 
 extern dsm_state_t dsm;
@@ -135,7 +139,9 @@ extern dsm_state_t dsm;
 typedef struct dsm_cfg {
     uint64_t size;
     int64_t views;
-    int page, debug, onehop;
+    int page, debug, onehop, yield;
+    int64_t service_nice;   /* 0: as the process */
+    uint64_t service_slice; /* ns; 0: the kernel's default */
 } dsm_cfg_t;
 extern dsm_cfg_t dsm_cfg;
 const char *dsm_cfg_error(void);
@@ -212,8 +218,26 @@ void dsm_sync_on_msg(int src, uint64_t imm);
 int dsm_barrier_internal(void);
 void dsm_sync_reset(void);
 
+/* sched.c: the service thread's scheduling (applied once per thread by
+ * the handler); skip(1) marks an application thread that waits in vmmc */
+void dsm_sched_service_thread(void);
+void dsm_sched_skip_thread(int skip);
+
 /* stats.c */
 void dsm_stats_delay(uint64_t ns);
+/* Requests stamped with the sender's clock at the send (aux bits of the
+ * immediate, units of 2^DSM_STAMP_SHIFT ns, wrapping at 2^22 units, about
+ * 4.3 s): what the serving side measures its request delay from. */
+#define DSM_STAMP_SHIFT 10
+#define DSM_STAMP_MASK 0x3fffffu
+static inline int dsm_stamped(unsigned type)
+{
+    return type == M_REQ_R || type == M_REQ_W || type == M_REQ_D || type == M_FWD_R ||
+           type == M_FWD_W || type == M_FWD_PUSH || type == M_INV || type == M_DINV;
+}
+uint64_t dsm_stamp(uint64_t imm, uint64_t now_ns);
+void dsm_stats_serve(int src, uint64_t imm, uint64_t start_ns, uint64_t end_ns);
+int dsm_clock_peers(void); /* fills dsm.same_clock (init) */
 uint64_t dsm_now_ns(void);
 
 static inline int dsm_manager(void)

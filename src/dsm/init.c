@@ -104,6 +104,9 @@ static int setup(void)
     st = vmmc_export(dsm.ep, &ep, &dsm.ex);
     if (st)
         return dsm_error_vmmc(st, "vmmc_dsm_init: exporting the area");
+    st = dsm_clock_peers();
+    if (st)
+        return st;
     st = dsm_fault_install();
     if (st)
         return st;
@@ -147,6 +150,8 @@ static void teardown(void)
     free(dsm.hint);
     free(dsm.dset);
     free(dsm.px);
+    free(dsm.same_clock);
+    dsm.same_clock = NULL;
     dsm.acc = NULL;
     dsm.ext = NULL;
     dsm.hint = NULL;
@@ -157,6 +162,8 @@ static void teardown(void)
 
 int vmmc_dsm_init(const vmmc_dsm_params_t *p)
 {
+    dsm_sched_skip_thread(1); /* an application thread: its handlers (in
+                                 vmmc's waits) keep its scheduling */
     if (dsm.active || dsm.ep)
         return dsm_error(VMMC_ERR_BUSY, "vmmc_dsm_init: the DSM is initialised already");
     if (dsm_cfg_error())
@@ -210,6 +217,7 @@ int vmmc_dsm_init(const vmmc_dsm_params_t *p)
 
 int vmmc_dsm_finalize(void)
 {
+    dsm_sched_skip_thread(1);
     if (!dsm.active)
         return dsm_error(VMMC_ERR_ENDPOINT, "vmmc_dsm_finalize: the DSM is not initialised");
     /* Everyone is done with the shared memory; then every message this

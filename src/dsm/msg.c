@@ -9,8 +9,11 @@
  * Messages are posted under dsm.lock into the rank's outbox and sent by
  * dsm_flush() without the lock, in the order they were posted; a message to
  * this rank itself is handled there, by the flushing thread. Every field of a message from
- * another rank is checked before it changes anything. */
+ * another rank is checked before it changes anything. Requests carry the
+ * sender's clock at the send (stats.c), from which the serving rank counts
+ * how long each waited for it. */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -80,7 +83,7 @@ void dsm_flush(void)
         } else {
             pthread_mutex_unlock(&dsm.lock);
             int st = vmmc_send_imm(dsm.px[o.dest], o.off, o.len ? dsm.priv + o.off : NULL, o.len,
-                                   VMMC_SEND_NOTIFY, o.imm);
+                                   VMMC_SEND_NOTIFY, dsm_stamp(o.imm, dsm_now_ns()));
             const char *why = st != VMMC_OK ? vmmc_last_error() : NULL;
             pthread_mutex_lock(&dsm.lock);
             if (st != VMMC_OK)
@@ -192,17 +195,37 @@ static void dispatch(int src, uint64_t imm, size_t off, size_t len)
     }
 }
 
+/* Answers an application thread of this rank waits for. The service
+ * thread that handled one spins on in vmmc's wait (VMMC_SPIN) for the next
+ * notification; when the woken thread shares its core (a rank bound to one
+ * core, or a loaded machine), that spin delays it. Yielding once hands the
+ * core over at once (VMMC_DSM_YIELD). */
+static int wakes_waiter(unsigned t)
+{
+    return t == M_DATA_R || t == M_DATA_W || t == M_GRANT_R || t == M_GRANT_W || t == M_NACK ||
+           t == M_NOTOWN || t == M_MALLOC_REP || t == M_FREE_REP || t == M_PUSH_REP ||
+           t == M_LOCK_GRANT || t == M_BAR_GO || t == M_BCAST;
+}
+
 void dsm_notify(vmmc_ep_t *ep, const vmmc_notification_t *n, void *arg)
 {
     (void)ep;
     (void)arg;
     if (n->sender < 0 || n->sender >= dsm.n || n->sender == dsm.me)
         return; /* not a rank of the job (or a forged self) */
+    uint64_t start = dsm_now_ns();
+    dsm_sched_service_thread();
     pthread_mutex_lock(&dsm.lock);
-    if (dsm.active)
+    int active = dsm.active;
+    if (active)
         dispatch(n->sender, n->imm, n->offset, n->length);
+    int woke = active && dsm.waiters > 0 && wakes_waiter(IMM_TYPE(n->imm));
     pthread_mutex_unlock(&dsm.lock);
     dsm_flush();
+    if (woke && dsm_cfg.yield)
+        sched_yield(); /* the thread just woken may share this core (see wakes_waiter) */
+    if (active) /* served: what it asked for is sent (docs/dsm.md, Counters) */
+        dsm_stats_serve(n->sender, n->imm, start, dsm_now_ns());
 }
 
 /* Wait for a change (lock held), looking for dead ranks now and then:
@@ -219,7 +242,9 @@ int dsm_wait_locked(void)
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000L;
     }
+    dsm.waiters++;
     int rc = pthread_cond_timedwait(&dsm.cond, &dsm.lock, &ts);
+    dsm.waiters--;
     if (rc == ETIMEDOUT) {
         for (int r = 0; r < dsm.n && !dsm.broken; r++)
             if (r != dsm.me && vmmc_peer_alive(dsm.ep, r) == 0)

@@ -6,7 +6,9 @@
  * rank 1 is reading (its copy must be invalidated, again by the service
  * thread); only then does rank 1's loop see the change and stop. Without
  * service during computation rank 0 would wait for ever (and the test time
- * out). Other ranks only meet at the barriers. */
+ * out). Other ranks only meet at the barriers. Both sides' delay counters
+ * must add up, and rank 1 must have recorded how long those two requests
+ * waited for it (vmmc_dsm_stats serve_*). */
 #include "dsm_test.h"
 
 int main(void)
@@ -54,6 +56,28 @@ int main(void)
     DT_EQ(h, s.delay_count);
     if (s.delay_count && s.delay_ns_max * s.delay_count < s.delay_ns_sum)
         DT_FAIL("delay max %llu below the mean", (unsigned long long)s.delay_ns_max);
+    /* the serving side: rank 1 served rank 0's read and invalidation while
+     * computing (both ranks run on one kernel, here and in the netns run,
+     * so rank 0's stamps are comparable) */
+    if (me == 1 && s.serve_count < 2)
+        DT_FAIL("rank 1 recorded the serving delay of %llu requests",
+                (unsigned long long)s.serve_count);
+    h = 0;
+    for (int i = 0; i < 16; i++)
+        h += s.serve_hist[i];
+    DT_EQ(h, s.serve_count);
+    if (s.serve_count && s.serve_ns_max * s.serve_count < s.serve_ns_sum)
+        DT_FAIL("serve max %llu below the mean", (unsigned long long)s.serve_ns_max);
+    if (s.serve_wait_ns_sum > s.serve_ns_sum || s.serve_wait_ns_max > s.serve_ns_max)
+        DT_FAIL("waiting for the service thread (%llu ns, max %llu) longer than the whole "
+                "serving delay (%llu ns, max %llu)",
+                (unsigned long long)s.serve_wait_ns_sum, (unsigned long long)s.serve_wait_ns_max,
+                (unsigned long long)s.serve_ns_sum, (unsigned long long)s.serve_ns_max);
+    if (me == 1)
+        printf("rank 1 served %llu requests, %.1f us each on average (%.1f us before its handler "
+               "ran), at most %.1f us\n",
+               (unsigned long long)s.serve_count, s.serve_ns_sum / 1e3 / (double)s.serve_count,
+               s.serve_wait_ns_sum / 1e3 / (double)s.serve_count, s.serve_ns_max / 1e3);
     DT_PASS("a computing rank served its minipages");
     DT_OK(vmmc_dsm_finalize());
     return 0;

@@ -55,7 +55,8 @@ static const dsm_app_t apps[] = {
 static const char *const micro_kinds[] = {"read_fault", "write_fault", "lock", "lock_local",
                                           "barrier", "delay_idle", "read_fault_busy",
                                           "delay_busy", "compute_alone", "compute_dsm",
-                                          "false_sharing"};
+                                          "false_sharing", "serve_idle", "serve_wait_idle",
+                                          "serve_busy", "serve_wait_busy"};
 
 /* <dir of this tool>/<name> into @out if executable; 0 or -1. */
 static int beside_tool(const char *self, const char *name, char *out, size_t n)

@@ -220,6 +220,13 @@ static void client(int port)
     ct_recv_all(&t, b, 555);
     check(b, 555, 0, 66);
     step(); /* the server sent 100 more that stay unread */
+    /* Over udp the server's send returns once its data is on the wire:
+     * they are unread only once they are here (a close before would be a
+     * plain FIN, and they would land in a ring already gone). */
+    double until = vt_now() + 30;
+    while (sock_conn_unread(t.c) < 100 && vt_now() < until)
+        usleep(1000);
+    VT_CHECK(sock_conn_unread(t.c) == 100);
     ct_close(&t);
     step();
     exit(0);

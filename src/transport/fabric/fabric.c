@@ -250,6 +250,7 @@ static void fab_ep_close(vmmc_ep_t *ep)
         for (int i = 0; i < FAB_PEER_CHUNK; i++)
             if (ch[i]) {
                 pthread_mutex_destroy(&ch[i]->txlock);
+                pthread_mutex_destroy(&ch[i]->seqlock);
                 free(ch[i]);
             }
         free(ch);
@@ -258,7 +259,7 @@ static void fab_ep_close(vmmc_ep_t *ep)
     free(f->nq);
     free(f->rx);
     free(f->held);
-    free(f->held_src);
+    free(f->held_peer);
     pthread_mutex_destroy(&f->lock);
     pthread_mutex_destroy(&f->nlock);
     pthread_cond_destroy(&f->cond);
@@ -329,6 +330,7 @@ static fab_peer_t *peer_slot(fab_ep_t *f, int h)
     if (c && !p && (p = calloc(1, sizeof *p))) {
         p->fa = FI_ADDR_NOTAVAIL;
         pthread_mutex_init(&p->txlock, NULL);
+        pthread_mutex_init(&p->seqlock, NULL);
         __atomic_store_n(&c[h % FAB_PEER_CHUNK], p, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&f->lock);

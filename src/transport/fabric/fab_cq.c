@@ -272,7 +272,7 @@ int vmmc_fab__wait_done(fab_ep_t *f, fab_wait_t *w)
          * it (connection refused or reset), which fails the peer. */
         if (ticks % 5 == 0) {
             pthread_mutex_unlock(&f->lock);
-            fab_hdr_t ping = {.kind = F_SIGNAL, .flags = 0};
+            fab_hdr_t ping = {.kind = F_PING};
             (void)vmmc_fab__send(f, w->peer, &ping, NULL, 0, 1);
             pthread_mutex_lock(&f->lock);
         }

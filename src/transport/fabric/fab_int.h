@@ -31,6 +31,7 @@ enum {
     F_FLUSH = 6,    /* id: answered by FLUSH_ACK once everything before it was applied */
     F_FLUSH_ACK = 7,
     F_SIGNAL = 8,   /* wake the endpoint */
+    F_PING = 9,     /* nothing: a waiting requester's probe (a dead peer fails the send) */
 };
 enum { F_FIRST = 1, F_LAST = 2, F_NOTIFY = 4, F_HEADLAST = 8 };
 

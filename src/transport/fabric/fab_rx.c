@@ -207,6 +207,8 @@ int vmmc_fab__rx(fab_ep_t *f, int peer, fab_peer_t *p, const void *buf, size_t l
     case F_SIGNAL:
         vmmc_tl_wake(f->ep);
         return 0;
+    case F_PING:
+        return 0;
     default:
         atomic_fetch_add_explicit(&f->c_bad, 1, memory_order_relaxed);
         return 0;

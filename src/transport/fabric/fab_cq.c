@@ -145,6 +145,7 @@ int vmmc_fab__sendv(fab_ep_t *f, int h, const fab_hdr_t *hdr, const struct iovec
         at += iov[i].iov_len;
     }
     fab_hdr_t *th = (fab_hdr_t *)tx->buf;
+    struct timespec t0 = {0, 0};
     pthread_mutex_lock(&p->seqlock);
     for (unsigned spin = 0;; spin++) {
         th->seq = p->tx_seq;
@@ -177,8 +178,23 @@ int vmmc_fab__sendv(fab_ep_t *f, int h, const fab_hdr_t *hdr, const struct iovec
          * others run; a dead peer ends the wait. While we wait, our own
          * notifications move to the core, so that our progress thread
          * takes the peer's messages: it may be waiting for us the same way. */
-        if (spin == 0)
+        if (spin == 0) {
             vmmc_fab__waiting(f, 1);
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+        } else if ((spin & 255) == 0) {
+            struct timespec t1;
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            uint64_t ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull +
+                          (uint64_t)(t1.tv_nsec - t0.tv_nsec);
+            if (ns >= vmmc_fab_cfg_send_timeout) {
+                pthread_mutex_unlock(&p->seqlock);
+                vmmc_fab__waiting(f, 0);
+                free(tx);
+                note_failed(f, h, "fabric: it took no message for VMMC_FABRIC_SEND_TIMEOUT");
+                return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "fabric: %s %d took no message for "
+                                  "VMMC_FABRIC_SEND_TIMEOUT", VMMC_PEER_WORD(f->ep, h), h);
+            }
+        }
         if (tx_progress(f) == 0) {
             if (spin < 64) {
                 sched_yield();
@@ -201,6 +217,28 @@ int vmmc_fab__send(fab_ep_t *f, int h, const fab_hdr_t *hdr, const void *data, s
 {
     struct iovec v = {(void *)data, len};
     return vmmc_fab__sendv(f, h, hdr, &v, len ? 1 : 0, len, nonblock);
+}
+
+void vmmc_fab__goodbye(fab_ep_t *f)
+{
+    int n = vmmc_tl_peer_count(f->ep);
+    int sent = 0;
+    for (int h = 0; h < n; h++) {
+        fab_peer_t *p = fab_peer_of(f, h);
+        if (!p || __atomic_load_n(&p->fa, __ATOMIC_ACQUIRE) == FI_ADDR_NOTAVAIL ||
+            h == VMMC_TL_EP(f->ep)->rank || peer_error(f, h) != VMMC_OK)
+            continue;
+        fab_hdr_t bye = {.kind = F_BYE};
+        sent += vmmc_fab__send(f, h, &bye, NULL, 0, 1) == VMMC_OK;
+    }
+    /* let the provider put them on the wire: their completions, or 0.2 s */
+    for (int i = 0; sent && i < 2000; i++) {
+        sent -= tx_progress(f);
+        if (sent > 0) {
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+        }
+    }
 }
 
 /* ---- requests waiting for answers ------------------------------------------ */

@@ -32,6 +32,7 @@ enum {
     F_FLUSH_ACK = 7,
     F_SIGNAL = 8,   /* wake the endpoint */
     F_PING = 9,     /* nothing: a waiting requester's probe (a dead peer fails the send) */
+    F_BYE = 10,     /* the sender's endpoint closes: it has left */
 };
 enum { F_FIRST = 1, F_LAST = 2, F_NOTIFY = 4, F_HEADLAST = 8 };
 
@@ -168,6 +169,9 @@ void vmmc_fab__waiting(fab_ep_t *f, int begin);
 uint64_t vmmc_fab__wait_add(fab_ep_t *f, fab_wait_t *w);
 int vmmc_fab__wait_done(fab_ep_t *f, fab_wait_t *w);
 void vmmc_fab__waits_fail(fab_ep_t *f, int peer, int status);
+/* Tell every peer we sent to that this endpoint closes (best effort). */
+void vmmc_fab__goodbye(fab_ep_t *f);
+extern uint64_t vmmc_fab_cfg_send_timeout; /* VMMC_FABRIC_SEND_TIMEOUT, ns */
 /* fab_rx.c */
 int vmmc_fab__rx(fab_ep_t *f, int peer, fab_peer_t *p, const void *buf, size_t len);
 int vmmc_fab__drain(vmmc_ep_t *ep, void (*push)(vmmc_ep_t *ep, const vmmc_nrec_t *rec));

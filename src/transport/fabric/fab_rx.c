@@ -209,6 +209,11 @@ int vmmc_fab__rx(fab_ep_t *f, int peer, fab_peer_t *p, const void *buf, size_t l
         return 0;
     case F_PING:
         return 0;
+    case F_BYE:
+        /* after everything it sent before (in order): it has left */
+        vmmc_tl_peer_failed(f->ep, peer, -1, "left (fabric goodbye)");
+        vmmc_fab__waits_fail(f, peer, VMMC_ERR_PEER_DEAD);
+        return 0;
     default:
         atomic_fetch_add_explicit(&f->c_bad, 1, memory_order_relaxed);
         return 0;

@@ -30,6 +30,7 @@
 
 static const char *cfg_mode;
 static const char *cfg_provider;
+uint64_t vmmc_fab_cfg_send_timeout;
 static const vmmc_cfg_entry_t fab_entries[] = {
     {"FABRIC", "auto", "open the libfabric transport: auto (only where RDMA hardware and a "
      "provider offloading to it are found, or VMMC_TRANSPORT=fabric), yes, no",
@@ -38,6 +39,9 @@ static const vmmc_cfg_entry_t fab_entries[] = {
      "verbs;ofi_rxm, efa; '+' may stand for ';'); empty: FI_PROVIDER, else the first FI_EP_RDM "
      "provider with FI_MSG, ordered",
      VMMC_CFG_STRING, &cfg_provider},
+    {"FABRIC_SEND_TIMEOUT", "10s", "a send that finds no room in the provider for this long "
+     "fails its peer (it stopped taking messages)", VMMC_CFG_TIME, &vmmc_fab_cfg_send_timeout,
+     1000000ull, 86400000000000ull},
 };
 VMMC_CONFIG_TABLE(fab_cfg, "fabric transport", fab_entries);
 
@@ -221,8 +225,11 @@ static int fab_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
 static void fab_ep_stop(vmmc_ep_t *ep)
 {
     fab_ep_t *f = F(ep);
-    if (f)
+    if (f) {
+        if (f->thread_up)
+            vmmc_fab__goodbye(f);
         vmmc_fab__stop(f);
+    }
 }
 
 static void fab_ep_close(vmmc_ep_t *ep)

@@ -74,4 +74,12 @@ typedef struct fab_cache_stats {
  * bytes registered). */
 void fab_cache_stats(fab_cache_t *, fab_cache_stats_t *);
 
+/* VMMC_FABRIC_CACHE_BYTES, VMMC_FABRIC_CACHE_ENTRIES: the bounds the
+ * transport gives fab_cache_new; VMMC_FABRIC_STATS: print the counters when
+ * an endpoint closes (fab_cache_print). */
+extern uint64_t vmmc_fab_cfg_cache_bytes, vmmc_fab_cfg_cache_entries;
+extern int vmmc_fab_cfg_stats;
+/* One line of counters to stderr, "fabric cache <what>: hits ...". */
+void fab_cache_print(fab_cache_t *, const char *what);
+
 #endif

@@ -24,6 +24,9 @@ enum { RD = 1, WR = 2 };
 static pthread_mutex_t fk_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct { uintptr_t addr; size_t len; uint64_t access; int live; } fk[MAXREG];
 static int fk_n, fk_dereg, fk_fail;
+/* Set: the registrar invalidates this cache's range while it registers, as
+ * a munmap in another thread would. */
+static fab_cache_t *fk_race;
 
 static int fake_reg(void *ctx, void *addr, size_t len, uint64_t access, fab_reg_t *out)
 {
@@ -39,6 +42,8 @@ static int fake_reg(void *ctx, void *addr, size_t len, uint64_t access, fab_reg_
     fk[k].access = access;
     fk[k].live = 1;
     pthread_mutex_unlock(&fk_lock);
+    if (fk_race)
+        fab_cache_invalidate(fk_race, addr, len);
     out->key = (uint64_t)k;
     out->desc = &fk[k];
     out->handle = &fk[k];
@@ -178,6 +183,17 @@ static void t_invalidate(void)
     VT_CHECK(live(r2->key) && st(c).invalidations == 1);
     fab_cache_invalidate(c, b, 1);
     VT_CHECK(!live(r2->key) && st(c).invalidations == 2 && st(c).entries == 0 && st(c).bytes == 0);
+    /* Memory that went away while it was being registered: the
+     * registration serves its caller once and is not kept. */
+    fk_race = c;
+    r = get_ok(c, b, 8, RD);
+    fk_race = NULL;
+    k = r->key;
+    fab_cache_put(c, r);
+    VT_CHECK(!live(k));
+    r = get_ok(c, b, 8, RD);
+    VT_CHECK(r->key != k);
+    fab_cache_put(c, r);
     end(c);
 }
 

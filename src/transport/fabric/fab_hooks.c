@@ -10,8 +10,12 @@
  *
  * The patches are never undone: a thread may be inside a hook at any time.
  * The object holding the hooks is pinned (RTLD_NODELETE) so that they stay
- * mapped. Installing writes code while other threads may run: the transport
- * installs them when it opens, before it moves data. */
+ * mapped. Installing writes code while other threads may run: a thread
+ * that enters a function while it is patched spins on a two-byte jump to
+ * itself until the patch is whole; one that is inside the function's system
+ * call at that moment returns into the new bytes (the window every patcher
+ * has): the transport installs the hooks when it opens, before it moves
+ * data. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -126,11 +130,22 @@ static int patch(void *lib, const char *name, void *hook)
     make_patch(code, hook);
     if (memcmp(fn, code, PATCH_LEN) == 0)
         return 0;
+    if ((uintptr_t)fn % 2)
+        return vmmc_error(VMMC_ERR_UNSUPPORTED, "fabric memory hooks: %s is not aligned", name);
     uintptr_t ps = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t lo = (uintptr_t)fn & ~(ps - 1), hi = ((uintptr_t)fn + PATCH_LEN + ps - 1) & ~(ps - 1);
     if (mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE | PROT_EXEC) != 0)
         return vmmc_error_sys("fabric memory hooks: cannot make %s writable", name);
-    memcpy(fn, code, PATCH_LEN);
+    /* A thread entering the function meanwhile must never run half a
+     * patch: first a jump to itself over the first two bytes (one aligned
+     * store: functions start 16-byte aligned), then the tail, then the
+     * head; a thread that arrives spins on the first until it is done. */
+    uint16_t head, spin = 0xfeeb; /* jmp . */
+    memcpy(&head, code, 2);
+    __atomic_store_n((uint16_t *)fn, spin, __ATOMIC_SEQ_CST);
+    memcpy((char *)fn + 2, code + 2, PATCH_LEN - 2);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    __atomic_store_n((uint16_t *)fn, head, __ATOMIC_SEQ_CST);
     __builtin___clear_cache((char *)fn, (char *)fn + PATCH_LEN);
     if (mprotect((void *)lo, hi - lo, PROT_READ | PROT_EXEC) != 0)
         return vmmc_error_sys("fabric memory hooks: cannot protect %s again", name);

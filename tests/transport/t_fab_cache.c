@@ -124,6 +124,13 @@ static void t_hit(void)
     fab_cache_put(c, r2);
     fab_cache_stats_t s = st(c);
     VT_CHECK(s.hits == 2 && s.misses == 1 && s.entries == 1 && s.bytes == PS);
+    const char *name;
+    uint64_t v;
+    VT_OK(fab_cache_counter_get(c, 0, &name, &v));
+    VT_CHECK(!strcmp(name, "fabric.cache_hits") && v == 2);
+    VT_OK(fab_cache_counter_get(c, 5, &name, &v));
+    VT_CHECK(!strcmp(name, "fabric.cache_bytes") && v == PS);
+    VT_STATUS(VMMC_ERR_NOT_FOUND, fab_cache_counter_get(c, 6, &name, &v));
     /* A range past the region misses; the new one covers both (no overlap kept). */
     r = get_ok(c, b + PS - 8, 16, RD);
     VT_CHECK(nreg() == 2 && !live(k) && r->len == 2 * PS);

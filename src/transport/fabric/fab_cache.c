@@ -412,3 +412,18 @@ void fab_cache_print(fab_cache_t *c, const char *what)
             (unsigned long long)s.entries, (unsigned long long)s.bytes,
             c->uncached ? " (no memory hooks: nothing kept)" : "");
 }
+
+int fab_cache_counter_get(fab_cache_t *c, int i, const char **name, uint64_t *value)
+{
+    static const char *const names[] = {"fabric.cache_hits", "fabric.cache_misses",
+                                        "fabric.cache_evictions", "fabric.cache_invalidations",
+                                        "fabric.cache_entries", "fabric.cache_bytes"};
+    if (!c || i < 0 || i >= (int)(sizeof names / sizeof names[0]))
+        return VMMC_ERR_NOT_FOUND;
+    fab_cache_stats_t s;
+    fab_cache_stats(c, &s);
+    const uint64_t v[] = {s.hits, s.misses, s.evictions, s.invalidations, s.entries, s.bytes};
+    *name = names[i];
+    *value = v[i];
+    return VMMC_OK;
+}

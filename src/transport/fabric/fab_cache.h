@@ -79,6 +79,10 @@ void fab_cache_stats(fab_cache_t *, fab_cache_stats_t *);
  * an endpoint closes (fab_cache_print). */
 extern uint64_t vmmc_fab_cfg_cache_bytes, vmmc_fab_cfg_cache_entries;
 extern int vmmc_fab_cfg_stats;
+/* The counters one by one, for the transport's counter_get (shown by
+ * `vmmc info --counters` as fabric.cache_hits ...): VMMC_OK, or
+ * VMMC_ERR_NOT_FOUND past the last (i >= 6). */
+int fab_cache_counter_get(fab_cache_t *, int i, const char **name, uint64_t *value);
 /* One line of counters to stderr, "fabric cache <what>: hits ...". */
 void fab_cache_print(fab_cache_t *, const char *what);
 

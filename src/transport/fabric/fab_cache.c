@@ -231,7 +231,8 @@ static int idx_reserve(fab_cache_t *c)
             return -1;
         fab_ent_t **old = NULL;
         if (c->cap < want) {
-            memcpy(nidx, c->idx, c->n * sizeof(*nidx));
+            if (c->n)
+                memcpy(nidx, c->idx, c->n * sizeof(*nidx));
             old = c->idx;
             c->idx = nidx;
             c->cap = want;

@@ -18,7 +18,12 @@
  * malloc and free are never called with it held. A memory hook runs inside
  * munmap/madvise/brk, which the allocator (or a deregistration) may call
  * from anywhere, and it takes this mutex: nothing under the mutex may call
- * into the allocator or the registrar, or such a hook could deadlock. */
+ * into the allocator or the registrar, or such a hook could deadlock.
+ * The hooks themselves deregister and free nothing (the allocator may be
+ * inside free() with its arena locked, a provider inside a call holding its
+ * own locks): they take the regions out of the index, so that no lookup
+ * finds them again, and leave them on a deferred list that the next get,
+ * put, stats or free of the cache deregisters. */
 #include "transport/fabric/fab_cache.h"
 
 #include <errno.h>
@@ -65,11 +70,14 @@ struct fab_cache {
     size_t lru_n, lru_bytes;    /* what is evictable */
     uint64_t inval_gen;         /* bumped by every invalidation */
     int uncached;               /* no memory hooks: keep nothing unused */
+    fab_ent_t *deferred;        /* dropped by a hook, not yet deregistered */
     fab_reg_fn reg;
     fab_dereg_fn dereg;
     void *ctx;
     fab_cache_stats_t st;
 };
+
+static void drain(fab_cache_t *c);
 
 static size_t page_size(void)
 {
@@ -202,6 +210,7 @@ void fab_cache_free(fab_cache_t *c)
         return;
     fab_ent_t *dead = NULL;
     fab_hooks_remove(c);
+    drain(c);
     pthread_mutex_lock(&c->lock);
     while (c->n) {
         fab_ent_t *e = idx_drop(c, c->n - 1);
@@ -269,6 +278,7 @@ const fab_reg_t *fab_cache_get(fab_cache_t *c, const void *addr, size_t len, uin
         return NULL;
     }
     uintptr_t b = a + len;
+    drain(c);
     pthread_mutex_lock(&c->lock);
     fab_ent_t *e = lookup_take(c, a, b, access);
     if (e) {
@@ -371,31 +381,67 @@ void fab_cache_put(fab_cache_t *c, const fab_reg_t *r)
     }
     pthread_mutex_unlock(&c->lock);
     release(c, dead);
+    drain(c);
 }
 
-void fab_cache_invalidate(fab_cache_t *c, const void *addr, size_t len)
+/* Drop the regions overlapping [addr, addr+len): unused ones onto @p dead. */
+static void invalidate_locked(fab_cache_t *c, const void *addr, size_t len, fab_ent_t **dead)
 {
     uintptr_t a = (uintptr_t)addr, b = a + len;
-    if (!c || len == 0)
-        return;
     if (b < a)
         b = UINTPTR_MAX;
-    fab_ent_t *dead = NULL;
-    pthread_mutex_lock(&c->lock);
     c->inval_gen++;
     size_t i = idx_upper(c, a);
     if (i > 0 && c->idx[i - 1]->end > a)
         i--;
     while (i < c->n && c->idx[i]->start < b) {
-        push_dead(&dead, idx_drop(c, i));
+        push_dead(dead, idx_drop(c, i));
         c->st.invalidations++;
     }
+}
+
+void fab_cache_invalidate(fab_cache_t *c, const void *addr, size_t len)
+{
+    if (!c || len == 0)
+        return;
+    fab_ent_t *dead = NULL;
+    pthread_mutex_lock(&c->lock);
+    invalidate_locked(c, addr, len, &dead);
+    pthread_mutex_unlock(&c->lock);
+    release(c, dead);
+}
+
+void fab_cache_invalidate_deferred(fab_cache_t *c, const void *addr, size_t len)
+{
+    if (!c || len == 0)
+        return;
+    pthread_mutex_lock(&c->lock);
+    fab_ent_t *dead = NULL;
+    invalidate_locked(c, addr, len, &dead);
+    while (dead) { /* onto the deferred list, deregistered by drain() */
+        fab_ent_t *next = dead->lru_next;
+        dead->lru_next = c->deferred;
+        c->deferred = dead;
+        dead = next;
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Deregister what the hooks dropped (from an ordinary caller's context). */
+static void drain(fab_cache_t *c)
+{
+    if (!__atomic_load_n(&c->deferred, __ATOMIC_RELAXED))
+        return;
+    pthread_mutex_lock(&c->lock);
+    fab_ent_t *dead = c->deferred;
+    c->deferred = NULL;
     pthread_mutex_unlock(&c->lock);
     release(c, dead);
 }
 
 void fab_cache_stats(fab_cache_t *c, fab_cache_stats_t *out)
 {
+    drain(c);
     pthread_mutex_lock(&c->lock);
     *out = c->st;
     pthread_mutex_unlock(&c->lock);

@@ -52,7 +52,7 @@ static void notify(const void *addr, size_t len)
     pthread_rwlock_rdlock(&caches_lock);
     for (int i = 0; i < MAX_CACHES; i++)
         if (caches[i])
-            fab_cache_invalidate(caches[i], addr, len);
+            fab_cache_invalidate_deferred(caches[i], addr, len);
     pthread_rwlock_unlock(&caches_lock);
 }
 

@@ -14,6 +14,13 @@
 
 #include "transport/fabric/fab_cache.h"
 
+/* What the hooks call (fab_cache.c): the regions overlapping the range
+ * leave the index at once (no lookup returns them again); their
+ * deregistration waits for the cache's next get, put, stats or free, since
+ * a hook may run inside free() or inside the provider, where deregistering
+ * (and freeing) could deadlock. */
+void fab_cache_invalidate_deferred(fab_cache_t *c, const void *addr, size_t len);
+
 /* Install the hooks (once per process, kept for its lifetime) and have
  * them invalidate @p c. 0, or a negative vmmc status with vmmc_error set
  * when they cannot be installed here (another architecture, a C library

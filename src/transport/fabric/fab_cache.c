@@ -52,6 +52,13 @@ static const vmmc_cfg_entry_t fab_cache_entries[] = {
 };
 VMMC_CONFIG_TABLE(fab_cache_cfg, "fabric cache", fab_cache_entries);
 
+/* A registration under way: an invalidation that overlaps it marks it. */
+typedef struct pend {
+    uintptr_t start, end;
+    int hit;
+    struct pend *next;
+} pend_t;
+
 typedef struct fab_ent {
     fab_reg_t reg;              /* first: a const fab_reg_t * is an entry */
     uintptr_t start, end;       /* registered range [start, end) */
@@ -68,7 +75,7 @@ struct fab_cache {
     fab_ent_t lru;              /* sentinel: next = least recently used */
     size_t max_bytes, max_entries;
     size_t lru_n, lru_bytes;    /* what is evictable */
-    uint64_t inval_gen;         /* bumped by every invalidation */
+    struct pend *pending;       /* registrations under way (outside the lock) */
     int uncached;               /* no memory hooks: keep nothing unused */
     fab_ent_t *deferred;        /* dropped by a hook, not yet deregistered */
     fab_reg_fn reg;
@@ -269,6 +276,15 @@ static fab_ent_t *lookup_take(fab_cache_t *c, uintptr_t a, uintptr_t b, uint64_t
     return e;
 }
 
+static void unlink_pend(fab_cache_t *c, pend_t *p)
+{
+    for (pend_t **pp = &c->pending; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            return;
+        }
+}
+
 const fab_reg_t *fab_cache_get(fab_cache_t *c, const void *addr, size_t len, uint64_t access)
 {
     uintptr_t a = (uintptr_t)addr, ps = page_size();
@@ -300,11 +316,15 @@ const fab_reg_t *fab_cache_get(fab_cache_t *c, const void *addr, size_t len, uin
             t = c->idx[i]->end;
         acc |= c->idx[i]->access;
     }
-    uint64_t gen = c->inval_gen;
+    pend_t pend = {s, t, 0, c->pending};
+    c->pending = &pend;
     pthread_mutex_unlock(&c->lock);
 
     fab_ent_t *ne = calloc(1, sizeof(*ne));
     if (!ne) {
+        pthread_mutex_lock(&c->lock);
+        unlink_pend(c, &pend);
+        pthread_mutex_unlock(&c->lock);
         vmmc_error(VMMC_ERR_NOMEM, "fabric registration cache: out of memory");
         return NULL;
     }
@@ -314,18 +334,21 @@ const fab_reg_t *fab_cache_get(fab_cache_t *c, const void *addr, size_t len, uin
     ne->refs = 1;
     ne->reg.addr = (void *)s;
     ne->reg.len = t - s;
-    if (c->reg(c->ctx, (void *)s, t - s, acc, &ne->reg) != 0) {
-        free(ne);
-        return NULL; /* the registrar set the error */
-    }
+    int rc = c->reg(c->ctx, (void *)s, t - s, acc, &ne->reg);
     ne->reg.addr = (void *)s;
     ne->reg.len = t - s;
 
     fab_ent_t *dead = NULL;
     pthread_mutex_lock(&c->lock);
+    if (rc != 0) {
+        unlink_pend(c, &pend);
+        pthread_mutex_unlock(&c->lock);
+        free(ne);
+        return NULL; /* the registrar set the error */
+    }
     c->st.entries++;
     c->st.bytes += t - s;
-    if (c->inval_gen != gen || c->uncached) {
+    if (pend.hit || c->uncached) {
         /* Memory went away while we registered: this registration may name
          * pages that are no longer there (or, without hooks, nothing
          * would tell us when they go). Use it once, never cache it. */
@@ -339,8 +362,9 @@ const fab_reg_t *fab_cache_get(fab_cache_t *c, const void *addr, size_t len, uin
     } else if (idx_reserve(c) != 0) {
         ne->stale = 1; /* no room to index it: still usable once */
     } else {
-        /* idx_reserve may have dropped the lock: recompute the overlaps. */
-        if (c->inval_gen != gen) {
+        /* idx_reserve may have dropped the lock: recompute the overlaps,
+         * and the region may have been invalidated meanwhile. */
+        if (pend.hit) {
             ne->stale = 1;
         } else {
             size_t i = idx_upper(c, s);
@@ -353,6 +377,7 @@ const fab_reg_t *fab_cache_get(fab_cache_t *c, const void *addr, size_t len, uin
             c->n++;
         }
     }
+    unlink_pend(c, &pend);
     pthread_mutex_unlock(&c->lock);
     release(c, dead);
     return &ne->reg;
@@ -390,7 +415,9 @@ static void invalidate_locked(fab_cache_t *c, const void *addr, size_t len, fab_
     uintptr_t a = (uintptr_t)addr, b = a + len;
     if (b < a)
         b = UINTPTR_MAX;
-    c->inval_gen++;
+    for (pend_t *p = c->pending; p; p = p->next)
+        if (p->start < b && a < p->end)
+            p->hit = 1;
     size_t i = idx_upper(c, a);
     if (i > 0 && c->idx[i - 1]->end > a)
         i--;

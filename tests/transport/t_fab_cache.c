@@ -27,6 +27,7 @@ static int fk_n, fk_dereg, fk_fail;
 /* Set: the registrar invalidates this cache's range while it registers, as
  * a munmap in another thread would. */
 static fab_cache_t *fk_race;
+static char *fk_race_at; /* set: invalidate one page there instead */
 
 static int fake_reg(void *ctx, void *addr, size_t len, uint64_t access, fab_reg_t *out)
 {
@@ -43,7 +44,7 @@ static int fake_reg(void *ctx, void *addr, size_t len, uint64_t access, fab_reg_
     fk[k].live = 1;
     pthread_mutex_unlock(&fk_lock);
     if (fk_race)
-        fab_cache_invalidate(fk_race, addr, len);
+        fab_cache_invalidate(fk_race, fk_race_at ? fk_race_at : addr, fk_race_at ? 1 : len);
     out->key = (uint64_t)k;
     out->desc = &fk[k];
     out->handle = &fk[k];
@@ -210,6 +211,20 @@ static void t_invalidate(void)
     VT_CHECK(!live(k));
     r = get_ok(c, b, 8, RD);
     VT_CHECK(r->key != k);
+    k = r->key;
+    fab_cache_put(c, r);
+    /* An invalidation elsewhere meanwhile does not keep it out. */
+    fab_cache_invalidate(c, b, PS);
+    fk_race = c;
+    fk_race_at = b + 2 * PS;
+    r = get_ok(c, b, 8, RD);
+    fk_race = NULL;
+    fk_race_at = NULL;
+    k = r->key;
+    fab_cache_put(c, r);
+    VT_CHECK(live(k));
+    r = get_ok(c, b, 8, RD);
+    VT_CHECK(r->key == k);
     fab_cache_put(c, r);
     end(c);
 }

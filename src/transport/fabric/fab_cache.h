@@ -42,9 +42,10 @@ typedef struct fab_reg {
  * lock held, possibly from several threads at once; may block. */
 typedef int (*fab_reg_fn)(void *ctx, void *addr, size_t len, uint64_t access, fab_reg_t *out);
 /* Deregister @p r (registered by the fab_reg_fn). Must not fail. Called
- * without the cache's lock held; may be called from inside fab_cache_put,
- * fab_cache_invalidate (so from a memory hook: it must not free memory
- * back to the system itself) and fab_cache_free. */
+ * without the cache's lock held, from inside fab_cache_get, fab_cache_put,
+ * fab_cache_invalidate, fab_cache_stats and fab_cache_free, never from a
+ * memory hook (the hooks leave deregistration to the cache's next call);
+ * it may allocate, free and block. */
 typedef void (*fab_dereg_fn)(void *ctx, fab_reg_t *r);
 
 /* A cache holding at most @p max_bytes registered bytes and @p max_entries
@@ -62,8 +63,9 @@ const fab_reg_t *fab_cache_get(fab_cache_t *, const void *addr, size_t len, uint
 void fab_cache_put(fab_cache_t *, const fab_reg_t *);
 /* [addr, addr+len) no longer holds the memory it held (unmapped, freed to
  * the system, remapped): no region overlapping it is returned again.
- * Unused ones are deregistered now, used ones at their last put. Also
- * called by the memory hooks. */
+ * Unused ones are deregistered now, used ones at their last put. The
+ * memory hooks do the same through fab_cache_invalidate_deferred
+ * (fab_hooks.h), which leaves the deregistration to the next call. */
 void fab_cache_invalidate(fab_cache_t *, const void *addr, size_t len);
 
 typedef struct fab_cache_stats {

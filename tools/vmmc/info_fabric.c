@@ -188,7 +188,7 @@ void vmmc_info_fabric_print(void)
     }
     print_list();
     print_choice();
-    printf("  cache      a running job's counters: `vmmc info --counters` (fabric.cache_*);\n"
-           "             VMMC_FABRIC_STATS=yes prints them when an endpoint closes\n");
+    printf("  cache      registrations are cached for providers that need local MRs "
+           "(\"local MR: needed\" above)\n");
 #endif
 }

@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static void kick(fab_ep_t *f)
+void vmmc_fab__kick(fab_ep_t *f)
 {
     uint64_t one = 1;
     ssize_t w = write(f->wakefd, &one, sizeof one);
@@ -58,7 +58,7 @@ static void note_failed(fab_ep_t *f, int peer, const char *why)
     x->next = fails;
     fails = x;
     pthread_mutex_unlock(&fail_lock);
-    kick(f);
+    vmmc_fab__kick(f);
 }
 
 static void report_failed(fab_ep_t *f)
@@ -85,6 +85,13 @@ static void report_failed(fab_ep_t *f)
 
 /* ---- sends ------------------------------------------------------------------ */
 
+void vmmc_fab__tx_free(fab_ep_t *f, fab_tx_t *tx)
+{
+    if (tx->reg)
+        fab_cache_put(f->cache, tx->reg);
+    free(tx);
+}
+
 /* Read send completions (any thread): free their buffers; a failed one
  * fails its peer. */
 static int tx_progress(fab_ep_t *f)
@@ -93,7 +100,7 @@ static int tx_progress(fab_ep_t *f)
     ssize_t n = fi_cq_read(f->txcq, e, 16);
     if (n > 0) {
         for (ssize_t i = 0; i < n; i++)
-            free(e[i].op_context);
+            vmmc_fab__tx_free(f, e[i].op_context);
         return (int)n;
     }
     if (n == -FI_EAVAIL) {
@@ -107,7 +114,7 @@ static int tx_progress(fab_ep_t *f)
             atomic_fetch_add_explicit(&f->c_tx_err, 1, memory_order_relaxed);
             if (err.err != FI_ECANCELED)
                 note_failed(f, tx->peer, why);
-            free(tx);
+            vmmc_fab__tx_free(f, tx);
         }
         return 1;
     }
@@ -144,12 +151,23 @@ int vmmc_fab__sendv(fab_ep_t *f, int h, const fab_hdr_t *hdr, const struct iovec
             memcpy(tx->buf + at, iov[i].iov_base, iov[i].iov_len);
         at += iov[i].iov_len;
     }
+    tx->reg = NULL;
+    void *desc = NULL;
+    if (f->cache) {
+        if (!(tx->reg = fab_cache_get(f->cache, tx->buf, total, FI_SEND))) {
+            vmmc_fab__tx_free(f, tx);
+            return VMMC_ERR_SYSTEM; /* the cache or fi_mr_reg said why */
+        }
+        desc = tx->reg->desc;
+    }
     fab_hdr_t *th = (fab_hdr_t *)tx->buf;
+    th->src = VMMC_TL_EP(f->ep)->rank;
+    th->sec = f->sec;
     struct timespec t0 = {0, 0};
     pthread_mutex_lock(&p->seqlock);
     for (unsigned spin = 0;; spin++) {
         th->seq = p->tx_seq;
-        ssize_t rc = fi_send(f->fep, tx->buf, total, NULL, p->fa, &tx->ctx);
+        ssize_t rc = fi_send(f->fep, tx->buf, total, desc, p->fa, &tx->ctx);
         if (rc == 0) {
             p->tx_seq++;
             pthread_mutex_unlock(&p->seqlock);
@@ -162,7 +180,7 @@ int vmmc_fab__sendv(fab_ep_t *f, int h, const fab_hdr_t *hdr, const struct iovec
             pthread_mutex_unlock(&p->seqlock);
             if (spin)
                 vmmc_fab__waiting(f, 0);
-            free(tx);
+            vmmc_fab__tx_free(f, tx);
             return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "fabric: send to %s %d: %s",
                               VMMC_PEER_WORD(f->ep, h), h, fi_strerror((int)-rc));
         }
@@ -170,7 +188,7 @@ int vmmc_fab__sendv(fab_ep_t *f, int h, const fab_hdr_t *hdr, const struct iovec
             atomic_fetch_add_explicit(&f->c_tx_again, 1, memory_order_relaxed);
         if (nonblock) {
             pthread_mutex_unlock(&p->seqlock);
-            free(tx);
+            vmmc_fab__tx_free(f, tx);
             return vmmc_error(VMMC_ERR_AGAIN, "fabric: no room to send to %s %d now",
                               VMMC_PEER_WORD(f->ep, h), h);
         }
@@ -189,7 +207,7 @@ int vmmc_fab__sendv(fab_ep_t *f, int h, const fab_hdr_t *hdr, const struct iovec
             if (ns >= vmmc_fab_cfg_send_timeout) {
                 pthread_mutex_unlock(&p->seqlock);
                 vmmc_fab__waiting(f, 0);
-                free(tx);
+                vmmc_fab__tx_free(f, tx);
                 note_failed(f, h, "fabric: it took no message for VMMC_FABRIC_SEND_TIMEOUT");
                 return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "fabric: %s %d took no message for "
                                   "VMMC_FABRIC_SEND_TIMEOUT", VMMC_PEER_WORD(f->ep, h), h);
@@ -206,7 +224,7 @@ int vmmc_fab__sendv(fab_ep_t *f, int h, const fab_hdr_t *hdr, const struct iovec
         if ((st = peer_error(f, h)) != VMMC_OK || atomic_load(&f->stop)) {
             pthread_mutex_unlock(&p->seqlock);
             vmmc_fab__waiting(f, 0);
-            free(tx);
+            vmmc_fab__tx_free(f, tx);
             return st != VMMC_OK ? st : vmmc_error(VMMC_ERR_PEER_DEAD, "fabric: closing");
         }
     }
@@ -278,7 +296,7 @@ void vmmc_fab__waiting(fab_ep_t *f, int begin)
     atomic_fetch_add_explicit(&f->waiting, 1, memory_order_seq_cst);
     vmmc_tl_drain(f->ep);
     if (f->busy)
-        kick(f);
+        vmmc_fab__kick(f);
 }
 
 int vmmc_fab__wait_done(fab_ep_t *f, fab_wait_t *w)
@@ -330,7 +348,8 @@ int vmmc_fab__wait_done(fab_ep_t *f, fab_wait_t *w)
 static int post_rx(fab_ep_t *f, fab_rxb_t *b)
 {
     for (;;) {
-        ssize_t rc = fi_recv(f->fep, b->buf, FAB_RXBUF, NULL, FI_ADDR_UNSPEC, &b->ctx);
+        ssize_t rc = fi_recv(f->fep, b->buf, FAB_RXBUF, f->rx_reg ? f->rx_reg->desc : NULL,
+                             FI_ADDR_UNSPEC, &b->ctx);
         if (rc == 0)
             return VMMC_OK;
         if (rc != -FI_EAGAIN)
@@ -395,6 +414,11 @@ static int rx_progress(fab_ep_t *f)
     for (ssize_t i = 0; i < n; i++) {
         fab_rxb_t *b = e[i].op_context;
         int h = vmmc_fab__handle_of(f, src[i]);
+        if (h < 0 && src[i] == FI_ADDR_NOTAVAIL && e[i].len >= sizeof(fab_hdr_t)) {
+            fab_hdr_t hd;
+            memcpy(&hd, b->buf, sizeof hd);
+            h = vmmc_fab__handle_claimed(f, hd.src, hd.sec);
+        }
         if (h < 0 || !fab_peer_of(f, h) || e[i].len < sizeof(fab_hdr_t)) {
             /* not from a peer of ours, or too short to be a message */
             atomic_fetch_add_explicit(h < 0 ? &f->c_unknown : &f->c_bad, 1, memory_order_relaxed);
@@ -414,7 +438,8 @@ static void *progress_main(void *arg)
 {
     fab_ep_t *f = arg;
     while (!atomic_load_explicit(&f->stop, memory_order_acquire)) {
-        int n = rx_progress(f);
+        int started = atomic_load_explicit(&f->started, memory_order_acquire);
+        int n = started ? rx_progress(f) : 0;
         n += tx_progress(f);
         report_failed(f);
         if (f->busy)
@@ -424,7 +449,7 @@ static void *progress_main(void *arg)
         struct fid *fids[2] = {&f->txcq->fid, &f->rxcq->fid};
         struct pollfd pf[3] = {{f->wakefd, POLLIN, 0}, {f->txfd, POLLIN, 0}, {f->rxfd, POLLIN, 0}};
         /* With the queue full, a drain (the wake fd) matters most. */
-        if (f->busy || fi_trywait(f->fabric, fids, 2) == FI_SUCCESS)
+        if (!started || f->busy || fi_trywait(f->fabric, fids, 2) == FI_SUCCESS)
             (void)poll(pf, 3, f->busy ? 10 : 1000);
         if (pf[0].revents & POLLIN) {
             uint64_t v;
@@ -443,6 +468,9 @@ int vmmc_fab__start(fab_ep_t *f)
     f->held_peer = calloc(FAB_NRX, sizeof *f->held_peer);
     if (f->wakefd < 0 || !f->rx || !f->held || !f->held_peer)
         return vmmc_error(VMMC_ERR_NOMEM, "fabric: out of memory or descriptors");
+    /* one registration for every receive buffer, held while the endpoint lives */
+    if (f->cache && !(f->rx_reg = fab_cache_get(f->cache, f->rx, FAB_NRX * sizeof *f->rx, FI_RECV)))
+        return VMMC_ERR_NOMEM;
     for (int i = 0; i < FAB_NRX; i++) {
         int st = post_rx(f, &f->rx[i]);
         if (st != VMMC_OK)
@@ -458,7 +486,7 @@ void vmmc_fab__stop(fab_ep_t *f)
 {
     if (f->thread_up) {
         atomic_store(&f->stop, 1);
-        kick(f);
+        vmmc_fab__kick(f);
         pthread_join(f->thread, NULL);
         f->thread_up = 0;
         vmmc_fab__waits_fail(f, -1, VMMC_ERR_PEER_DEAD);

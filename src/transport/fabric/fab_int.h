@@ -19,6 +19,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "transport/fabric/fab_cache.h"
 #include "transport/transport.h"
 
 /* Messages (fab_hdr_t.kind). */
@@ -49,6 +50,12 @@ typedef struct fab_hdr {
     uint64_t len;   /* a read's length */
     uint64_t imm;   /* a notification's immediate, or a status */
     uint64_t id;    /* request id (replies echo it) */
+    /* who sends, for a receiver that does not know the connection yet (the
+     * provider names no source until the sender is in its address vector):
+     * the sender's handle there and the secret of its address (fsec=) */
+    int32_t src;
+    uint32_t pad3;
+    uint64_t sec;
 } fab_hdr_t;
 
 /* Payload per message at most: writes and read answers are cut into
@@ -60,6 +67,7 @@ typedef struct fab_hdr {
 /* A message being sent: freed when its completion comes. */
 typedef struct fab_tx {
     struct fi_context2 ctx; /* first: the completion's op_context */
+    const fab_reg_t *reg;   /* its registration (FI_MR_LOCAL), held until it completes */
     int peer;
     size_t len;
     _Alignas(16) unsigned char buf[];
@@ -106,10 +114,18 @@ typedef struct fab_ep {
     int wakefd;              /* eventfd: wake the progress thread */
     int hw;                  /* the provider offloads in hardware (not tcp/udp/sockets) */
     size_t addrlen;
+    uint64_t sec;            /* fsec= of our address */
     pthread_t thread;
     int thread_up;
     _Atomic int stop;
+    /* the core's peer table is filled (ep_start ran): receiving waits for it,
+     * or a rank's first message could come before we know the rank */
+    _Atomic int started;
     fab_rxb_t *rx;           /* FAB_NRX posted buffers */
+    /* FI_MR_LOCAL (the provider needs it, or VMMC_FABRIC_MR_LOCAL): local
+     * buffers are registered through the translation cache (fab_cache.h) */
+    fab_cache_t *cache;
+    const fab_reg_t *rx_reg;
     /* Received, not handled yet, in arrival order: a message completes
      * after later ones when the provider fetched it (rendezvous), so each
      * waits here for its number; and all of a sender's wait while the
@@ -154,9 +170,11 @@ static inline fab_peer_t *fab_peer_of(fab_ep_t *f, int h)
 /* fabric.c */
 fab_peer_t *vmmc_fab__peer(fab_ep_t *f, int h, int *status);
 int vmmc_fab__handle_of(fab_ep_t *f, fi_addr_t fa);
+int vmmc_fab__handle_claimed(fab_ep_t *f, int h, uint64_t sec);
 /* fab_cq.c */
 int vmmc_fab__start(fab_ep_t *f);
 void vmmc_fab__stop(fab_ep_t *f);
+void vmmc_fab__kick(fab_ep_t *f);
 /* Send @hdr + @data (@len) to peer @h; returns once the provider took it (a
  * copy: the caller's buffers are free). @nonblock: VMMC_ERR_AGAIN instead
  * of waiting for room. */
@@ -172,6 +190,8 @@ void vmmc_fab__waits_fail(fab_ep_t *f, int peer, int status);
 /* Tell every peer we sent to that this endpoint closes (best effort). */
 void vmmc_fab__goodbye(fab_ep_t *f);
 extern uint64_t vmmc_fab_cfg_send_timeout; /* VMMC_FABRIC_SEND_TIMEOUT, ns */
+/* Release a finished send (its registration, its buffer). */
+void vmmc_fab__tx_free(fab_ep_t *f, fab_tx_t *tx);
 /* fab_rx.c */
 int vmmc_fab__rx(fab_ep_t *f, int peer, fab_peer_t *p, const void *buf, size_t len);
 int vmmc_fab__drain(vmmc_ep_t *ep, void (*push)(vmmc_ep_t *ep, const vmmc_nrec_t *rec));

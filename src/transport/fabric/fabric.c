@@ -20,6 +20,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <glob.h>
+#include <sys/random.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@
 
 static const char *cfg_mode;
 static const char *cfg_provider;
+static int cfg_mr_local;
 uint64_t vmmc_fab_cfg_send_timeout;
 static const vmmc_cfg_entry_t fab_entries[] = {
     {"FABRIC", "auto", "open the libfabric transport: auto (only where RDMA hardware and a "
@@ -39,6 +41,9 @@ static const vmmc_cfg_entry_t fab_entries[] = {
      "verbs;ofi_rxm, efa; '+' may stand for ';'); empty: FI_PROVIDER, else the first FI_EP_RDM "
      "provider with FI_MSG, ordered",
      VMMC_CFG_STRING, &cfg_provider},
+    {"FABRIC_MR_LOCAL", "no", "register local buffers (sends, receives) through the "
+     "translation cache even where the provider does not need it (FI_MR_LOCAL): tests that path "
+     "on software providers", VMMC_CFG_BOOL, &cfg_mr_local},
     {"FABRIC_SEND_TIMEOUT", "10s", "a send that finds no room in the provider for this long "
      "fails its peer (it stopped taking messages)", VMMC_CFG_TIME, &vmmc_fab_cfg_send_timeout,
      1000000ull, 86400000000000ull},
@@ -93,9 +98,10 @@ static struct fi_info *pick(void)
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
     hints->ep_attr->type = FI_EP_RDM;
     hints->domain_attr->threading = FI_THREAD_SAFE;
-    /* Buffers are handed over without descriptors: providers that need
-     * local registrations (FI_MR_LOCAL) are not offered. */
-    hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+    /* Local buffers are registered through the cache where the provider
+     * needs it (FI_MR_LOCAL). */
+    hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+                                  FI_MR_PROV_KEY;
     hints->tx_attr->msg_order = FI_ORDER_SAS;
     hints->rx_attr->msg_order = FI_ORDER_SAS;
     if (cfg_provider && cfg_provider[0]) {
@@ -138,6 +144,34 @@ static void prov_word(const char *name, char *out, size_t cap)
 }
 
 static void fab_ep_close(vmmc_ep_t *ep);
+
+/* The translation cache's registrar: local buffers, for sends and receives. */
+static int fab_reg(void *ctx, void *addr, size_t len, uint64_t access, fab_reg_t *out)
+{
+    fab_ep_t *f = ctx;
+    struct fid_mr *mr = NULL;
+    /* a key of our own where the provider does not choose them */
+    static _Atomic uint64_t next_key = 1;
+    uint64_t key = (f->info->domain_attr->mr_mode & FI_MR_PROV_KEY)
+                       ? 0 : atomic_fetch_add_explicit(&next_key, 1, memory_order_relaxed);
+    int rc = fi_mr_reg(f->domain, addr, len, access, 0, key, 0, &mr, NULL);
+    if (rc)
+        return vmmc_error(VMMC_ERR_SYSTEM, "fabric: fi_mr_reg of %zu bytes: %s", len,
+                          fi_strerror(-rc));
+    out->addr = addr;
+    out->len = len;
+    out->desc = fi_mr_desc(mr);
+    out->key = fi_mr_key(mr);
+    out->handle = mr;
+    return VMMC_OK;
+}
+
+static void fab_dereg(void *ctx, fab_reg_t *r)
+{
+    (void)ctx;
+    if (r->handle)
+        fi_close(&((struct fid_mr *)r->handle)->fid);
+}
 
 static int fab_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
 {
@@ -207,11 +241,20 @@ static int fab_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
         return VMMC_OK;
     }
     f->addrlen = nl;
+    if ((info->domain_attr->mr_mode & FI_MR_LOCAL) || cfg_mr_local) {
+        f->cache = fab_cache_new(vmmc_fab_cfg_cache_bytes, vmmc_fab_cfg_cache_entries, fab_reg,
+                                 fab_dereg, f);
+        if (!f->cache)
+            return VMMC_ERR_NOMEM; /* fab_cache_new said why */
+    }
     char hex[256], prov[80];
     for (size_t i = 0; i < nl; i++)
         snprintf(hex + 2 * i, 3, "%02x", name[i]);
     prov_word(info->fabric_attr->prov_name, prov, sizeof prov);
-    int n = snprintf(card, cap, "fab=%s;fabp=%s;", hex, prov);
+    if (getrandom(&f->sec, sizeof f->sec, 0) != (ssize_t)sizeof f->sec)
+        return vmmc_error(VMMC_ERR_SYSTEM, "fabric: getrandom failed");
+    int n = snprintf(card, cap, "fab=%s;fabp=%s;fsec=%016llx;", hex, prov,
+                     (unsigned long long)f->sec);
     if (n < 0 || (size_t)n >= cap)
         return vmmc_error(VMMC_ERR_INVALID, "fabric: no room for the address");
     if ((rc = vmmc_fab__start(f)) != VMMC_OK)
@@ -240,6 +283,13 @@ static void fab_ep_close(vmmc_ep_t *ep)
     vmmc_fab__stop(f);
     if (f->fep)
         fi_close(&f->fep->fid);
+    if (f->cache) {
+        if (vmmc_fab_cfg_stats)
+            fab_cache_print(f->cache, "fabric transport");
+        if (f->rx_reg)
+            fab_cache_put(f->cache, f->rx_reg);
+        fab_cache_free(f->cache); /* deregisters: before the domain closes */
+    }
     if (f->rxcq)
         fi_close(&f->rxcq->fid);
     if (f->txcq)
@@ -283,6 +333,10 @@ static int fab_addr_field(const char *k, size_t kl, const char *v, size_t vl, co
     if (KEY("fab")) {
         *why = "fab must be 2 to 200 lower-case hex digits, an even number";
         return vl >= 2 && vl <= 200 && vl % 2 == 0 && vmmc_all_of(v, vl, VMMC_HEX_DIGITS);
+    }
+    if (KEY("fsec")) {
+        *why = "fsec must be 16 lower-case hex digits";
+        return vl == 16 && vmmc_all_of(v, vl, VMMC_HEX_DIGITS);
     }
     if (KEY("fabp")) {
         *why = "fabp must be 1 to 64 of [A-Za-z0-9_+.-]";
@@ -395,6 +449,22 @@ static int insert(fab_ep_t *f, int h, const char *card)
     return st;
 }
 
+/* A message from a connection the provider does not name yet: the handle
+ * it claims, if that peer's address holds the secret it carries (and the
+ * peer goes into the address vector now, for what follows); else -1. */
+int vmmc_fab__handle_claimed(fab_ep_t *f, int h, uint64_t sec)
+{
+    if (h < 0 || h >= vmmc_tl_peer_count(f->ep))
+        return -1;
+    vmmc_tl_peer_t *tp = vmmc_tl_peer_at(f->ep, h);
+    char v[32];
+    if (!tp || !tp->addr || tp->tl != &vmmc_tl_fabric ||
+        !vmmc_card_get(tp->addr, "fsec", v, sizeof v) ||
+        strtoull(v, NULL, 16) != sec || insert(f, h, tp->addr) != VMMC_OK)
+        return -1;
+    return h;
+}
+
 int vmmc_fab__handle_of(fab_ep_t *f, fi_addr_t fa)
 {
     pthread_mutex_lock(&f->lock);
@@ -439,6 +509,8 @@ static int fab_ep_start(vmmc_ep_t *ep)
                 return st;
         }
     }
+    atomic_store_explicit(&f->started, 1, memory_order_release);
+    vmmc_fab__kick(f);
     return VMMC_OK;
 }
 
@@ -468,7 +540,10 @@ static int fab_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *va
                                         "fabric.from_unknown", "fabric.malformed",
                                         "fabric.send_errors"};
     fab_ep_t *f = F(ep);
-    if (!f || i < 0 || i >= (int)(sizeof names / sizeof names[0]))
+    enum { OWN = sizeof names / sizeof names[0] };
+    if (f && f->cache && i >= OWN)
+        return fab_cache_counter_get(f->cache, i - OWN, name, value);
+    if (!f || i < 0 || i >= OWN)
         return VMMC_ERR_NOT_FOUND;
     _Atomic uint64_t *c[] = {&f->c_tx, &f->c_rx, &f->c_tx_again, &f->c_refused, &f->c_unknown,
                              &f->c_bad, &f->c_tx_err};

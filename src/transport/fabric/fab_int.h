@@ -18,6 +18,7 @@
 #include <rdma/fi_rma.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "transport/fabric/fab_cache.h"
 #include "transport/transport.h"
@@ -166,6 +167,25 @@ static inline fab_peer_t *fab_peer_of(fab_ep_t *f, int h)
     fab_peer_t **c = atomic_load_explicit(&f->peers[h / FAB_PEER_CHUNK], memory_order_acquire);
     return c ? __atomic_load_n(&c[h % FAB_PEER_CHUNK], __ATOMIC_ACQUIRE) : NULL;
 }
+
+/* fab_dl.c: libfabric's functions (the rest are inline calls through its
+ * objects' operation tables), loaded by vmmc_fab__dl_load. */
+struct vmmc_fab_dl {
+    int ok;
+    int (*getinfo)(uint32_t, const char *, const char *, uint64_t, const struct fi_info *,
+                   struct fi_info **);
+    void (*freeinfo)(struct fi_info *);
+    struct fi_info *(*dupinfo)(const struct fi_info *);
+    int (*fabric)(struct fi_fabric_attr *, struct fid_fabric **, void *);
+    const char *(*strerror)(int);
+};
+extern struct vmmc_fab_dl vmmc_fab_dl;
+int vmmc_fab__dl_load(void);
+#define fi_getinfo (*vmmc_fab_dl.getinfo)
+#define fi_freeinfo (*vmmc_fab_dl.freeinfo)
+#define fi_dupinfo (*vmmc_fab_dl.dupinfo)
+#define fi_fabric (*vmmc_fab_dl.fabric)
+#define fi_strerror (*vmmc_fab_dl.strerror)
 
 /* fabric.c */
 fab_peer_t *vmmc_fab__peer(fab_ep_t *f, int h, int *status);

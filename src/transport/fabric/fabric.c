@@ -89,7 +89,7 @@ static int forced(void)
 /* The provider to use (fi_freeinfo it), or NULL with the error set. */
 static struct fi_info *pick(void)
 {
-    struct fi_info *hints = fi_allocinfo(), *list = NULL, *best = NULL;
+    struct fi_info *hints = fi_dupinfo(NULL), *list = NULL, *best = NULL;
     if (!hints) {
         vmmc_error(VMMC_ERR_NOMEM, "fabric: out of memory");
         return NULL;
@@ -178,6 +178,8 @@ static int fab_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
     int force = forced();
     if (!force && (!cfg_mode || strcmp(cfg_mode, "auto") || !rdma_hardware()))
         return VMMC_OK; /* not used here: not opened, reaches nobody */
+    if (vmmc_fab__dl_load() != VMMC_OK)
+        return force ? VMMC_ERR_UNSUPPORTED : VMMC_OK;
     struct fi_info *info = pick();
     if (!info)
         return force ? VMMC_ERR_UNSUPPORTED : VMMC_OK;
@@ -300,7 +302,8 @@ static void fab_ep_close(vmmc_ep_t *ep)
         fi_close(&f->domain->fid);
     if (f->fabric)
         fi_close(&f->fabric->fid);
-    fi_freeinfo(f->info);
+    if (f->info)
+        fi_freeinfo(f->info);
     for (int c = 0; c < FAB_PEER_CHUNKS; c++) {
         fab_peer_t **ch = f->peers[c];
         if (!ch)

@@ -36,8 +36,8 @@ extern const bench_suite_t *const __start_vmmc_bench[];
 extern const bench_suite_t *const __stop_vmmc_bench[];
 
 /* The order suites run in and are printed in: the floor first. */
-const char *const suite_order[] = {"limits", "vmmc", "fm", "udp", "peers", "mpi", "sock", "rpc",
-                                   "shmem", "dsm"};
+const char *const suite_order[] = {"limits", "vmmc", "fm",  "udp",   "fabric", "peers",
+                                   "mpi",    "sock", "rpc", "shmem", "dsm"};
 const size_t suite_order_n = sizeof suite_order / sizeof *suite_order;
 
 /* ------------------------------------------------------------------------- */

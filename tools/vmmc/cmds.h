@@ -14,6 +14,8 @@ int vmmc_cmd_preload(int argc, char **argv); /* preload.c: a program with libvmm
 void vmmc_info_fi_probe(void);
 void vmmc_info_fi_print(void);
 int vmmc_info_fi_ok(void);
+/* info_fabric.c: the fabric transport section: providers, which one is used. */
+void vmmc_info_fabric_print(void);
 
 /* preload.c: the line of `vmmc info` that says where libvmmc-preload.so is. */
 void vmmc_info_preload_print(void);

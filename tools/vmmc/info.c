@@ -18,7 +18,8 @@ static void info_usage(FILE *f)
             "Print the library version and facts about this build and machine\n"
             "(transports, PMIx support, limits), and where the libfabric provider\n"
             "libvmmc-fi.so is and whether libfabric lists it (its VMMC_OFI_* settings\n"
-            "are known once it is loaded).\n"
+            "are known once it is loaded), and the providers libfabric offers to the\n"
+            "fabric transport with the one it would open.\n"
             "\n"
             "options:\n"
             "  -c, --config   also list every VMMC_* setting: value in effect, default, help\n"
@@ -135,6 +136,7 @@ int vmmc_cmd_info(int argc, char **argv)
     printf("build and machine:\n");
     print_facts();
     vmmc_info_fi_print();
+    vmmc_info_fabric_print();
     vmmc_info_preload_print();
     if (config) {
         printf("\nsettings (VMMC_* environment variables; * = changed from the default):\n");

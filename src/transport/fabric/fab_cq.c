@@ -1,0 +1,512 @@
+/* The fabric transport's completion queues and its progress thread.
+ *
+ * Two queues: sends complete on txcq (any thread may read it: a sender that
+ * waits for room drives the provider that way, and what it reads only frees
+ * send buffers), receives on rxcq, which only the progress thread reads and
+ * handles (fab_rx.c), in order, so that data lands before its notification
+ * and a control message is handled after the writes sent before it. The
+ * thread sleeps in poll() on the queues' wait fds (FI_WAIT_FD, fi_trywait
+ * first) and on an eventfd that wakes it to stop, to take held messages
+ * again, or to report failed peers.
+ *
+ * A send copies the message into a buffer of its own (freed by its
+ * completion), so the caller's memory is free on return. A failed send's
+ * completion (the provider's error: connection refused or reset) makes the
+ * peer fail through the core's upcall, from the progress thread (a sender
+ * may hold the core's locks). */
+#include "transport/fabric/fab_int.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+void vmmc_fab__kick(fab_ep_t *f)
+{
+    uint64_t one = 1;
+    ssize_t w = write(f->wakefd, &one, sizeof one);
+    (void)w;
+}
+
+/* ---- failed peers: noted by any thread, reported by the progress thread -- */
+
+static pthread_mutex_t fail_lock = PTHREAD_MUTEX_INITIALIZER;
+
+typedef struct fab_fail {
+    fab_ep_t *f;
+    int peer;
+    char why[96];
+    struct fab_fail *next;
+} fab_fail_t;
+static fab_fail_t *fails;
+
+static void note_failed(fab_ep_t *f, int peer, const char *why)
+{
+    fab_fail_t *x = malloc(sizeof *x);
+    if (!x)
+        return;
+    x->f = f;
+    x->peer = peer;
+    snprintf(x->why, sizeof x->why, "%s", why);
+    pthread_mutex_lock(&fail_lock);
+    x->next = fails;
+    fails = x;
+    pthread_mutex_unlock(&fail_lock);
+    vmmc_fab__kick(f);
+}
+
+static void report_failed(fab_ep_t *f)
+{
+    for (;;) {
+        fab_fail_t *x = NULL;
+        pthread_mutex_lock(&fail_lock);
+        for (fab_fail_t **pp = &fails; *pp; pp = &(*pp)->next)
+            if ((*pp)->f == f) {
+                x = *pp;
+                *pp = x->next;
+                break;
+            }
+        pthread_mutex_unlock(&fail_lock);
+        if (!x)
+            return;
+        if (!atomic_load_explicit(&f->stop, memory_order_acquire)) {
+            vmmc_tl_peer_failed(f->ep, x->peer, -1, x->why);
+            vmmc_fab__waits_fail(f, x->peer, VMMC_ERR_PEER_DEAD);
+        }
+        free(x);
+    }
+}
+
+/* ---- sends ------------------------------------------------------------------ */
+
+void vmmc_fab__tx_free(fab_ep_t *f, fab_tx_t *tx)
+{
+    if (tx->reg)
+        fab_cache_put(f->cache, tx->reg);
+    free(tx);
+}
+
+/* Read send completions (any thread): free their buffers; a failed one
+ * fails its peer. */
+static int tx_progress(fab_ep_t *f)
+{
+    struct fi_cq_data_entry e[16];
+    ssize_t n = fi_cq_read(f->txcq, e, 16);
+    if (n > 0) {
+        for (ssize_t i = 0; i < n; i++)
+            vmmc_fab__tx_free(f, e[i].op_context);
+        return (int)n;
+    }
+    if (n == -FI_EAVAIL) {
+        struct fi_cq_err_entry err;
+        memset(&err, 0, sizeof err);
+        if (fi_cq_readerr(f->txcq, &err, 0) == 1 && err.op_context) {
+            fab_tx_t *tx = err.op_context;
+            char why[96];
+            snprintf(why, sizeof why, "fabric: a send to it failed: %s",
+                     fi_strerror(err.err));
+            atomic_fetch_add_explicit(&f->c_tx_err, 1, memory_order_relaxed);
+            if (err.err != FI_ECANCELED)
+                note_failed(f, tx->peer, why);
+            vmmc_fab__tx_free(f, tx);
+        }
+        return 1;
+    }
+    return 0;
+}
+
+static int peer_error(fab_ep_t *f, int h)
+{
+    vmmc_tl_peer_t *tp = vmmc_tl_peer_at(f->ep, h);
+    if (tp && atomic_load_explicit(&tp->state, memory_order_acquire) == PEER_DEAD)
+        return vmmc_tl_peer_error(tp);
+    return VMMC_OK;
+}
+
+int vmmc_fab__sendv(fab_ep_t *f, int h, const fab_hdr_t *hdr, const struct iovec *iov, int n,
+                    size_t len, int nonblock)
+{
+    int st = VMMC_OK;
+    fab_peer_t *p = vmmc_fab__peer(f, h, &st);
+    if (!p)
+        return st;
+    if ((st = peer_error(f, h)) != VMMC_OK)
+        return st;
+    size_t total = sizeof *hdr + len;
+    fab_tx_t *tx = malloc(sizeof *tx + total);
+    if (!tx)
+        return vmmc_error(VMMC_ERR_NOMEM, "fabric: out of memory for a message");
+    tx->peer = h;
+    tx->len = total;
+    memcpy(tx->buf, hdr, sizeof *hdr);
+    size_t at = sizeof *hdr;
+    for (int i = 0; i < n; i++) {
+        if (iov[i].iov_len)
+            memcpy(tx->buf + at, iov[i].iov_base, iov[i].iov_len);
+        at += iov[i].iov_len;
+    }
+    tx->reg = NULL;
+    void *desc = NULL;
+    if (f->cache) {
+        if (!(tx->reg = fab_cache_get(f->cache, tx->buf, total, FI_SEND))) {
+            vmmc_fab__tx_free(f, tx);
+            return VMMC_ERR_SYSTEM; /* the cache or fi_mr_reg said why */
+        }
+        desc = tx->reg->desc;
+    }
+    fab_hdr_t *th = (fab_hdr_t *)tx->buf;
+    th->src = VMMC_TL_EP(f->ep)->rank;
+    th->sec = f->sec;
+    struct timespec t0 = {0, 0};
+    pthread_mutex_lock(&p->seqlock);
+    for (unsigned spin = 0;; spin++) {
+        th->seq = p->tx_seq;
+        ssize_t rc = fi_send(f->fep, tx->buf, total, desc, p->fa, &tx->ctx);
+        if (rc == 0) {
+            p->tx_seq++;
+            pthread_mutex_unlock(&p->seqlock);
+            if (spin)
+                vmmc_fab__waiting(f, 0);
+            atomic_fetch_add_explicit(&f->c_tx, 1, memory_order_relaxed);
+            return VMMC_OK;
+        }
+        if (rc != -FI_EAGAIN) {
+            pthread_mutex_unlock(&p->seqlock);
+            if (spin)
+                vmmc_fab__waiting(f, 0);
+            vmmc_fab__tx_free(f, tx);
+            return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "fabric: send to %s %d: %s",
+                              VMMC_PEER_WORD(f->ep, h), h, fi_strerror((int)-rc));
+        }
+        if (spin == 0)
+            atomic_fetch_add_explicit(&f->c_tx_again, 1, memory_order_relaxed);
+        if (nonblock) {
+            pthread_mutex_unlock(&p->seqlock);
+            vmmc_fab__tx_free(f, tx);
+            return vmmc_error(VMMC_ERR_AGAIN, "fabric: no room to send to %s %d now",
+                              VMMC_PEER_WORD(f->ep, h), h);
+        }
+        /* No room: drive the provider (our sends' completions) and let
+         * others run; a dead peer ends the wait. While we wait, our own
+         * notifications move to the core, so that our progress thread
+         * takes the peer's messages: it may be waiting for us the same way. */
+        if (spin == 0) {
+            vmmc_fab__waiting(f, 1);
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+        } else if ((spin & 255) == 0) {
+            struct timespec t1;
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            uint64_t ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull +
+                          (uint64_t)(t1.tv_nsec - t0.tv_nsec);
+            if (ns >= vmmc_fab_cfg_send_timeout) {
+                pthread_mutex_unlock(&p->seqlock);
+                vmmc_fab__waiting(f, 0);
+                vmmc_fab__tx_free(f, tx);
+                note_failed(f, h, "fabric: it took no message for VMMC_FABRIC_SEND_TIMEOUT");
+                return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "fabric: %s %d took no message for "
+                                  "VMMC_FABRIC_SEND_TIMEOUT", VMMC_PEER_WORD(f->ep, h), h);
+            }
+        }
+        if (tx_progress(f) == 0) {
+            if (spin < 64) {
+                sched_yield();
+            } else {
+                struct timespec ts = {0, 50000};
+                nanosleep(&ts, NULL);
+            }
+        }
+        if ((st = peer_error(f, h)) != VMMC_OK || atomic_load(&f->stop)) {
+            pthread_mutex_unlock(&p->seqlock);
+            vmmc_fab__waiting(f, 0);
+            vmmc_fab__tx_free(f, tx);
+            return st != VMMC_OK ? st : vmmc_error(VMMC_ERR_PEER_DEAD, "fabric: closing");
+        }
+    }
+}
+
+int vmmc_fab__send(fab_ep_t *f, int h, const fab_hdr_t *hdr, const void *data, size_t len,
+                   int nonblock)
+{
+    struct iovec v = {(void *)data, len};
+    return vmmc_fab__sendv(f, h, hdr, &v, len ? 1 : 0, len, nonblock);
+}
+
+void vmmc_fab__goodbye(fab_ep_t *f)
+{
+    int n = vmmc_tl_peer_count(f->ep);
+    int sent = 0;
+    for (int h = 0; h < n; h++) {
+        fab_peer_t *p = fab_peer_of(f, h);
+        if (!p || __atomic_load_n(&p->fa, __ATOMIC_ACQUIRE) == FI_ADDR_NOTAVAIL ||
+            h == VMMC_TL_EP(f->ep)->rank || peer_error(f, h) != VMMC_OK)
+            continue;
+        fab_hdr_t bye = {.kind = F_BYE};
+        sent += vmmc_fab__send(f, h, &bye, NULL, 0, 1) == VMMC_OK;
+    }
+    /* let the provider put them on the wire: their completions, or 0.2 s */
+    for (int i = 0; sent && i < 2000; i++) {
+        sent -= tx_progress(f);
+        if (sent > 0) {
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+/* ---- requests waiting for answers ------------------------------------------ */
+
+uint64_t vmmc_fab__wait_add(fab_ep_t *f, fab_wait_t *w)
+{
+    pthread_mutex_lock(&f->lock);
+    w->id = ++f->next_id;
+    w->status = VMMC_INPROGRESS;
+    w->got = 0;
+    w->next = f->waits;
+    f->waits = w;
+    pthread_mutex_unlock(&f->lock);
+    return w->id;
+}
+
+void vmmc_fab__waits_fail(fab_ep_t *f, int peer, int status)
+{
+    pthread_mutex_lock(&f->lock);
+    for (fab_wait_t *w = f->waits; w; w = w->next)
+        if ((peer < 0 || w->peer == peer) && w->status == VMMC_INPROGRESS)
+            __atomic_store_n(&w->status, status, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&f->cond);
+    pthread_mutex_unlock(&f->lock);
+}
+
+/* A thread of this endpoint waits for a peer. Two endpoints that fill each
+ * other's notification queues while both wait for an answer would wait for
+ * ever: while anyone waits, the progress thread moves the queue into the
+ * core's (vmmc_tl_drain) instead of holding messages back (fab_rx.c). */
+void vmmc_fab__waiting(fab_ep_t *f, int begin)
+{
+    if (!begin) {
+        atomic_fetch_sub_explicit(&f->waiting, 1, memory_order_relaxed);
+        return;
+    }
+    atomic_fetch_add_explicit(&f->waiting, 1, memory_order_seq_cst);
+    vmmc_tl_drain(f->ep);
+    if (f->busy)
+        vmmc_fab__kick(f);
+}
+
+int vmmc_fab__wait_done(fab_ep_t *f, fab_wait_t *w)
+{
+    vmmc_fab__waiting(f, 1);
+    pthread_mutex_lock(&f->lock);
+    for (int ticks = 1; __atomic_load_n(&w->status, __ATOMIC_ACQUIRE) == VMMC_INPROGRESS;
+         ticks++) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 100000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&f->cond, &f->lock, &ts);
+        if (w->status != VMMC_INPROGRESS)
+            break;
+        int st = peer_error(f, w->peer);
+        if (st != VMMC_OK) {
+            w->status = st;
+            break;
+        }
+        if (atomic_load(&f->stop)) {
+            w->status = vmmc_error(VMMC_ERR_PEER_DEAD, "fabric: the endpoint closes");
+            break;
+        }
+        /* Every half second, a probe: to a dead peer, the provider fails
+         * it (connection refused or reset), which fails the peer. */
+        if (ticks % 5 == 0) {
+            pthread_mutex_unlock(&f->lock);
+            fab_hdr_t ping = {.kind = F_PING};
+            (void)vmmc_fab__send(f, w->peer, &ping, NULL, 0, 1);
+            pthread_mutex_lock(&f->lock);
+        }
+    }
+    for (fab_wait_t **pp = &f->waits; *pp; pp = &(*pp)->next)
+        if (*pp == w) {
+            *pp = w->next;
+            break;
+        }
+    pthread_mutex_unlock(&f->lock);
+    vmmc_fab__waiting(f, 0);
+    return w->status;
+}
+
+/* ---- receives: the progress thread ----------------------------------------- */
+
+static int post_rx(fab_ep_t *f, fab_rxb_t *b)
+{
+    for (;;) {
+        ssize_t rc = fi_recv(f->fep, b->buf, FAB_RXBUF, f->rx_reg ? f->rx_reg->desc : NULL,
+                             FI_ADDR_UNSPEC, &b->ctx);
+        if (rc == 0)
+            return VMMC_OK;
+        if (rc != -FI_EAGAIN)
+            return vmmc_error(VMMC_ERR_SYSTEM, "fabric: fi_recv: %s", fi_strerror((int)-rc));
+        (void)tx_progress(f);
+        if (atomic_load(&f->stop))
+            return VMMC_ERR_SYSTEM;
+        sched_yield();
+    }
+}
+
+/* Handle what was received, each sender's messages in their order; a
+ * message whose turn has not come (an earlier one still completes) or that
+ * finds the notification queue full waits in held[]. */
+static int rx_handle(fab_ep_t *f)
+{
+    int done = 0;
+    f->busy = 0;
+    for (int i = 0; i < f->nheld;) {
+        struct fi_cq_data_entry *e = &f->held[i];
+        fab_rxb_t *b = e->op_context;
+        fab_peer_t *p = fab_peer_of(f, f->held_peer[i]);
+        fab_hdr_t h;
+        memcpy(&h, b->buf, sizeof h);
+        if (h.seq != p->rx_seq) {
+            i++;
+            continue;
+        }
+        if (vmmc_fab__rx(f, f->held_peer[i], p, b->buf, e->len)) {
+            f->busy = 1; /* nothing of anyone's before the queue has room (order) */
+            return done;
+        }
+        p->rx_seq++;
+        f->nheld--;
+        memmove(f->held + i, f->held + i + 1, (size_t)(f->nheld - i) * sizeof *f->held);
+        memmove(f->held_peer + i, f->held_peer + i + 1, (size_t)(f->nheld - i) * sizeof *f->held_peer);
+        (void)post_rx(f, b);
+        done++;
+        i = 0; /* one of this sender's that waited may be next now */
+    }
+    return done;
+}
+
+static int rx_progress(fab_ep_t *f)
+{
+    int done = 0;
+    struct fi_cq_data_entry e[16];
+    fi_addr_t src[16];
+    ssize_t n = fi_cq_readfrom(f->rxcq, e, 16, src);
+    if (n == -FI_EAVAIL) {
+        struct fi_cq_err_entry err;
+        memset(&err, 0, sizeof err);
+        if (fi_cq_readerr(f->rxcq, &err, 0) == 1) {
+            if (err.err != FI_ECANCELED)
+                vmmc_debug("fabric: receive failed: %s", fi_strerror(err.err));
+            atomic_fetch_add_explicit(&f->c_bad, 1, memory_order_relaxed);
+            if (err.op_context && !atomic_load(&f->stop))
+                (void)post_rx(f, err.op_context);
+        }
+        done++;
+    }
+    for (ssize_t i = 0; i < n; i++) {
+        fab_rxb_t *b = e[i].op_context;
+        int h = vmmc_fab__handle_of(f, src[i]);
+        if (h < 0 && src[i] == FI_ADDR_NOTAVAIL && e[i].len >= sizeof(fab_hdr_t)) {
+            fab_hdr_t hd;
+            memcpy(&hd, b->buf, sizeof hd);
+            h = vmmc_fab__handle_claimed(f, hd.src, hd.sec);
+        }
+        if (h < 0 || !fab_peer_of(f, h) || e[i].len < sizeof(fab_hdr_t)) {
+            /* not from a peer of ours, or too short to be a message */
+            atomic_fetch_add_explicit(h < 0 ? &f->c_unknown : &f->c_bad, 1, memory_order_relaxed);
+            (void)post_rx(f, b);
+            continue;
+        }
+        f->held[f->nheld] = e[i];
+        f->held_peer[f->nheld++] = h;
+        done++;
+    }
+    if (n > 0 || (f->nheld && !f->busy) || done)
+        done += rx_handle(f);
+    return done;
+}
+
+static void *progress_main(void *arg)
+{
+    fab_ep_t *f = arg;
+    while (!atomic_load_explicit(&f->stop, memory_order_acquire)) {
+        int started = atomic_load_explicit(&f->started, memory_order_acquire);
+        int n = started ? rx_progress(f) : 0;
+        n += tx_progress(f);
+        report_failed(f);
+        if (f->busy)
+            n += rx_handle(f); /* the core may have taken notifications meanwhile */
+        if (n && !f->busy)
+            continue;
+        struct fid *fids[2] = {&f->txcq->fid, &f->rxcq->fid};
+        struct pollfd pf[3] = {{f->wakefd, POLLIN, 0}, {f->txfd, POLLIN, 0}, {f->rxfd, POLLIN, 0}};
+        /* With the queue full, a drain (the wake fd) matters most. */
+        if (!started || f->busy || fi_trywait(f->fabric, fids, 2) == FI_SUCCESS)
+            (void)poll(pf, 3, f->busy ? 10 : 1000);
+        if (pf[0].revents & POLLIN) {
+            uint64_t v;
+            ssize_t r = read(f->wakefd, &v, sizeof v);
+            (void)r;
+        }
+    }
+    return NULL;
+}
+
+int vmmc_fab__start(fab_ep_t *f)
+{
+    f->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    f->rx = calloc(FAB_NRX, sizeof *f->rx);
+    f->held = calloc(FAB_NRX, sizeof *f->held);
+    f->held_peer = calloc(FAB_NRX, sizeof *f->held_peer);
+    if (f->wakefd < 0 || !f->rx || !f->held || !f->held_peer)
+        return vmmc_error(VMMC_ERR_NOMEM, "fabric: out of memory or descriptors");
+    /* one registration for every receive buffer, held while the endpoint lives */
+    if (f->cache && !(f->rx_reg = fab_cache_get(f->cache, f->rx, FAB_NRX * sizeof *f->rx, FI_RECV)))
+        return VMMC_ERR_NOMEM;
+    for (int i = 0; i < FAB_NRX; i++) {
+        int st = post_rx(f, &f->rx[i]);
+        if (st != VMMC_OK)
+            return st;
+    }
+    if (pthread_create(&f->thread, NULL, progress_main, f) != 0)
+        return vmmc_error(VMMC_ERR_NOMEM, "fabric: cannot start the progress thread");
+    f->thread_up = 1;
+    return VMMC_OK;
+}
+
+void vmmc_fab__stop(fab_ep_t *f)
+{
+    if (f->thread_up) {
+        atomic_store(&f->stop, 1);
+        vmmc_fab__kick(f);
+        pthread_join(f->thread, NULL);
+        f->thread_up = 0;
+        vmmc_fab__waits_fail(f, -1, VMMC_ERR_PEER_DEAD);
+        /* sends still in flight: their buffers come back as completions */
+        for (int i = 0; i < 1000 && tx_progress(f); i++)
+            ;
+        pthread_mutex_lock(&fail_lock);
+        for (fab_fail_t **pp = &fails; *pp;) {
+            fab_fail_t *x = *pp;
+            if (x->f == f) {
+                *pp = x->next;
+                free(x);
+            } else {
+                pp = &x->next;
+            }
+        }
+        pthread_mutex_unlock(&fail_lock);
+    }
+    if (f->wakefd >= 0) {
+        close(f->wakefd);
+        f->wakefd = -1;
+    }
+}

@@ -1,0 +1,231 @@
+/* The fabric transport's internals, shared by its files: fabric.c (the
+ * endpoint: provider, address, peers, the ops table), fab_cq.c (the
+ * completion queues, the progress thread, sends), fab_rx.c (what arrives:
+ * writes applied through the core, control messages, reads, replies, the
+ * notification queue) and fab_rma.c (the data path: put, get, flush). */
+#ifndef VMMC_TRANSPORT_FABRIC_INT_H
+#define VMMC_TRANSPORT_FABRIC_INT_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <pthread.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "transport/fabric/fab_cache.h"
+#include "transport/transport.h"
+
+/* Messages (fab_hdr_t.kind). */
+enum {
+    F_WRITE = 1,    /* data into export id/gen (token) at off; flags F_FIRST/LAST/NOTIFY/HEADLAST */
+    F_CTL = 2,      /* one vmmc_ctl_msg_t */
+    F_GET_REQ = 3,  /* read len bytes at off of export id/gen; answered by GET_REP or GET_ERR */
+    F_GET_REP = 4,  /* id, off = position in the answer, data */
+    F_GET_ERR = 5,  /* id, imm = the (negative) status */
+    F_FLUSH = 6,    /* id: answered by FLUSH_ACK once everything before it was applied */
+    F_FLUSH_ACK = 7,
+    F_SIGNAL = 8,   /* wake the endpoint */
+    F_PING = 9,     /* nothing: a waiting requester's probe (a dead peer fails the send) */
+    F_BYE = 10,     /* the sender's endpoint closes: it has left */
+};
+enum { F_FIRST = 1, F_LAST = 2, F_NOTIFY = 4, F_HEADLAST = 8 };
+
+/* Every message starts with this header (host byte order: hosts of one job
+ * share endianness, as for udp). */
+typedef struct fab_hdr {
+    uint8_t kind, flags;
+    uint16_t pad;
+    uint32_t export_id;
+    uint32_t gen;
+    uint32_t seq;   /* per sender and receiver: the receiver handles them in this order */
+    uint64_t token[2];
+    uint64_t off;   /* where this piece goes (writes), its place in the answer (replies) */
+    uint64_t len;   /* a read's length */
+    uint64_t imm;   /* a notification's immediate, or a status */
+    uint64_t id;    /* request id (replies echo it) */
+    /* who sends, for a receiver that does not know the connection yet (the
+     * provider names no source until the sender is in its address vector):
+     * the sender's handle there and the secret of its address (fsec=) */
+    int32_t src;
+    uint32_t pad3;
+    uint64_t sec;
+} fab_hdr_t;
+
+/* Payload per message at most: writes and read answers are cut into
+ * pieces of this size, each one received into one posted buffer. */
+#define FAB_CHUNK (64u * 1024)
+#define FAB_RXBUF (sizeof(fab_hdr_t) + FAB_CHUNK)
+#define FAB_NRX 32 /* receive buffers posted */
+
+/* A message being sent: freed when its completion comes. */
+typedef struct fab_tx {
+    struct fi_context2 ctx; /* first: the completion's op_context */
+    const fab_reg_t *reg;   /* its registration (FI_MR_LOCAL), held until it completes */
+    int peer;
+    size_t len;
+    _Alignas(16) unsigned char buf[];
+} fab_tx_t;
+
+typedef struct fab_rxb {
+    struct fi_context2 ctx;
+    _Alignas(16) unsigned char buf[FAB_RXBUF];
+} fab_rxb_t;
+
+/* A request waiting for its answer (a read, a flush). */
+typedef struct fab_wait {
+    uint64_t id;
+    int peer;
+    uint8_t *dst;
+    size_t len, got;
+    int status; /* VMMC_INPROGRESS until done */
+    struct fab_wait *next;
+} fab_wait_t;
+
+typedef struct fab_peer {
+    fi_addr_t fa;            /* in the address vector, or FI_ADDR_NOTAVAIL */
+    pthread_mutex_t txlock;  /* one write's pieces at a time */
+    pthread_mutex_t seqlock; /* numbering and posting one message */
+    uint32_t tx_seq;
+    /* receive side (progress thread only) */
+    uint32_t rx_seq;         /* the next one to handle */
+    uint64_t msg_off;
+    int msg_ok;
+} fab_peer_t;
+
+#define FAB_PEER_CHUNK 256
+#define FAB_PEER_CHUNKS (VMMC_PEERS_MAX / FAB_PEER_CHUNK)
+
+typedef struct fab_ep {
+    vmmc_ep_t *ep;
+    struct fi_info *info;
+    struct fid_fabric *fabric;
+    struct fid_domain *domain;
+    struct fid_av *av;
+    struct fid_cq *txcq, *rxcq;
+    struct fid_ep *fep;
+    int txfd, rxfd;          /* the CQs' wait fds (FI_WAIT_FD) */
+    int wakefd;              /* eventfd: wake the progress thread */
+    int hw;                  /* the provider offloads in hardware (not tcp/udp/sockets) */
+    size_t addrlen;
+    uint64_t sec;            /* fsec= of our address */
+    pthread_t thread;
+    int thread_up;
+    _Atomic int stop;
+    /* the core's peer table is filled (ep_start ran): receiving waits for it,
+     * or a rank's first message could come before we know the rank */
+    _Atomic int started;
+    fab_rxb_t *rx;           /* FAB_NRX posted buffers */
+    /* FI_MR_LOCAL (the provider needs it, or VMMC_FABRIC_MR_LOCAL): local
+     * buffers are registered through the translation cache (fab_cache.h) */
+    fab_cache_t *cache;
+    const fab_reg_t *rx_reg;
+    /* Received, not handled yet, in arrival order: a message completes
+     * after later ones when the provider fetched it (rendezvous), so each
+     * waits here for its number; and all of a sender's wait while the
+     * notification queue is full. */
+    struct fi_cq_data_entry *held;
+    int *held_peer;
+    int nheld;
+    int busy;                /* the last try found the notification queue full */
+    fab_peer_t **_Atomic peers[FAB_PEER_CHUNKS];
+    /* fi_addr -> handle (the AV is a table: fi_addr is an index) */
+    int *by_fa;
+    size_t by_fa_cap;
+    pthread_mutex_t lock;    /* peers, by_fa, waits */
+    pthread_cond_t cond;
+    fab_wait_t *waits;
+    uint64_t next_id;
+    /* notifications of applied writes until the core takes them */
+    pthread_mutex_t nlock;
+    vmmc_nrec_t *nq;
+    size_t nq_n, nq_cap;
+    _Atomic size_t nq_count;
+    _Atomic int waiting;     /* threads waiting for a peer (see vmmc_fab__waiting) */
+    _Atomic uint64_t c_tx, c_rx, c_tx_again, c_refused, c_unknown, c_bad, c_tx_err;
+} fab_ep_t;
+
+extern const int vmmc_tl_slot_fabric;
+extern const vmmc_tl_ops_t vmmc_tl_fabric;
+
+static inline fab_ep_t *F(vmmc_ep_t *ep)
+{
+    return VMMC_TL_STATE(ep, fabric);
+}
+
+static inline fab_peer_t *fab_peer_of(fab_ep_t *f, int h)
+{
+    if (h < 0 || h >= VMMC_PEERS_MAX)
+        return NULL;
+    fab_peer_t **c = atomic_load_explicit(&f->peers[h / FAB_PEER_CHUNK], memory_order_acquire);
+    return c ? __atomic_load_n(&c[h % FAB_PEER_CHUNK], __ATOMIC_ACQUIRE) : NULL;
+}
+
+/* fab_dl.c: libfabric's functions (the rest are inline calls through its
+ * objects' operation tables), loaded by vmmc_fab__dl_load. */
+struct vmmc_fab_dl {
+    int ok;
+    int (*getinfo)(uint32_t, const char *, const char *, uint64_t, const struct fi_info *,
+                   struct fi_info **);
+    void (*freeinfo)(struct fi_info *);
+    struct fi_info *(*dupinfo)(const struct fi_info *);
+    int (*fabric)(struct fi_fabric_attr *, struct fid_fabric **, void *);
+    const char *(*strerror)(int);
+};
+extern struct vmmc_fab_dl vmmc_fab_dl;
+int vmmc_fab__dl_load(void);
+#define fi_getinfo (*vmmc_fab_dl.getinfo)
+#define fi_freeinfo (*vmmc_fab_dl.freeinfo)
+#define fi_dupinfo (*vmmc_fab_dl.dupinfo)
+#define fi_fabric (*vmmc_fab_dl.fabric)
+#define fi_strerror (*vmmc_fab_dl.strerror)
+
+/* fabric.c */
+fab_peer_t *vmmc_fab__peer(fab_ep_t *f, int h, int *status);
+int vmmc_fab__handle_of(fab_ep_t *f, fi_addr_t fa);
+int vmmc_fab__handle_claimed(fab_ep_t *f, int h, uint64_t sec);
+/* fab_cq.c */
+int vmmc_fab__start(fab_ep_t *f);
+void vmmc_fab__stop(fab_ep_t *f);
+void vmmc_fab__kick(fab_ep_t *f);
+/* Send @hdr + @data (@len) to peer @h; returns once the provider took it (a
+ * copy: the caller's buffers are free). @nonblock: VMMC_ERR_AGAIN instead
+ * of waiting for room. */
+int vmmc_fab__send(fab_ep_t *f, int h, const fab_hdr_t *hdr, const void *data, size_t len,
+                   int nonblock);
+int vmmc_fab__sendv(fab_ep_t *f, int h, const fab_hdr_t *hdr, const struct iovec *iov, int n,
+                    size_t len, int nonblock);
+void vmmc_fab__waiting(fab_ep_t *f, int begin);
+/* Wait for @w (registered with vmmc_fab__wait_add) to finish. */
+uint64_t vmmc_fab__wait_add(fab_ep_t *f, fab_wait_t *w);
+int vmmc_fab__wait_done(fab_ep_t *f, fab_wait_t *w);
+void vmmc_fab__waits_fail(fab_ep_t *f, int peer, int status);
+/* Tell every peer we sent to that this endpoint closes (best effort). */
+void vmmc_fab__goodbye(fab_ep_t *f);
+extern uint64_t vmmc_fab_cfg_send_timeout; /* VMMC_FABRIC_SEND_TIMEOUT, ns */
+/* Release a finished send (its registration, its buffer). */
+void vmmc_fab__tx_free(fab_ep_t *f, fab_tx_t *tx);
+/* fab_rx.c */
+int vmmc_fab__rx(fab_ep_t *f, int peer, fab_peer_t *p, const void *buf, size_t len);
+int vmmc_fab__drain(vmmc_ep_t *ep, void (*push)(vmmc_ep_t *ep, const vmmc_nrec_t *rec));
+/* fab_rma.c */
+int vmmc_fab__ctl_send(vmmc_ep_t *ep, vmmc_tl_peer_t *peer, const vmmc_ctl_msg_t *msg,
+                       const int *fds, int nfds);
+int vmmc_fab__proxy_setup(vmmc_tl_proxy_t *px, const vmmc_ctl_msg_t *m, const int *fds, int nfds);
+int vmmc_fab__put(vmmc_tl_proxy_t *px, size_t off, const void *src, size_t len, int flags,
+                  uint64_t imm);
+int vmmc_fab__putv(vmmc_tl_proxy_t *px, size_t off, const struct iovec *iov, int iovcnt, int flags,
+                   uint64_t imm);
+int vmmc_fab__get(vmmc_tl_proxy_t *px, size_t off, void *dst, size_t len);
+int vmmc_fab__flush(vmmc_ep_t *ep);
+int vmmc_fab__flush_peer(vmmc_ep_t *ep, vmmc_tl_peer_t *peer);
+int vmmc_fab__signal(vmmc_ep_t *ep, vmmc_tl_peer_t *peer);
+
+#endif

@@ -144,13 +144,24 @@ int vmmc_fab__sendv(fab_ep_t *f, int h, const fab_hdr_t *hdr, const struct iovec
             memcpy(tx->buf + at, iov[i].iov_base, iov[i].iov_len);
         at += iov[i].iov_len;
     }
+    fab_hdr_t *th = (fab_hdr_t *)tx->buf;
+    struct timespec t0 = {0, 0};
+    pthread_mutex_lock(&p->seqlock);
     for (unsigned spin = 0;; spin++) {
+        th->seq = p->tx_seq;
         ssize_t rc = fi_send(f->fep, tx->buf, total, NULL, p->fa, &tx->ctx);
         if (rc == 0) {
+            p->tx_seq++;
+            pthread_mutex_unlock(&p->seqlock);
+            if (spin)
+                vmmc_fab__waiting(f, 0);
             atomic_fetch_add_explicit(&f->c_tx, 1, memory_order_relaxed);
             return VMMC_OK;
         }
         if (rc != -FI_EAGAIN) {
+            pthread_mutex_unlock(&p->seqlock);
+            if (spin)
+                vmmc_fab__waiting(f, 0);
             free(tx);
             return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "fabric: send to %s %d: %s",
                               VMMC_PEER_WORD(f->ep, h), h, fi_strerror((int)-rc));
@@ -158,12 +169,32 @@ int vmmc_fab__sendv(fab_ep_t *f, int h, const fab_hdr_t *hdr, const struct iovec
         if (spin == 0)
             atomic_fetch_add_explicit(&f->c_tx_again, 1, memory_order_relaxed);
         if (nonblock) {
+            pthread_mutex_unlock(&p->seqlock);
             free(tx);
             return vmmc_error(VMMC_ERR_AGAIN, "fabric: no room to send to %s %d now",
                               VMMC_PEER_WORD(f->ep, h), h);
         }
         /* No room: drive the provider (our sends' completions) and let
-         * others run; a dead peer ends the wait. */
+         * others run; a dead peer ends the wait. While we wait, our own
+         * notifications move to the core, so that our progress thread
+         * takes the peer's messages: it may be waiting for us the same way. */
+        if (spin == 0) {
+            vmmc_fab__waiting(f, 1);
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+        } else if ((spin & 255) == 0) {
+            struct timespec t1;
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            uint64_t ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull +
+                          (uint64_t)(t1.tv_nsec - t0.tv_nsec);
+            if (ns >= vmmc_fab_cfg_send_timeout) {
+                pthread_mutex_unlock(&p->seqlock);
+                vmmc_fab__waiting(f, 0);
+                free(tx);
+                note_failed(f, h, "fabric: it took no message for VMMC_FABRIC_SEND_TIMEOUT");
+                return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "fabric: %s %d took no message for "
+                                  "VMMC_FABRIC_SEND_TIMEOUT", VMMC_PEER_WORD(f->ep, h), h);
+            }
+        }
         if (tx_progress(f) == 0) {
             if (spin < 64) {
                 sched_yield();
@@ -173,6 +204,8 @@ int vmmc_fab__sendv(fab_ep_t *f, int h, const fab_hdr_t *hdr, const struct iovec
             }
         }
         if ((st = peer_error(f, h)) != VMMC_OK || atomic_load(&f->stop)) {
+            pthread_mutex_unlock(&p->seqlock);
+            vmmc_fab__waiting(f, 0);
             free(tx);
             return st != VMMC_OK ? st : vmmc_error(VMMC_ERR_PEER_DEAD, "fabric: closing");
         }
@@ -184,6 +217,28 @@ int vmmc_fab__send(fab_ep_t *f, int h, const fab_hdr_t *hdr, const void *data, s
 {
     struct iovec v = {(void *)data, len};
     return vmmc_fab__sendv(f, h, hdr, &v, len ? 1 : 0, len, nonblock);
+}
+
+void vmmc_fab__goodbye(fab_ep_t *f)
+{
+    int n = vmmc_tl_peer_count(f->ep);
+    int sent = 0;
+    for (int h = 0; h < n; h++) {
+        fab_peer_t *p = fab_peer_of(f, h);
+        if (!p || __atomic_load_n(&p->fa, __ATOMIC_ACQUIRE) == FI_ADDR_NOTAVAIL ||
+            h == VMMC_TL_EP(f->ep)->rank || peer_error(f, h) != VMMC_OK)
+            continue;
+        fab_hdr_t bye = {.kind = F_BYE};
+        sent += vmmc_fab__send(f, h, &bye, NULL, 0, 1) == VMMC_OK;
+    }
+    /* let the provider put them on the wire: their completions, or 0.2 s */
+    for (int i = 0; sent && i < 2000; i++) {
+        sent -= tx_progress(f);
+        if (sent > 0) {
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+        }
+    }
 }
 
 /* ---- requests waiting for answers ------------------------------------------ */
@@ -222,7 +277,7 @@ void vmmc_fab__waiting(fab_ep_t *f, int begin)
     }
     atomic_fetch_add_explicit(&f->waiting, 1, memory_order_seq_cst);
     vmmc_tl_drain(f->ep);
-    if (f->nheld)
+    if (f->busy)
         kick(f);
 }
 
@@ -255,7 +310,7 @@ int vmmc_fab__wait_done(fab_ep_t *f, fab_wait_t *w)
          * it (connection refused or reset), which fails the peer. */
         if (ticks % 5 == 0) {
             pthread_mutex_unlock(&f->lock);
-            fab_hdr_t ping = {.kind = F_SIGNAL, .flags = 0};
+            fab_hdr_t ping = {.kind = F_PING};
             (void)vmmc_fab__send(f, w->peer, &ping, NULL, 0, 1);
             pthread_mutex_lock(&f->lock);
         }
@@ -287,28 +342,41 @@ static int post_rx(fab_ep_t *f, fab_rxb_t *b)
     }
 }
 
-/* Handle one received message; 1: hold it (and all after it) for later. */
-static int rx_one(fab_ep_t *f, const struct fi_cq_data_entry *e, fi_addr_t src)
+/* Handle what was received, each sender's messages in their order; a
+ * message whose turn has not come (an earlier one still completes) or that
+ * finds the notification queue full waits in held[]. */
+static int rx_handle(fab_ep_t *f)
 {
-    fab_rxb_t *b = e->op_context;
-    if (vmmc_fab__rx(f, src, b->buf, e->len))
-        return 1;
-    (void)post_rx(f, b);
-    return 0;
+    int done = 0;
+    f->busy = 0;
+    for (int i = 0; i < f->nheld;) {
+        struct fi_cq_data_entry *e = &f->held[i];
+        fab_rxb_t *b = e->op_context;
+        fab_peer_t *p = fab_peer_of(f, f->held_peer[i]);
+        fab_hdr_t h;
+        memcpy(&h, b->buf, sizeof h);
+        if (h.seq != p->rx_seq) {
+            i++;
+            continue;
+        }
+        if (vmmc_fab__rx(f, f->held_peer[i], p, b->buf, e->len)) {
+            f->busy = 1; /* nothing of anyone's before the queue has room (order) */
+            return done;
+        }
+        p->rx_seq++;
+        f->nheld--;
+        memmove(f->held + i, f->held + i + 1, (size_t)(f->nheld - i) * sizeof *f->held);
+        memmove(f->held_peer + i, f->held_peer + i + 1, (size_t)(f->nheld - i) * sizeof *f->held_peer);
+        (void)post_rx(f, b);
+        done++;
+        i = 0; /* one of this sender's that waited may be next now */
+    }
+    return done;
 }
 
 static int rx_progress(fab_ep_t *f)
 {
     int done = 0;
-    /* Held messages first, in order. */
-    while (f->nheld) {
-        if (rx_one(f, &f->held[0], f->held_src[0]))
-            return done;
-        f->nheld--;
-        memmove(f->held, f->held + 1, (size_t)f->nheld * sizeof *f->held);
-        memmove(f->held_src, f->held_src + 1, (size_t)f->nheld * sizeof *f->held_src);
-        done++;
-    }
     struct fi_cq_data_entry e[16];
     fi_addr_t src[16];
     ssize_t n = fi_cq_readfrom(f->rxcq, e, 16, src);
@@ -322,15 +390,23 @@ static int rx_progress(fab_ep_t *f)
             if (err.op_context && !atomic_load(&f->stop))
                 (void)post_rx(f, err.op_context);
         }
-        return done + 1;
-    }
-    for (ssize_t i = 0; i < n; i++) {
-        if (f->nheld || rx_one(f, &e[i], src[i])) {
-            f->held[f->nheld] = e[i];
-            f->held_src[f->nheld++] = src[i];
-        }
         done++;
     }
+    for (ssize_t i = 0; i < n; i++) {
+        fab_rxb_t *b = e[i].op_context;
+        int h = vmmc_fab__handle_of(f, src[i]);
+        if (h < 0 || !fab_peer_of(f, h) || e[i].len < sizeof(fab_hdr_t)) {
+            /* not from a peer of ours, or too short to be a message */
+            atomic_fetch_add_explicit(h < 0 ? &f->c_unknown : &f->c_bad, 1, memory_order_relaxed);
+            (void)post_rx(f, b);
+            continue;
+        }
+        f->held[f->nheld] = e[i];
+        f->held_peer[f->nheld++] = h;
+        done++;
+    }
+    if (n > 0 || (f->nheld && !f->busy) || done)
+        done += rx_handle(f);
     return done;
 }
 
@@ -341,13 +417,15 @@ static void *progress_main(void *arg)
         int n = rx_progress(f);
         n += tx_progress(f);
         report_failed(f);
-        if (n && !f->nheld)
+        if (f->busy)
+            n += rx_handle(f); /* the core may have taken notifications meanwhile */
+        if (n && !f->busy)
             continue;
         struct fid *fids[2] = {&f->txcq->fid, &f->rxcq->fid};
         struct pollfd pf[3] = {{f->wakefd, POLLIN, 0}, {f->txfd, POLLIN, 0}, {f->rxfd, POLLIN, 0}};
-        /* With messages held, only a drain (the wake fd) or sends matter. */
-        if (f->nheld || fi_trywait(f->fabric, fids, 2) == FI_SUCCESS)
-            (void)poll(pf, 3, f->nheld ? 10 : 1000);
+        /* With the queue full, a drain (the wake fd) matters most. */
+        if (f->busy || fi_trywait(f->fabric, fids, 2) == FI_SUCCESS)
+            (void)poll(pf, 3, f->busy ? 10 : 1000);
         if (pf[0].revents & POLLIN) {
             uint64_t v;
             ssize_t r = read(f->wakefd, &v, sizeof v);
@@ -362,8 +440,8 @@ int vmmc_fab__start(fab_ep_t *f)
     f->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     f->rx = calloc(FAB_NRX, sizeof *f->rx);
     f->held = calloc(FAB_NRX, sizeof *f->held);
-    f->held_src = calloc(FAB_NRX, sizeof *f->held_src);
-    if (f->wakefd < 0 || !f->rx || !f->held || !f->held_src)
+    f->held_peer = calloc(FAB_NRX, sizeof *f->held_peer);
+    if (f->wakefd < 0 || !f->rx || !f->held || !f->held_peer)
         return vmmc_error(VMMC_ERR_NOMEM, "fabric: out of memory or descriptors");
     for (int i = 0; i < FAB_NRX; i++) {
         int st = post_rx(f, &f->rx[i]);

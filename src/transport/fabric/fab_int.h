@@ -31,6 +31,8 @@ enum {
     F_FLUSH = 6,    /* id: answered by FLUSH_ACK once everything before it was applied */
     F_FLUSH_ACK = 7,
     F_SIGNAL = 8,   /* wake the endpoint */
+    F_PING = 9,     /* nothing: a waiting requester's probe (a dead peer fails the send) */
+    F_BYE = 10,     /* the sender's endpoint closes: it has left */
 };
 enum { F_FIRST = 1, F_LAST = 2, F_NOTIFY = 4, F_HEADLAST = 8 };
 
@@ -41,7 +43,7 @@ typedef struct fab_hdr {
     uint16_t pad;
     uint32_t export_id;
     uint32_t gen;
-    uint32_t pad2;
+    uint32_t seq;   /* per sender and receiver: the receiver handles them in this order */
     uint64_t token[2];
     uint64_t off;   /* where this piece goes (writes), its place in the answer (replies) */
     uint64_t len;   /* a read's length */
@@ -81,7 +83,10 @@ typedef struct fab_wait {
 typedef struct fab_peer {
     fi_addr_t fa;            /* in the address vector, or FI_ADDR_NOTAVAIL */
     pthread_mutex_t txlock;  /* one write's pieces at a time */
+    pthread_mutex_t seqlock; /* numbering and posting one message */
+    uint32_t tx_seq;
     /* receive side (progress thread only) */
+    uint32_t rx_seq;         /* the next one to handle */
     uint64_t msg_off;
     int msg_ok;
 } fab_peer_t;
@@ -105,10 +110,14 @@ typedef struct fab_ep {
     int thread_up;
     _Atomic int stop;
     fab_rxb_t *rx;           /* FAB_NRX posted buffers */
-    /* rx completions read but not handled yet (a full notification queue) */
+    /* Received, not handled yet, in arrival order: a message completes
+     * after later ones when the provider fetched it (rendezvous), so each
+     * waits here for its number; and all of a sender's wait while the
+     * notification queue is full. */
     struct fi_cq_data_entry *held;
-    fi_addr_t *held_src;
+    int *held_peer;
     int nheld;
+    int busy;                /* the last try found the notification queue full */
     fab_peer_t **_Atomic peers[FAB_PEER_CHUNKS];
     /* fi_addr -> handle (the AV is a table: fi_addr is an index) */
     int *by_fa;
@@ -160,8 +169,11 @@ void vmmc_fab__waiting(fab_ep_t *f, int begin);
 uint64_t vmmc_fab__wait_add(fab_ep_t *f, fab_wait_t *w);
 int vmmc_fab__wait_done(fab_ep_t *f, fab_wait_t *w);
 void vmmc_fab__waits_fail(fab_ep_t *f, int peer, int status);
+/* Tell every peer we sent to that this endpoint closes (best effort). */
+void vmmc_fab__goodbye(fab_ep_t *f);
+extern uint64_t vmmc_fab_cfg_send_timeout; /* VMMC_FABRIC_SEND_TIMEOUT, ns */
 /* fab_rx.c */
-int vmmc_fab__rx(fab_ep_t *f, fi_addr_t src, const void *buf, size_t len);
+int vmmc_fab__rx(fab_ep_t *f, int peer, fab_peer_t *p, const void *buf, size_t len);
 int vmmc_fab__drain(vmmc_ep_t *ep, void (*push)(vmmc_ep_t *ep, const vmmc_nrec_t *rec));
 /* fab_rma.c */
 int vmmc_fab__ctl_send(vmmc_ep_t *ep, vmmc_tl_peer_t *peer, const vmmc_ctl_msg_t *msg,

@@ -48,7 +48,7 @@ int vmmc_fab__drain(vmmc_ep_t *ep, void (*push)(vmmc_ep_t *ep, const vmmc_nrec_t
     f->nq_n = 0;
     atomic_store_explicit(&f->nq_count, 0, memory_order_release);
     pthread_mutex_unlock(&f->nlock);
-    if (n && f->nheld) { /* messages held for room go in now */
+    if (n && f->busy) { /* messages held for room go in now */
         uint64_t one = 1;
         ssize_t w = write(f->wakefd, &one, sizeof one);
         (void)w;
@@ -159,14 +159,8 @@ static int on_write(fab_ep_t *f, int peer, fab_peer_t *p, const fab_hdr_t *h, co
     return 0;
 }
 
-int vmmc_fab__rx(fab_ep_t *f, fi_addr_t src, const void *buf, size_t len)
+int vmmc_fab__rx(fab_ep_t *f, int peer, fab_peer_t *p, const void *buf, size_t len)
 {
-    int peer = vmmc_fab__handle_of(f, src);
-    fab_peer_t *p = peer >= 0 ? fab_peer_of(f, peer) : NULL;
-    if (!p) {
-        atomic_fetch_add_explicit(&f->c_unknown, 1, memory_order_relaxed);
-        return 0;
-    }
     fab_hdr_t h;
     if (len < sizeof h) {
         atomic_fetch_add_explicit(&f->c_bad, 1, memory_order_relaxed);
@@ -175,10 +169,14 @@ int vmmc_fab__rx(fab_ep_t *f, fi_addr_t src, const void *buf, size_t len)
     memcpy(&h, buf, sizeof h);
     const uint8_t *data = (const uint8_t *)buf + sizeof h;
     size_t dlen = len - sizeof h;
-    atomic_fetch_add_explicit(&f->c_rx, 1, memory_order_relaxed);
+    if (h.kind != F_WRITE)
+        atomic_fetch_add_explicit(&f->c_rx, 1, memory_order_relaxed);
     switch (h.kind) {
     case F_WRITE:
-        return on_write(f, peer, p, &h, data, dlen);
+        if (on_write(f, peer, p, &h, data, dlen))
+            return 1;
+        atomic_fetch_add_explicit(&f->c_rx, 1, memory_order_relaxed);
+        return 0;
     case F_CTL: {
         vmmc_ctl_msg_t m;
         if (dlen != sizeof m) {
@@ -208,6 +206,13 @@ int vmmc_fab__rx(fab_ep_t *f, fi_addr_t src, const void *buf, size_t len)
         return 0;
     case F_SIGNAL:
         vmmc_tl_wake(f->ep);
+        return 0;
+    case F_PING:
+        return 0;
+    case F_BYE:
+        /* after everything it sent before (in order): it has left */
+        vmmc_tl_peer_failed(f->ep, peer, -1, "left (fabric goodbye)");
+        vmmc_fab__waits_fail(f, peer, VMMC_ERR_PEER_DEAD);
         return 0;
     default:
         atomic_fetch_add_explicit(&f->c_bad, 1, memory_order_relaxed);

@@ -30,6 +30,7 @@
 
 static const char *cfg_mode;
 static const char *cfg_provider;
+uint64_t vmmc_fab_cfg_send_timeout;
 static const vmmc_cfg_entry_t fab_entries[] = {
     {"FABRIC", "auto", "open the libfabric transport: auto (only where RDMA hardware and a "
      "provider offloading to it are found, or VMMC_TRANSPORT=fabric), yes, no",
@@ -38,6 +39,9 @@ static const vmmc_cfg_entry_t fab_entries[] = {
      "verbs;ofi_rxm, efa; '+' may stand for ';'); empty: FI_PROVIDER, else the first FI_EP_RDM "
      "provider with FI_MSG, ordered",
      VMMC_CFG_STRING, &cfg_provider},
+    {"FABRIC_SEND_TIMEOUT", "10s", "a send that finds no room in the provider for this long "
+     "fails its peer (it stopped taking messages)", VMMC_CFG_TIME, &vmmc_fab_cfg_send_timeout,
+     1000000ull, 86400000000000ull},
 };
 VMMC_CONFIG_TABLE(fab_cfg, "fabric transport", fab_entries);
 
@@ -89,8 +93,9 @@ static struct fi_info *pick(void)
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
     hints->ep_attr->type = FI_EP_RDM;
     hints->domain_attr->threading = FI_THREAD_SAFE;
-    hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
-                                  FI_MR_PROV_KEY;
+    /* Buffers are handed over without descriptors: providers that need
+     * local registrations (FI_MR_LOCAL) are not offered. */
+    hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
     hints->tx_attr->msg_order = FI_ORDER_SAS;
     hints->rx_attr->msg_order = FI_ORDER_SAS;
     if (cfg_provider && cfg_provider[0]) {
@@ -220,8 +225,11 @@ static int fab_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
 static void fab_ep_stop(vmmc_ep_t *ep)
 {
     fab_ep_t *f = F(ep);
-    if (f)
+    if (f) {
+        if (f->thread_up)
+            vmmc_fab__goodbye(f);
         vmmc_fab__stop(f);
+    }
 }
 
 static void fab_ep_close(vmmc_ep_t *ep)
@@ -250,6 +258,7 @@ static void fab_ep_close(vmmc_ep_t *ep)
         for (int i = 0; i < FAB_PEER_CHUNK; i++)
             if (ch[i]) {
                 pthread_mutex_destroy(&ch[i]->txlock);
+                pthread_mutex_destroy(&ch[i]->seqlock);
                 free(ch[i]);
             }
         free(ch);
@@ -258,7 +267,7 @@ static void fab_ep_close(vmmc_ep_t *ep)
     free(f->nq);
     free(f->rx);
     free(f->held);
-    free(f->held_src);
+    free(f->held_peer);
     pthread_mutex_destroy(&f->lock);
     pthread_mutex_destroy(&f->nlock);
     pthread_cond_destroy(&f->cond);
@@ -329,6 +338,7 @@ static fab_peer_t *peer_slot(fab_ep_t *f, int h)
     if (c && !p && (p = calloc(1, sizeof *p))) {
         p->fa = FI_ADDR_NOTAVAIL;
         pthread_mutex_init(&p->txlock, NULL);
+        pthread_mutex_init(&p->seqlock, NULL);
         __atomic_store_n(&c[h % FAB_PEER_CHUNK], p, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&f->lock);

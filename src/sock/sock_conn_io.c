@@ -80,7 +80,8 @@ void sock_conn_maybe_retire(sock_conn_t *c, int have_tx, int have_rx)
             goto out;
         got_rx = 1;
     }
-    sock_conn_retire_why(c, c->rev_why);
+    if (!sock_zc_pending(c)) /* direct bytes still to read: the reader retires it */
+        sock_conn_retire_why(c, c->rev_why);
     if (got_rx)
         pthread_mutex_unlock(&s->rx_lock);
 out:
@@ -175,7 +176,7 @@ static int rx_recheck(void *arg)
         return 1;
     if (st & C_REV_SENT)
         return 0; /* the ring is dropped: only the TCP side can bring news */
-    return sock_rx_word(&c->rx, SOCK_HDR_TAIL) != c->head ||
+    return sock_rx_word(&c->rx, SOCK_HDR_TAIL) != c->head || sock_zc_pending(c) ||
            sock_rx_word(&c->rx, SOCK_HDR_FLAGS) != 0;
 }
 
@@ -198,8 +199,47 @@ static ssize_t tcp_recv(sock_conn_t *c, const struct iovec *iov, int iovcnt, int
     }
 }
 
+/* Direct bytes first (sock_zcopy.c): a record or spilled bytes wait, or
+ * a posting must be withdrawn because the ring (or a record) has news.
+ * 0: nothing to do; 1: *got moved (the caller continues or returns); -1:
+ * failed. */
+static int zc_step(sock_conn_t *c, const struct iovec *dst, int iovcnt, size_t *got,
+                   size_t total, int flags, uint64_t tail, ssize_t *out)
+{
+    if (c->zposted ? !sock_zc_pending(c) && tail == c->head : !sock_zc_pending(c))
+        return 0;
+    ssize_t k = sock_zc_read(c, dst, iovcnt, *got, total - *got, flags & MSG_PEEK, tail);
+    if (k < 0)
+        return -1;
+    if (k && (flags & MSG_PEEK)) {
+        *out = k;
+        return 2;
+    }
+    *got += (size_t)k;
+    return 1;
+}
+
+static ssize_t recv_loop(sock_conn_t *c, const struct iovec *iov, int iovcnt, int flags,
+                         int timeout_ms);
+
 ssize_t sock_conn_recv(sock_conn_t *c, const struct iovec *iov, int iovcnt, int flags,
                        int timeout_ms)
+{
+    ssize_t r = recv_loop(c, iov, iovcnt, flags, timeout_ms);
+    if (VMMC_UNLIKELY(c->zposted)) {
+        /* every way out withdraws the posting; bytes placed meanwhile
+         * (right after the r returned) are counted, whatever ended the wait */
+        int e = errno;
+        ssize_t k = sock_zc_cancel(c);
+        if (k > 0)
+            return (r > 0 ? r : 0) + k;
+        errno = e;
+    }
+    return r;
+}
+
+static ssize_t recv_loop(sock_conn_t *c, const struct iovec *iov, int iovcnt, int flags,
+                         int timeout_ms)
 {
     size_t total = iov_total(iov, iovcnt), got = 0;
     if (!total)
@@ -213,7 +253,19 @@ ssize_t sock_conn_recv(sock_conn_t *c, const struct iovec *iov, int iovcnt, int 
             return (ssize_t)got;
         if (VMMC_UNLIKELY(st & (C_REV_SENT | C_REV_PEER | C_REV_ACKED | C_RX_TCP | C_RETIRED))) {
             /* going back to TCP: answer the peer's REVERT, then read TCP
-             * once its REVERT_ACK came (the bytes it resends follow it) */
+             * once its REVERT_ACK came (the bytes it resends follow it);
+             * direct bytes placed before it come first */
+            ssize_t zr = 0;
+            int z = zc_step(c, dst, iovcnt, &got, total, flags, atomic_load(&c->tail), &zr);
+            if (z < 0)
+                return got ? (ssize_t)got : -1;
+            if (z == 2)
+                return zr;
+            if (z == 1) {
+                if (got == total || (got && !(flags & MSG_WAITALL)))
+                    return (ssize_t)got;
+                continue;
+            }
             if ((st & (C_REV_PEER | C_TX_TCP)) == C_REV_PEER)
                 sock_revert_answer_rx(c);
             sock_conn_maybe_retire(c, 0, 1);
@@ -259,6 +311,19 @@ ssize_t sock_conn_recv(sock_conn_t *c, const struct iovec *iov, int iovcnt, int 
             errno = ECONNRESET; /* the peer reset: its bytes are void, as TCP's */
             return got ? (ssize_t)got : -1;
         }
+        if (VMMC_UNLIKELY(c->zposted) || VMMC_UNLIKELY(sock_zc_pending(c))) {
+            ssize_t zr = 0;
+            int z = zc_step(c, dst, iovcnt, &got, total, flags, tail, &zr);
+            if (z < 0)
+                return got ? (ssize_t)got : -1;
+            if (z == 2)
+                return zr;
+            if (z == 1) {
+                if (got == total || (got && !(flags & MSG_WAITALL)))
+                    return (ssize_t)got;
+                continue;
+            }
+        }
         uint64_t avail = tail - c->head;
         if (avail) {
             size_t n = avail < total - got ? (size_t)avail : total - got;
@@ -298,6 +363,10 @@ ssize_t sock_conn_recv(sock_conn_t *c, const struct iovec *iov, int iovcnt, int 
         }
         if (sock_conn_tcp_pending(c))
             sock_conn_on_tcp(c);
+        /* a large read: have the writer place the bytes straight here */
+        if (!c->zposted && dst && !(flags & MSG_PEEK) && sock_cfg()->zcopy &&
+            total - got >= sock_cfg()->zcopy && sock_zc_post(c, dst, iovcnt, got, total - got))
+            continue; /* look at the ring again: bytes may have come first */
         /* spin a while, then sleep */
         uint64_t now = now_ns();
         if (!spin_end)
@@ -331,14 +400,15 @@ size_t sock_conn_unread(sock_conn_t *c)
         return 0;
     }
     uint64_t tail = sock_rx_word(&c->rx, SOCK_HDR_TAIL), head = c->head;
-    return tail > head && tail - head <= c->rx.size ? (size_t)(tail - head) : 0;
+    return (tail > head && tail - head <= c->rx.size ? (size_t)(tail - head) : 0) +
+           sock_zc_unread(c);
 }
 
 /* ------------------------------------------------------------------------ */
 /* send */
 
 /* Tell the reader the new tail (the caller stored it). */
-static void notify_data(sock_conn_t *c)
+void sock_conn_notify_data(sock_conn_t *c)
 {
     if (c->tx.map) {
         atomic_thread_fence(memory_order_seq_cst);
@@ -513,6 +583,17 @@ ssize_t sock_conn_send(sock_conn_t *c, const struct iovec *iov, int iovcnt, int 
         } else {
             if (VMMC_UNLIKELY(c->llen) && sock_conn_flush_local(c) != 0)
                 return done ? (ssize_t)done : -1;
+            if (VMMC_UNLIKELY(sock_zc_posted(c)) && !c->llen) {
+                /* the reader posted a large read: straight into its buffer */
+                ssize_t z = sock_zc_send(c, iov, iovcnt, done, total - done);
+                if (z < 0)
+                    return done ? (ssize_t)done : -1;
+                if (z > 0) {
+                    done += (size_t)z;
+                    spin_end = 0;
+                    continue;
+                }
+            }
             room = c->llen ? 0 : tx_room(c);
             if (room < 0)
                 return done ? (ssize_t)done : -1;
@@ -533,7 +614,7 @@ ssize_t sock_conn_send(sock_conn_t *c, const struct iovec *iov, int iovcnt, int 
             atomic_store(&c->sent, sent + n);
             atomic_fetch_add(&c->nsent, n);
             done += n;
-            notify_data(c);
+            sock_conn_notify_data(c);
             spin_end = 0;
             continue;
         }
@@ -610,7 +691,7 @@ ssize_t sock_conn_sendfile(sock_conn_t *c, int in_fd, off_t *offset, size_t coun
             }
             atomic_store(&c->sent, sent + (uint64_t)n);
             atomic_fetch_add(&c->nsent, (uint64_t)n);
-            notify_data(c);
+            sock_conn_notify_data(c);
         } else {
             /* no room, detached or on TCP: through a bounce buffer and send */
             uint8_t b[16384];

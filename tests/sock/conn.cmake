@@ -31,3 +31,8 @@ vmmc_add_test(t_sock_conn_fin SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_conn_fin.
               LABELS sock)
 vmmc_add_test(t_sock_conn_fin_udp SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_conn_fin.c
               TIMEOUT 120 LABELS sock ENV VMMC_TRANSPORT=udp)
+# Posted receives: large reads placed directly by the writer (src/sock/sock_zcopy.c).
+vmmc_add_test(t_sock_zcopy SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_zcopy.c TIMEOUT 240
+              LABELS sock)
+vmmc_add_test(t_sock_zcopy_udp SOURCES ${CMAKE_CURRENT_LIST_DIR}/t_sock_zcopy.c TIMEOUT 240
+              LABELS sock ENV VMMC_TRANSPORT=udp)

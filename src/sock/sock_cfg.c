@@ -28,7 +28,7 @@ static const vmmc_cfg_entry_t sock_entries[] = {
      VMMC_CFG_TIME, &cfg.spin_ns},
     {"SOCK_ZCOPY", "64K",
      "a blocking read of at least this many bytes may have the writer place them directly in "
-     "its buffer",
+     "its buffer (0: never, and postings of the peer are not served)",
      VMMC_CFG_SIZE, &cfg.zcopy},
     {"SOCK_PROBE_SLOTS", "1024",
      "connections a listener can have probed and not yet accepted (its shared probe table)",

@@ -26,7 +26,7 @@ static const vmmc_cfg_entry_t sock_entries[] = {
      VMMC_CFG_TIME, &cfg.revert_timeout_ns, 1000000ull, 600000000000ull},
     {"SOCK_SPIN", "20us", "a blocking socket call spins this long before it sleeps",
      VMMC_CFG_TIME, &cfg.spin_ns},
-    {"SOCK_ZCOPY", "64K",
+    {"SOCK_ZCOPY", "256K",
      "a blocking read of at least this many bytes may have the writer place them directly in "
      "its buffer (0: never, and postings of the peer are not served)",
      VMMC_CFG_SIZE, &cfg.zcopy},

@@ -20,12 +20,14 @@
 #ifndef VMMC_SOCK_CONN_PRIV_H
 #define VMMC_SOCK_CONN_PRIV_H
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #include "sock/sock.h"
+#include "util/clock.h"
 
 #define SOCK_CACHELINE 64
 
@@ -186,6 +188,58 @@ struct sock_conn {
 
     struct sock_conn *next_retired;
 };
+
+/* sock_conn_io.c, sock_conn_tx.c: shared by both directions */
+
+/* Bytes a large send or receive moves between two publications of its tail
+ * or credit: a quarter of the ring, at least 16 KiB, at most 256 KiB. */
+static inline size_t sock_io_chunk(uint64_t ring)
+{
+    uint64_t q = ring / 4;
+    return (size_t)(q < 16384 ? 16384 : q > 262144 ? 262144 : q);
+}
+
+static inline size_t sock_iov_total(const struct iovec *iov, int iovcnt)
+{
+    size_t t = 0;
+    for (int i = 0; i < iovcnt; i++)
+        t += iov[i].iov_len;
+    return t;
+}
+
+/* Milliseconds left before @p deadline (ns; 0 = none): -1 forever. */
+static inline int sock_left_ms(uint64_t deadline)
+{
+    if (!deadline)
+        return -1;
+    uint64_t now = vmmc_now_ns();
+    return now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
+}
+
+/* A blocked call's next step: SOCK_SPIN_MORE while its spin (VMMC_SOCK_SPIN,
+ * from the first call, *spin_end 0) lasts: look again; then the
+ * milliseconds it may sleep (-1 forever, 0: its time is up). */
+enum { SOCK_SPIN_MORE = -2 };
+static inline int sock_spin_left(uint64_t *spin_end, uint64_t deadline)
+{
+    uint64_t now = vmmc_now_ns();
+    if (!*spin_end)
+        *spin_end = now + sock_cfg()->spin_ns;
+    if (now < *spin_end) {
+        __builtin_ia32_pause();
+        return SOCK_SPIN_MORE;
+    }
+    return sock_left_ms(deadline);
+}
+
+/* What a call whose time is up returns: the bytes it moved, or EAGAIN. */
+static inline ssize_t sock_moved_or_again(size_t n)
+{
+    if (n)
+        return (ssize_t)n;
+    errno = EAGAIN;
+    return -1;
+}
 
 /* sock_conn.c */
 int sock_conn_fail(sock_conn_t *c, int bits, int err, const char *fmt, ...)

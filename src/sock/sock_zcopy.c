@@ -42,8 +42,11 @@
 enum { ZC_SLOTS = 16 };
 #define ZC_MAX ((size_t)4 << 20)
 /* A writer places fewer bytes than posted only if it has at least this many
- * (else they go through the ring, and the reader withdraws). */
-#define ZC_MIN_DIRECT ((size_t)16384)
+ * (else they go through the ring, and the reader withdraws): a placement
+ * is a round of posting, record and wake-up during which neither side
+ * copies anything else, while through the ring both copy at once; below
+ * this the ring is faster (measured: 64 KiB writes into 1 MiB reads). */
+#define ZC_MIN_DIRECT ((size_t)256 << 10)
 
 static uint64_t now_ms(void)
 {

@@ -9,7 +9,7 @@
  *             ring first (the posting is withdrawn), then the rest, in order;
  *   smaller:  recv(256K) posted while 1M is sent: 256K placed, the rest
  *             through the ring;
- *   larger:   recv(4M) posted, a 100K send: a short read of 100K, placed;
+ *   larger:   recv(4M) posted, a 300K send: a short read of 300K, placed;
  *   iov:      readv of {1M, 64K} posted: placed into the first piece;
  *   eintr:    a posted recv interrupted by a signal (no SA_RESTART) before
  *             anything came: EINTR, no byte lost; then a stream read while a
@@ -94,7 +94,7 @@ static void client(int port, int ctl_port, int cs)
     case LARGER:
     case IOV:
         wait_posted(&t);
-        wsend(&t, cs == LARGER ? 100 * 1024 : MB);
+        wsend(&t, cs == LARGER ? 300 * 1024 : MB);
         break;
     case SMALL_FIRST:
         wait_posted(&t);
@@ -250,8 +250,8 @@ static void server_case(int l, int lctl, int cs, pid_t child, pthread_t *killer)
         VT_CHECK(direct_in(&t) >= 256 * 1024); /* the first read; later ones may post too */
         break;
     case LARGER:
-        VT_CHECK(rread(&t, b, 4 * MB, 0, -1) == 100 * 1024);
-        VT_CHECK(direct_in(&t) == 100 * 1024);
+        VT_CHECK(rread(&t, b, 4 * MB, 0, -1) == 300 * 1024);
+        VT_CHECK(direct_in(&t) == 300 * 1024);
         break;
     case IOV: {
         struct iovec v[2] = {{b, MB}, {b + MB, 65536}};

@@ -45,6 +45,7 @@ enum {
     SOCK_HDR_DIR_SEQ = 6 * SOCK_CACHELINE,     /* the posting it served */
     SOCK_HDR_DIR_AT = 6 * SOCK_CACHELINE + 8,  /* ring position of the bytes */
     SOCK_HDR_DIR_LEN = 6 * SOCK_CACHELINE + 16,/* bytes placed */
+    SOCK_HDR_DIR_DONE = 6 * SOCK_CACHELINE + 24,/* last posting it is done with */
     SOCK_HDR_SIZE = 8 * SOCK_CACHELINE /* data starts here */
 };
 
@@ -169,6 +170,8 @@ struct sock_conn {
     uint32_t zpost;            /* last posting's sequence */
     uint32_t ztaken;           /* last direct record taken */
     int zposted;               /* a posting is installed (zreq) */
+    uint32_t zdoubt;           /* a posting withdrawn with nothing placed that the
+                                  writer may still write (0: none) */
     int zoff;                  /* the window could not be made: never post */
     uint8_t *zbuf;             /* the posted buffer */
     size_t zwant;              /* its bytes */
@@ -178,7 +181,7 @@ struct sock_conn {
     _Atomic size_t spill_len;
     /* send side, under tx_lock: */
     vmmc_proxy_t *zpx;         /* the peer's window, imported at its first posting */
-    uint32_t zseen;            /* last posting served or passed over */
+    uint32_t zseen;            /* last posting served or declined */
     uint32_t zpub;             /* last direct record published */
     int zno;                   /* the window cannot be imported: the ring only */
     char zname[SOCK_RING_NAME_MAX]; /* the peer's window name */

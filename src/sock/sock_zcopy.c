@@ -14,11 +14,14 @@
  * process_vm_writev on shm, deliberate update over udp), then publishes the
  * record {DIR_AT = its ring tail, DIR_LEN = bytes, DIR_SEQ = seq} in the
  * reader's header: the bytes sit in the stream right after ring position
- * DIR_AT. The reader takes the record (cancel: vmmc_redirect_cancel says how
+ * DIR_AT; then DIR_DONE = seq (it also says so for a posting it declines or
+ * finds withdrawn: it acts on each posting once). The reader takes the record (cancel: vmmc_redirect_cancel says how
  * many bytes landed in its buffer) and acknowledges it (DIR_ACK). A write
  * that came after the reader withdrew lands in the window's default buffer
  * and the arrival log; its record is taken later by redirecting that range
- * into a spill buffer, which is read before the ring bytes that follow. So
+ * into a spill buffer, which is read before the ring bytes that follow; the
+ * reader posts again only once the writer is done with a withdrawn posting
+ * (DIR_DONE), so such a write can only land in its own range. So
  * each byte is delivered once and in order whoever wins a race; a record that
  * does not check out resets the connection. */
 #ifndef _GNU_SOURCE
@@ -106,6 +109,15 @@ int sock_zc_post(sock_conn_t *c, const struct iovec *iov, int iovcnt, size_t ski
                C_RESET | C_DEAD | C_PEER_FIN | C_SHUT_RD)) ||
         sock_zc_pending(c))
         return 0;
+    if (c->zdoubt) {
+        /* a withdrawn posting the writer may still be writing: not before
+         * it is done with it (its bytes then wait as a record, taken first) */
+        if ((int32_t)((uint32_t)word(c, SOCK_HDR_DIR_DONE) - c->zdoubt) < 0)
+            return 0;
+        c->zdoubt = 0;
+        if (sock_zc_pending(c))
+            return 0;
+    }
     /* the piece of the iovec at @p skip: it must be large enough alone */
     uint8_t *buf = NULL;
     size_t len = 0;
@@ -186,8 +198,10 @@ ssize_t sock_zc_cancel(sock_conn_t *c)
     sock_tx_word(&c->tx, SOCK_HDR_POST, (uint64_t)seq << 32); /* withdrawn */
     int d = vmmc_redirect_cancel(&c->zreq);
     c->zposted = 0;
-    if (d <= 0)
-        return 0; /* nothing landed: a late write goes to the window (taken later) */
+    if (d <= 0) {
+        c->zdoubt = seq; /* nothing landed: a late write goes to the window (taken later) */
+        return 0;
+    }
     /* The writer placed bytes: its record follows them (it is at most one
      * send behind). Signals do not interrupt this wait: the bytes are in the
      * caller's buffer and must be counted. */
@@ -249,6 +263,8 @@ static int take_late(sock_conn_t *c, uint64_t tail)
     }
     c->spill = sp;
     c->spill_off = 0;
+    if (seq == c->zdoubt)
+        c->zdoubt = 0;
     atomic_fetch_add(&c->zlate, 1);
     atomic_store(&c->spill_len, (size_t)k);
     ack(c, seq);
@@ -309,28 +325,35 @@ size_t sock_zc_unread(const sock_conn_t *c)
 /* ------------------------------------------------------------------------ */
 /* the writer */
 
+/* The writer acts on each posting once: it is done with @p seq (served,
+ * declined or found withdrawn), and tells the reader. */
+static ssize_t done(sock_conn_t *c, uint32_t seq, ssize_t placed)
+{
+    c->zseen = seq;
+    (void)sock_tx_word(&c->tx, SOCK_HDR_DIR_DONE, seq);
+    return placed;
+}
+
 ssize_t sock_zc_send(sock_conn_t *c, const struct iovec *iov, int iovcnt, size_t skip,
                      size_t len)
 {
     uint64_t pw = word(c, SOCK_HDR_POST);
     uint32_t seq = (uint32_t)(pw >> 32);
     size_t want = (size_t)(uint32_t)pw;
-    if (!want || c->zno || !sock_cfg()->zcopy) {
-        c->zseen = seq; /* withdrawn, or not for this side */
-        return 0;
-    }
+    if (!want || c->zno || !sock_cfg()->zcopy)
+        return done(c, seq, 0); /* withdrawn, or not for this side */
     /* Only when the posting is next in the stream (every byte put into the
-     * ring was consumed) and the reader took my last record. Not now: the
-     * ring, and look again at the next round. */
+     * ring was consumed) and the reader took my last record; else these
+     * bytes go through the ring, and the reader withdraws when it sees them. */
     uint64_t sent = atomic_load(&c->sent);
     if (word(c, SOCK_HDR_CREDIT) != sent || (uint32_t)word(c, SOCK_HDR_DIR_ACK) != c->zpub)
-        return 0;
+        return done(c, seq, 0);
     if (want > ZC_MAX)
         return sock_conn_fail(c, C_RESET | C_EPIPE, ECONNRESET,
                               "the peer posted %zu bytes (at most %zu)", want, ZC_MAX);
     size_t m = len < want ? len : want;
     if (m < want && m < ZC_MIN_DIRECT)
-        return 0;
+        return done(c, seq, 0);
     if (!c->zpx) {
         int rc = vmmc_import(c->ep, c->peer, c->zname,
                              (int)(sock_cfg()->hello_timeout_ns / 1000000), &c->zpx);
@@ -342,37 +365,37 @@ ssize_t sock_zc_send(sock_conn_t *c, const struct iovec *iov, int iovcnt, size_t
         if (rc != VMMC_OK) {
             c->zpx = NULL;
             c->zno = 1;
-            c->zseen = seq;
+            (void)done(c, seq, 0);
             if (sock_cfg()->debug)
                 fprintf(stderr, "vmmc-sock[%d]: fd %d: the peer's receive window is not "
                         "usable: the ring only\n", (int)getpid(), c->s->fd);
             return 0;
         }
     }
-    size_t at = zc_at(seq), done = 0;
-    for (int i = 0; i < iovcnt && done < m; i++) {
+    size_t at = zc_at(seq), put = 0;
+    for (int i = 0; i < iovcnt && put < m; i++) {
         if (skip >= iov[i].iov_len) {
             skip -= iov[i].iov_len;
             continue;
         }
         size_t k = iov[i].iov_len - skip;
-        if (k > m - done)
-            k = m - done;
-        if (vmmc_send(c->zpx, at + done, (const uint8_t *)iov[i].iov_base + skip, k, 0) !=
+        if (k > m - put)
+            k = m - put;
+        if (vmmc_send(c->zpx, at + put, (const uint8_t *)iov[i].iov_base + skip, k, 0) !=
             VMMC_OK)
             return sock_conn_fail(c, C_EPIPE, EPIPE, "the peer's window cannot be written: %s",
                                   vmmc_last_error());
-        done += k;
+        put += k;
         skip = 0;
     }
     if (sock_tx_word(&c->tx, SOCK_HDR_DIR_AT, sent) != VMMC_OK ||
         sock_tx_word(&c->tx, SOCK_HDR_DIR_LEN, m) != VMMC_OK ||
         sock_tx_word(&c->tx, SOCK_HDR_DIR_SEQ, seq) != VMMC_OK)
         return sock_conn_fail(c, C_EPIPE, EPIPE, "the peer's ring cannot be written");
-    c->zseen = seq;
     c->zpub = seq;
     atomic_fetch_add(&c->zsent, m);
     atomic_fetch_add(&c->nsent, m);
+    (void)done(c, seq, 0);
     sock_conn_notify_data(c);
     return (ssize_t)m;
 }

@@ -19,6 +19,9 @@
  *             the writer: the stream is exact;
  *   mixed:    random send and read sizes, small and large, MSG_WAITALL and
  *             readv, 24M: exact, and some bytes went directly;
+ *   fork:     the reader forks in the middle of a stream of large reads
+ *             (the connection goes back to TCP while reads are posted and
+ *             placements are under way): the stream is exact across it;
  *   dead:     the writer is killed in the middle of its stream: the reader
  *             gets a prefix of the stream, then 0 or ECONNRESET, no hang;
  *   claim:    a hostile writer claims placed bytes it never wrote: reset;
@@ -34,10 +37,11 @@
 
 #include "conn_test.h"
 
-enum { EXACT, SMALL_FIRST, SMALLER, LARGER, IOV, EINTR_, TIMEOUT, MIXED, DEAD, H_CLAIM,
+enum { EXACT, SMALL_FIRST, SMALLER, LARGER, IOV, EINTR_, TIMEOUT, MIXED, FORK, DEAD, H_CLAIM,
        H_SEQ, H_BIGPOST, NCASE };
 static const char *names[] = {"exact", "small_first", "smaller", "larger", "iov", "eintr",
-                              "timeout", "mixed", "dead", "claim", "bad_seq", "big_post"};
+                              "timeout", "mixed", "fork", "dead", "claim", "bad_seq",
+                              "big_post"};
 
 #define MB ((size_t)1 << 20)
 enum { SEED = 7 };
@@ -61,6 +65,25 @@ static void wsend(ct_t *t, size_t len)
     for (size_t i = 0; i < len; i++)
         b[i] = ct_pat(wpos + i, SEED);
     ct_send_all(t, b, len);
+    wpos += len;
+    free(b);
+}
+
+/* The same, through the kernel once the connection went back to TCP. */
+static void wsend_any(ct_t *t, size_t len)
+{
+    uint8_t *b = malloc(len);
+    VT_CHECK(b != NULL);
+    for (size_t i = 0; i < len; i++)
+        b[i] = ct_pat(wpos + i, SEED);
+    for (size_t off = 0; off < len;) {
+        ssize_t n = ct_send(t, b + off, len - off, 0, -1);
+        if (n == -2 || (n < 0 && errno == EAGAIN)) /* on the kernel now */
+            n = send(t->fd, b + off, len - off, MSG_NOSIGNAL);
+        if (n <= 0)
+            VT_FAIL("send: %zd (%s)", n, strerror(errno));
+        off += (size_t)n;
+    }
     wpos += len;
     free(b);
 }
@@ -119,6 +142,10 @@ static void client(int port, int ctl_port, int cs)
             if (r % 8 == 0)
                 usleep(2000); /* let the reader post */
         }
+        break;
+    case FORK:
+        for (int i = 0; i < 40; i++)
+            wsend_any(&t, MB / 2 + (size_t)(vt_rand(&rs) % MB));
         break;
     case DEAD:
         for (;;)
@@ -314,6 +341,39 @@ static void server_case(int l, int lctl, int cs, pid_t child, pthread_t *killer)
         VT_CHECK(direct_in(&t) > 0);
         printf("  %llu of %llu bytes placed directly\n", (unsigned long long)direct_in(&t),
                (unsigned long long)rpos);
+        break;
+    }
+    case FORK: {
+        unsigned long long rs = 99, rl = 5;
+        uint64_t total = 0;
+        for (int i = 0; i < 40; i++)
+            total += MB / 2 + (size_t)(vt_rand(&rs) % MB);
+        int forked = 0;
+        while (rpos < total) {
+            if (!forked && rpos >= total / 3) {
+                uint64_t before = direct_in(&t);
+                VT_CHECK(before > 0);
+                pid_t k = fork(); /* takes the connection back to TCP */
+                VT_CHECK(k >= 0);
+                if (k == 0)
+                    _exit(0);
+                VT_CHECK(waitpid(k, NULL, 0) == k);
+                forked = 1;
+            }
+            size_t len = 256 * 1024 + (size_t)(vt_rand(&rl) % (2 * MB));
+            if (len > total - rpos)
+                len = (size_t)(total - rpos);
+            n = rread(&t, b, len, 0, -1);
+            if (n == -2 || (n < 0 && errno == EAGAIN)) { /* on the kernel now */
+                n = recv(t.fd, b, len, 0);
+                if (n > 0)
+                    check(b, (size_t)n);
+            }
+            if (n <= 0)
+                VT_FAIL("read: %zd (%s)", n, strerror(errno));
+        }
+        printf("  %llu bytes, %s after the fork\n", (unsigned long long)rpos,
+               t.s->conn ? "still upgraded" : "on TCP");
         break;
     }
     case DEAD:

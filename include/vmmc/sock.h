@@ -186,12 +186,6 @@ typedef struct vmmc_sock_info {
     uint64_t bytes_sent;     /**< through vmmc */
     uint64_t bytes_received; /**< through vmmc */
     size_t ring_size;        /**< bytes of each direction's ring */
-    uint64_t zcopy_posts;    /**< large reads posted for direct placement
-                                  (VMMC_SOCK_ZCOPY) */
-    uint64_t zcopy_bytes_received; /**< bytes the peer placed straight into
-                                        this side's posted reads */
-    uint64_t zcopy_bytes_sent;     /**< bytes placed straight into the
-                                        peer's posted reads */
 } vmmc_sock_info_t;
 
 /** @brief Fill @p info for @p fd: 0, or -1 with errno EBADF if @p fd is not a

@@ -567,7 +567,4 @@ void sock_conn_info(sock_conn_t *c, vmmc_sock_info_t *info)
     info->bytes_sent = atomic_load(&c->nsent);
     info->bytes_received = atomic_load(&c->nrecv);
     info->ring_size = (size_t)c->rx.size;
-    info->zcopy_posts = atomic_load(&c->zposts);
-    info->zcopy_bytes_received = atomic_load(&c->zrecv);
-    info->zcopy_bytes_sent = atomic_load(&c->zsent);
 }

@@ -12,9 +12,9 @@
  *                                  64 B, 1 KiB and 16 KiB (blocking calls)
  *   tcp_bw / vmmc_bw        GB/s   one-way stream of 64 KiB and of 1 MiB
  *                                  writes, until the reader acknowledges
- *   vmmc_ring_bw            GB/s   the same streams with posted receives off
- *                                  (VMMC_SOCK_ZCOPY=0 in its processes):
- *                                  every byte through the ring, two copies
+ *   vmmc_zcopy_bw           GB/s   the same streams with posted receives on
+ *                                  (VMMC_SOCK_ZCOPY=256K in its processes):
+ *                                  1 MiB reads placed directly, one copy
  *   tcp_spin_lat, _bw              the kernel's TCP with receivers that spin
  *                                  (recv MSG_DONTWAIT until data) as vmmc's
  *                                  spin before they sleep: what is left when
@@ -103,10 +103,10 @@ const bench_sock_ops_t bench_sock_vmmc = {
     .close = vmmc_sock_close, .poll = vmmc_sock_poll,
 };
 
-/* vmmc with posted receives off: bench_sock_client sets VMMC_SOCK_ZCOPY=0
+/* vmmc with posted receives on: bench_sock_client sets VMMC_SOCK_ZCOPY
  * in its processes (they read the settings once, at their first call). */
-static const bench_sock_ops_t bench_sock_vmmc_ring = {
-    .name = "vmmc_ring", .socket = vmmc_sock_socket, .bind = vmmc_sock_bind,
+static const bench_sock_ops_t bench_sock_vmmc_zcopy = {
+    .name = "vmmc_zcopy", .socket = vmmc_sock_socket, .bind = vmmc_sock_bind,
     .listen = vmmc_sock_listen, .accept = vmmc_sock_accept, .connect = vmmc_sock_connect,
     .send = vmmc_sock_send, .recv = vmmc_sock_recv, .setsockopt = vmmc_sock_setsockopt,
     .close = vmmc_sock_close, .poll = vmmc_sock_poll,
@@ -370,8 +370,8 @@ int bench_sock_client(const bench_sock_ops_t *o, const bench_ctx_t *c,
     if (pid == 0) {
         close(p[0]);
         setpgid(0, 0); /* its server with it, on a timeout */
-        if (o == &bench_sock_vmmc_ring)
-            setenv("VMMC_SOCK_ZCOPY", "0", 1);
+        if (o == &bench_sock_vmmc_zcopy)
+            setenv("VMMC_SOCK_ZCOPY", "256K", 1);
         bench_pin_cpu(0);
         alarm(BENCH_SOCK_BOUND_S);
         _exit(fn(o, c, arg, p[1]) ? 1 : 0);
@@ -422,7 +422,7 @@ static void run_pp_bw(bench_ctx_t *c)
 {
     enum { NIMPL = 4, RING = 3 };
     const bench_sock_ops_t *impl[NIMPL] = {&bench_sock_kernel, &bench_sock_kernel_spin,
-                                           &bench_sock_vmmc, &bench_sock_vmmc_ring};
+                                           &bench_sock_vmmc, &bench_sock_vmmc_zcopy};
     int per = (int)(NLAT + NBW) * c->reps;
     double *v = calloc((size_t)per * NIMPL, sizeof *v);
     if (!v)

@@ -21,6 +21,8 @@
  *   sock_rec.c     reading and writing the TCP stream's records
  *   sock_ring.c    one direction's byte ring in exported memory
  *   sock_conn.c    an upgraded connection: send/recv/ready/shutdown/close
+ *                  (the byte path in sock_conn_io.c, receive, and
+ *                  sock_conn_tx.c, send; posted receives in sock_zcopy.c)
  *   sock_revert.c  the way back to TCP (fork, exec), both sides
  *
  * How a connection upgrades (sock_probe.c, sock_hello.c):

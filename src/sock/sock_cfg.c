@@ -26,9 +26,10 @@ static const vmmc_cfg_entry_t sock_entries[] = {
      VMMC_CFG_TIME, &cfg.revert_timeout_ns, 1000000ull, 600000000000ull},
     {"SOCK_SPIN", "20us", "a blocking socket call spins this long before it sleeps",
      VMMC_CFG_TIME, &cfg.spin_ns},
-    {"SOCK_ZCOPY", "64K",
+    {"SOCK_ZCOPY", "0",
      "a blocking read of at least this many bytes may have the writer place them directly in "
-     "its buffer",
+     "its buffer (0, the default: never, and postings of the peer are not served; 256K turns "
+     "it on: slower than the ring on this 2-core box, see docs/sock_conn.md)",
      VMMC_CFG_SIZE, &cfg.zcopy},
     {"SOCK_PROBE_SLOTS", "1024",
      "connections a listener can have probed and not yet accepted (its shared probe table)",

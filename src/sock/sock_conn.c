@@ -98,6 +98,7 @@ enum { RETIRE_GRACE_MS = 2000 };
 
 static void free_conn(sock_conn_t *c)
 {
+    sock_zc_free(c);
     sock_tx_close(&c->tx);
     sock_rx_close(&c->rx);
     free(c->lbuf);
@@ -144,6 +145,7 @@ static void retire(sock_conn_t *c, const char *why)
      * an upgraded mode without its conn meanwhile. */
     sock_set_mode(s, VMMC_SOCK_KERNEL);
     sock_tx_close(&c->tx);
+    sock_zc_unexport(c);
     if (c->rx.ex)
         vmmc_unexport(c->rx.ex);
     c->rx.ex = NULL;
@@ -319,6 +321,7 @@ int sock_conn_attach(sock_conn_t *c, const sock_ring_ref_t *theirs, int timeout_
         errno = rc == VMMC_ERR_TIMEOUT ? ETIMEDOUT : rc == VMMC_ERR_PROTOCOL ? EPROTO : ECONNREFUSED;
         return -1;
     }
+    snprintf(c->zname, sizeof c->zname, "%.61s.z", theirs->name); /* its window */
     atomic_fetch_or(&c->st, C_ATTACHED);
     /* Bytes read meanwhile owe their credit; a reader that holds rx_lock
      * publishes it itself before it sleeps. */
@@ -546,7 +549,8 @@ int sock_conn_close(sock_conn_t *c)
             (void)sock_wait(c->ctx, -1, 100, NULL, NULL);
         uint64_t tail = sock_rx_word(&c->rx, SOCK_HDR_TAIL);
         /* unread bytes make it a reset, as TCP does */
-        (void)send_fin(c, SOCK_RING_FIN | (tail != c->head ? SOCK_RING_RST : 0));
+        (void)send_fin(c, SOCK_RING_FIN |
+                              (tail != c->head || sock_zc_pending(c) ? SOCK_RING_RST : 0));
     }
     pthread_mutex_lock(&s->lock);
     if (s->conn == c)

@@ -1,4 +1,6 @@
-/* An upgraded connection's byte path: send, recv, sendfile, readiness.
+/* An upgraded connection's byte path, the receive side: recv, FIONREAD, and
+ * the helpers both directions share (retire, rx_poll, credit). The send side
+ * is in sock_conn_tx.c, posted receives in sock_zcopy.c.
  *
  * The hot path of a small send is: read the credit word (local), copy into
  * the peer's mapped ring, store the tail (release), a fence and a load of the
@@ -28,38 +30,6 @@
 #include "util/log.h"
 
 
-/* Bytes a large send or receive moves between two publications of its tail
- * or credit: a quarter of the ring, at least 16 KiB, at most 256 KiB. */
-static inline size_t io_chunk(uint64_t ring)
-{
-    uint64_t q = ring / 4;
-    return (size_t)(q < 16384 ? 16384 : q > 262144 ? 262144 : q);
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
-static size_t iov_total(const struct iovec *iov, int iovcnt)
-{
-    size_t t = 0;
-    for (int i = 0; i < iovcnt; i++)
-        t += iov[i].iov_len;
-    return t;
-}
-
-/* Milliseconds left before @p deadline (ns; 0 = none): -1 forever. */
-static int left_ms(uint64_t deadline)
-{
-    if (!deadline)
-        return -1;
-    uint64_t now = now_ns();
-    return now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
-}
-
 /* Both directions on TCP (REVERT answered both ways): back to the kernel.
  * Called with the direction locks @p have_tx / @p have_rx held; the others
  * are tried, never waited for (their holder looks again when it is done).
@@ -88,7 +58,8 @@ void sock_conn_maybe_retire(sock_conn_t *c, int have_tx, int have_rx)
             goto out;
         got_rx = 1;
     }
-    sock_conn_retire_why(c, c->rev_why);
+    if (!sock_zc_pending(c)) /* direct bytes still to read: the reader retires it */
+        sock_conn_retire_why(c, c->rev_why);
     if (got_rx)
         pthread_mutex_unlock(&s->rx_lock);
 out:
@@ -183,7 +154,7 @@ static int rx_recheck(void *arg)
         return 1;
     if (st & C_REV_SENT)
         return 0; /* the ring is dropped: only the TCP side can bring news */
-    return sock_rx_word(&c->rx, SOCK_HDR_TAIL) != c->head ||
+    return sock_rx_word(&c->rx, SOCK_HDR_TAIL) != c->head || sock_zc_pending(c) ||
            sock_rx_word(&c->rx, SOCK_HDR_FLAGS) != 0;
 }
 
@@ -196,7 +167,7 @@ static ssize_t tcp_recv(sock_conn_t *c, const struct iovec *iov, int iovcnt, int
         ssize_t n = sys_recvmsg(c->s->fd, &m, flags | MSG_DONTWAIT);
         if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
             return n;
-        int left = left_ms(deadline);
+        int left = sock_left_ms(deadline);
         if (left == 0 || (flags & MSG_DONTWAIT)) {
             errno = EAGAIN;
             return -1;
@@ -206,14 +177,53 @@ static ssize_t tcp_recv(sock_conn_t *c, const struct iovec *iov, int iovcnt, int
     }
 }
 
+/* Direct bytes first (sock_zcopy.c): a record or spilled bytes wait, or
+ * a posting must be withdrawn because the ring (or a record) has news.
+ * 0: nothing to do; 1: *got moved (the caller continues or returns); -1:
+ * failed. */
+static int zc_step(sock_conn_t *c, const struct iovec *dst, int iovcnt, size_t *got,
+                   size_t total, int flags, uint64_t tail, ssize_t *out)
+{
+    if (c->zposted ? !sock_zc_pending(c) && tail == c->head : !sock_zc_pending(c))
+        return 0;
+    ssize_t k = sock_zc_read(c, dst, iovcnt, *got, total - *got, flags & MSG_PEEK, tail);
+    if (k < 0)
+        return -1;
+    if (k && (flags & MSG_PEEK)) {
+        *out = k;
+        return 2;
+    }
+    *got += (size_t)k;
+    return 1;
+}
+
+static ssize_t recv_loop(sock_conn_t *c, const struct iovec *iov, int iovcnt, int flags,
+                         int timeout_ms);
+
 ssize_t sock_conn_recv(sock_conn_t *c, const struct iovec *iov, int iovcnt, int flags,
                        int timeout_ms)
 {
-    size_t total = iov_total(iov, iovcnt), got = 0;
+    ssize_t r = recv_loop(c, iov, iovcnt, flags, timeout_ms);
+    if (VMMC_UNLIKELY(c->zposted)) {
+        /* every way out withdraws the posting; bytes placed meanwhile
+         * (right after the r returned) are counted, whatever ended the wait */
+        int e = errno;
+        ssize_t k = sock_zc_cancel(c);
+        if (k > 0)
+            return (r > 0 ? r : 0) + k;
+        errno = e;
+    }
+    return r;
+}
+
+static ssize_t recv_loop(sock_conn_t *c, const struct iovec *iov, int iovcnt, int flags,
+                         int timeout_ms)
+{
+    size_t total = sock_iov_total(iov, iovcnt), got = 0;
     if (!total)
         return 0;
     const struct iovec *dst = (flags & MSG_TRUNC) ? NULL : iov;
-    uint64_t deadline = timeout_ms > 0 ? now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
+    uint64_t deadline = timeout_ms > 0 ? vmmc_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
     uint64_t spin_end = 0;
     for (;;) {
         int st = atomic_load(&c->st);
@@ -221,7 +231,28 @@ ssize_t sock_conn_recv(sock_conn_t *c, const struct iovec *iov, int iovcnt, int 
             return (ssize_t)got;
         if (VMMC_UNLIKELY(st & (C_REV_SENT | C_REV_PEER | C_REV_ACKED | C_RX_TCP | C_RETIRED))) {
             /* going back to TCP: answer the peer's REVERT, then read TCP
-             * once its REVERT_ACK came (the bytes it resends follow it) */
+             * once its REVERT_ACK came (the bytes it resends follow it);
+             * direct bytes placed before it come first (the peer made its
+             * vmmc writes land before its REVERT): withdraw, then take them */
+            if (VMMC_UNLIKELY(c->zposted)) {
+                ssize_t k = sock_zc_cancel(c);
+                if (k < 0)
+                    return got ? (ssize_t)got : -1;
+                got += (size_t)k;
+                if (k && (got == total || !(flags & MSG_WAITALL)))
+                    return (ssize_t)got;
+            }
+            ssize_t zr = 0;
+            int z = zc_step(c, dst, iovcnt, &got, total, flags, atomic_load(&c->tail), &zr);
+            if (z < 0)
+                return got ? (ssize_t)got : -1;
+            if (z == 2)
+                return zr;
+            if (z == 1) {
+                if (got == total || (got && !(flags & MSG_WAITALL)))
+                    return (ssize_t)got;
+                continue;
+            }
             if ((st & (C_REV_PEER | C_TX_TCP)) == C_REV_PEER)
                 sock_revert_answer_rx(c);
             sock_conn_maybe_retire(c, 0, 1);
@@ -236,6 +267,8 @@ ssize_t sock_conn_recv(sock_conn_t *c, const struct iovec *iov, int iovcnt, int 
                 errno = ECONNRESET;
                 return got ? (ssize_t)got : -1;
             }
+            if (sock_zc_pending(c))
+                continue; /* a record that came meanwhile: before the TCP bytes */
             if (st & C_REV_ACKED)
                 return got ? (ssize_t)got
                            : tcp_recv(c, iov, iovcnt, flags | (timeout_ms == 0 ? MSG_DONTWAIT : 0),
@@ -247,7 +280,7 @@ ssize_t sock_conn_recv(sock_conn_t *c, const struct iovec *iov, int iovcnt, int 
                     errno = EAGAIN;
                     return -1;
                 }
-                int r = sock_wait(c->ctx, c->s->fd, left_ms(deadline), rx_recheck, c);
+                int r = sock_wait(c->ctx, c->s->fd, sock_left_ms(deadline), rx_recheck, c);
                 if (r < 0)
                     return -1;
                 if (r == 0) {
@@ -267,13 +300,26 @@ ssize_t sock_conn_recv(sock_conn_t *c, const struct iovec *iov, int iovcnt, int 
             errno = ECONNRESET; /* the peer reset: its bytes are void, as TCP's */
             return got ? (ssize_t)got : -1;
         }
+        if (VMMC_UNLIKELY(c->zposted) || VMMC_UNLIKELY(sock_zc_pending(c))) {
+            ssize_t zr = 0;
+            int z = zc_step(c, dst, iovcnt, &got, total, flags, tail, &zr);
+            if (z < 0)
+                return got ? (ssize_t)got : -1;
+            if (z == 2)
+                return zr;
+            if (z == 1) {
+                if (got == total || (got && !(flags & MSG_WAITALL)))
+                    return (ssize_t)got;
+                continue;
+            }
+        }
         uint64_t avail = tail - c->head;
         if (avail) {
             size_t n = avail < total - got ? (size_t)avail : total - got;
             /* A large read hands credit back piece by piece, so the writer
              * refills the ring while this copy goes on (both cores copy). */
-            if (!(flags & MSG_PEEK) && n > io_chunk(c->rx.size))
-                n = io_chunk(c->rx.size);
+            if (!(flags & MSG_PEEK) && n > sock_io_chunk(c->rx.size))
+                n = sock_io_chunk(c->rx.size);
             sock_rx_copy(&c->rx, c->head, n, dst, iovcnt, got);
             if (flags & MSG_PEEK)
                 return (ssize_t)n;
@@ -306,21 +352,16 @@ ssize_t sock_conn_recv(sock_conn_t *c, const struct iovec *iov, int iovcnt, int 
         }
         if (sock_conn_tcp_pending(c))
             sock_conn_on_tcp(c);
+        /* a large read: have the writer place the bytes straight here */
+        if (!c->zposted && dst && !(flags & MSG_PEEK) && sock_cfg()->zcopy &&
+            total - got >= sock_cfg()->zcopy && sock_zc_post(c, dst, iovcnt, got, total - got))
+            continue; /* look at the ring again: bytes may have come first */
         /* spin a while, then sleep */
-        uint64_t now = now_ns();
-        if (!spin_end)
-            spin_end = now + sock_cfg()->spin_ns;
-        if (now < spin_end) {
-            __builtin_ia32_pause();
+        int left = sock_spin_left(&spin_end, deadline);
+        if (left == SOCK_SPIN_MORE)
             continue;
-        }
-        int left = left_ms(deadline);
-        if (left == 0) {
-            if (got)
-                return (ssize_t)got;
-            errno = EAGAIN;
-            return -1;
-        }
+        if (left == 0)
+            return sock_moved_or_again(got);
         int r = sock_wait(c->ctx, c->s->fd, left, rx_recheck, c);
         if (r < 0)
             return got ? (ssize_t)got : -1;
@@ -339,307 +380,6 @@ size_t sock_conn_unread(sock_conn_t *c)
         return 0;
     }
     uint64_t tail = sock_rx_word(&c->rx, SOCK_HDR_TAIL), head = c->head;
-    return tail > head && tail - head <= c->rx.size ? (size_t)(tail - head) : 0;
-}
-
-/* ------------------------------------------------------------------------ */
-/* send */
-
-/* Tell the reader the new tail (the caller stored it). */
-static void notify_data(sock_conn_t *c)
-{
-    if (c->tx.map) {
-        atomic_thread_fence(memory_order_seq_cst);
-        uint64_t wd = sock_rx_word(&c->rx, SOCK_HDR_WANT_DATA);
-        if (wd == c->want_data_seen)
-            return;
-        c->want_data_seen = wd;
-    }
-    (void)vmmc_signal(c->ep, c->peer);
-}
-
-/* Room in the peer's ring now, or -1 (reset: bad credit). */
-static int64_t tx_room(sock_conn_t *c)
-{
-    uint64_t credit = sock_rx_word(&c->rx, SOCK_HDR_CREDIT), sent = atomic_load(&c->sent);
-    if (VMMC_UNLIKELY(credit < c->credit || credit > sent))
-        return sock_conn_fail(c, C_RESET | C_EPIPE, ECONNRESET,
-                              "the peer's credit %" PRIu64 " is not within [%" PRIu64
-                              ", %" PRIu64 "]",
-                              credit, c->credit, sent);
-    c->credit = credit;
-    return (int64_t)(c->tx.size - (sent - credit));
-}
-
-static int tx_recheck(void *arg)
-{
-    sock_conn_t *c = arg;
-    if (sock_conn_tcp_pending(c))
-        return 1;
-    int st = atomic_load(&c->st);
-    if (st & (C_RESET | C_DEAD | C_EPIPE | C_REV_PEER | C_TX_TCP | C_RETIRED))
-        return 1;
-    if (!(st & C_ATTACHED))
-        return 0;
-    uint64_t credit = sock_rx_word(&c->rx, SOCK_HDR_CREDIT);
-    return credit != c->credit || c->llen;
-}
-
-static ssize_t tcp_send(sock_conn_t *c, const struct iovec *iov, int iovcnt, size_t skip,
-                        uint64_t deadline, int nonblock)
-{
-    struct iovec v[64];
-    int n = 0;
-    for (int i = 0; i < iovcnt && n < 64; i++) {
-        if (skip >= iov[i].iov_len) {
-            skip -= iov[i].iov_len;
-            continue;
-        }
-        v[n].iov_base = (uint8_t *)iov[i].iov_base + skip;
-        v[n].iov_len = iov[i].iov_len - skip;
-        skip = 0;
-        n++;
-    }
-    for (;;) {
-        struct msghdr m = {.msg_iov = v, .msg_iovlen = (size_t)n};
-        ssize_t r = sys_sendmsg(c->s->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
-            return r;
-        int left = left_ms(deadline);
-        if (left == 0 || nonblock) {
-            errno = EAGAIN;
-            return -1;
-        }
-        struct pollfd p = {.fd = c->s->fd, .events = POLLOUT};
-        if (sys_poll(&p, 1, left) < 0 && errno == EINTR)
-            return -1;
-    }
-}
-
-/* Put @p len bytes of the iovec from @p skip into the local buffer (detached). */
-static size_t to_local(sock_conn_t *c, const struct iovec *iov, int iovcnt, size_t skip,
-                       size_t len)
-{
-    if (!c->lbuf) {
-        c->lbuf = malloc((size_t)c->rx.size);
-        if (!c->lbuf)
-            return 0;
-    }
-    size_t room = (size_t)c->rx.size - c->llen, n = len < room ? len : room, done = 0;
-    for (int i = 0; i < iovcnt && done < n; i++) {
-        if (skip >= iov[i].iov_len) {
-            skip -= iov[i].iov_len;
-            continue;
-        }
-        size_t k = iov[i].iov_len - skip;
-        if (k > n - done)
-            k = n - done;
-        memcpy(c->lbuf + c->llen + done, (uint8_t *)iov[i].iov_base + skip, k);
-        done += k;
-        skip = 0;
-    }
-    c->llen += done;
-    return done;
-}
-
-ssize_t sock_conn_send(sock_conn_t *c, const struct iovec *iov, int iovcnt, int flags,
-                       int timeout_ms)
-{
-    (void)flags;
-    size_t total = iov_total(iov, iovcnt), done = 0;
-    uint64_t deadline = timeout_ms > 0 ? now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
-    uint64_t spin_end = 0;
-    for (;;) {
-        int st = atomic_load(&c->st);
-        if (VMMC_UNLIKELY(st & (C_REV_PEER | C_TX_TCP | C_RETIRED | C_FIN_SENT | C_FIN_WANT |
-                                C_RESET | C_DEAD | C_EPIPE))) {
-            if ((st & (C_REV_PEER | C_TX_TCP)) == C_REV_PEER) {
-                pthread_mutex_lock(&c->s->rx_lock); /* order: tx_lock, then rx_lock */
-                int r = sock_revert_answer(c);
-                sock_conn_maybe_retire(c, 1, 1);
-                pthread_mutex_unlock(&c->s->rx_lock);
-                if (r != 0)
-                    return done ? (ssize_t)done : -1;
-            }
-            st = atomic_load(&c->st);
-            if ((st & C_TX_TCP) && c->llen) { /* an abandoned upgrade: what waited first */
-                if (sock_conn_tcp_write(c, c->lbuf, c->llen, -1) != 0)
-                    return -1;
-                c->llen = 0;
-            }
-            if (st & C_TX_TCP)
-                sock_conn_maybe_retire(c, 1, 0);
-            st = atomic_load(&c->st);
-            if (st & C_RETIRED) {
-                if (done)
-                    return (ssize_t)done;
-                errno = EAGAIN; /* the caller asks the kernel now */
-                return -1;
-            }
-            if (st & C_TX_TCP) {
-                ssize_t r = tcp_send(c, iov, iovcnt, done, deadline, timeout_ms == 0);
-                if (r < 0)
-                    return done ? (ssize_t)done : -1;
-                return (ssize_t)(done + (size_t)r);
-            }
-            if (st & (C_FIN_SENT | C_FIN_WANT)) {
-                errno = EPIPE;
-                return done ? (ssize_t)done : -1;
-            }
-            if (st & C_RESET) {
-                errno = ECONNRESET;
-                return done ? (ssize_t)done : -1;
-            }
-            if ((st & (C_DEAD | C_VOID_SENT)) == C_DEAD && !done) {
-                /* The peer's end came (it closed or died). TCP lets the
-                 * first write after the peer's FIN through (the peer's
-                 * kernel answers it with a reset) and fails the next ones
-                 * with EPIPE: the same here, the bytes go nowhere. */
-                atomic_fetch_or(&c->st, C_VOID_SENT);
-                return (ssize_t)total;
-            }
-            if (st & (C_DEAD | C_EPIPE)) {
-                errno = EPIPE;
-                return done ? (ssize_t)done : -1;
-            }
-        }
-        if (done == total) {
-            /* the ACK may have come while this call filled the local
-             * buffer (its attach could not take tx_lock): flush now */
-            if (VMMC_UNLIKELY(c->llen) && (st & C_ATTACHED))
-                (void)sock_conn_flush_local(c);
-            return (ssize_t)done;
-        }
-        int64_t room = 0;
-        if (VMMC_UNLIKELY(!(st & C_ATTACHED))) {
-            size_t n = to_local(c, iov, iovcnt, done, total - done);
-            done += n;
-            if (n) {
-                atomic_fetch_add(&c->nsent, 0);
-                continue;
-            }
-        } else {
-            if (VMMC_UNLIKELY(c->llen) && sock_conn_flush_local(c) != 0)
-                return done ? (ssize_t)done : -1;
-            room = c->llen ? 0 : tx_room(c);
-            if (room < 0)
-                return done ? (ssize_t)done : -1;
-        }
-        if (room > 0) {
-            size_t n = (uint64_t)room < total - done ? (size_t)room : total - done;
-            /* A large write publishes its bytes piece by piece, so the reader
-             * copies them out while the rest is copied in. */
-            if (n > io_chunk(c->tx.size))
-                n = io_chunk(c->tx.size);
-            uint64_t sent = atomic_load(&c->sent);
-            if (sock_tx_put(&c->tx, sent, iov, iovcnt, done, n) != VMMC_OK ||
-                sock_tx_word(&c->tx, SOCK_HDR_TAIL, sent + n) != VMMC_OK) {
-                sock_conn_fail(c, C_EPIPE, EPIPE, "the peer's ring cannot be written: %s",
-                               vmmc_last_error());
-                return done ? (ssize_t)done : -1;
-            }
-            atomic_store(&c->sent, sent + n);
-            atomic_fetch_add(&c->nsent, n);
-            done += n;
-            notify_data(c);
-            spin_end = 0;
-            continue;
-        }
-        /* no room */
-        if (done && timeout_ms == 0)
-            return (ssize_t)done;
-        if (timeout_ms == 0) {
-            errno = EAGAIN;
-            return -1;
-        }
-        if (sock_conn_tcp_pending(c))
-            sock_conn_on_tcp(c);
-        uint64_t now = now_ns();
-        if (!spin_end)
-            spin_end = now + sock_cfg()->spin_ns;
-        if (now < spin_end) {
-            __builtin_ia32_pause();
-            continue;
-        }
-        int left = left_ms(deadline);
-        if (left == 0) {
-            if (done)
-                return (ssize_t)done;
-            errno = EAGAIN;
-            return -1;
-        }
-        if ((st & C_ATTACHED) && c->tx.map) {
-            sock_tx_word(&c->tx, SOCK_HDR_WANT_CREDIT, atomic_fetch_add(&c->want_credit_seq, 1) + 1);
-            atomic_thread_fence(memory_order_seq_cst);
-        } else if (st & C_ATTACHED) {
-            sock_tx_word(&c->tx, SOCK_HDR_WANT_CREDIT, atomic_fetch_add(&c->want_credit_seq, 1) + 1);
-            (void)vmmc_signal(c->ep, c->peer);
-        }
-        int r = sock_wait(c->ctx, c->s->fd, left, tx_recheck, c);
-        if (r < 0)
-            return done ? (ssize_t)done : -1;
-        if (sock_conn_tcp_pending(c))
-            sock_conn_on_tcp(c);
-    }
-}
-
-ssize_t sock_conn_sendfile(sock_conn_t *c, int in_fd, off_t *offset, size_t count,
-                           int timeout_ms)
-{
-    off_t off;
-    if (offset) {
-        off = *offset;
-    } else {
-        off = lseek(in_fd, 0, SEEK_CUR);
-        if (off < 0)
-            return -1;
-    }
-    size_t done = 0;
-    while (done < count) {
-        int st = atomic_load(&c->st);
-        int64_t room = 0;
-        if ((st & C_ATTACHED) && !c->llen &&
-            !(st & (C_REV_PEER | C_TX_TCP | C_RETIRED | C_FIN_SENT | C_RESET | C_DEAD | C_EPIPE))) {
-            room = tx_room(c);
-            if (room < 0)
-                break;
-        }
-        ssize_t n;
-        if (room > 0) {
-            /* straight into the peer's ring */
-            size_t k = (uint64_t)room < count - done ? (size_t)room : count - done;
-            uint64_t sent = atomic_load(&c->sent);
-            n = sock_tx_put_file(&c->tx, sent, in_fd, off + (off_t)done, k);
-            if (n <= 0)
-                break;
-            if (sock_tx_word(&c->tx, SOCK_HDR_TAIL, sent + (uint64_t)n) != VMMC_OK) {
-                sock_conn_fail(c, C_EPIPE, EPIPE, "the peer's ring cannot be written");
-                break;
-            }
-            atomic_store(&c->sent, sent + (uint64_t)n);
-            atomic_fetch_add(&c->nsent, (uint64_t)n);
-            notify_data(c);
-        } else {
-            /* no room, detached or on TCP: through a bounce buffer and send */
-            uint8_t b[16384];
-            size_t k = count - done < sizeof b ? count - done : sizeof b;
-            ssize_t got = sys_pread(in_fd, b, k, off + (off_t)done);
-            if (got <= 0)
-                break;
-            struct iovec v = {b, (size_t)got};
-            n = sock_conn_send(c, &v, 1, 0, timeout_ms);
-            if (n <= 0)
-                break;
-        }
-        done += (size_t)n;
-        if (timeout_ms == 0 && room == 0)
-            break;
-    }
-    if (offset)
-        *offset = off + (off_t)done;
-    else if (done)
-        lseek(in_fd, off + (off_t)done, SEEK_SET);
-    if (!done && count)
-        return -1;
-    return (ssize_t)done;
+    return (tail > head && tail - head <= c->rx.size ? (size_t)(tail - head) : 0) +
+           sock_zc_unread(c);
 }

@@ -20,12 +20,14 @@
 #ifndef VMMC_SOCK_CONN_PRIV_H
 #define VMMC_SOCK_CONN_PRIV_H
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #include "sock/sock.h"
+#include "util/clock.h"
 
 #define SOCK_CACHELINE 64
 
@@ -36,6 +38,14 @@ enum {
     SOCK_HDR_FLAGS = 2 * SOCK_CACHELINE + 8,
     SOCK_HDR_WANT_CREDIT = 3 * SOCK_CACHELINE,
     SOCK_HDR_WANT_DATA = 4 * SOCK_CACHELINE,
+    /* posted receives (sock_zcopy.c): written by the peer's reader */
+    SOCK_HDR_POST = 5 * SOCK_CACHELINE,        /* seq << 32 | bytes (0: withdrawn) */
+    SOCK_HDR_DIR_ACK = 5 * SOCK_CACHELINE + 8, /* last direct record it took */
+    /* ... and by the peer's writer: its last direct record */
+    SOCK_HDR_DIR_SEQ = 6 * SOCK_CACHELINE,     /* the posting it served */
+    SOCK_HDR_DIR_AT = 6 * SOCK_CACHELINE + 8,  /* ring position of the bytes */
+    SOCK_HDR_DIR_LEN = 6 * SOCK_CACHELINE + 16,/* bytes placed */
+    SOCK_HDR_DIR_DONE = 6 * SOCK_CACHELINE + 24,/* last posting it is done with */
     SOCK_HDR_SIZE = 8 * SOCK_CACHELINE /* data starts here */
 };
 
@@ -152,13 +162,94 @@ struct sock_conn {
     const char *rev_why;       /* "fork" (this side began it) or "peer" */
 
     _Atomic uint64_t nsent, nrecv; /* bytes through vmmc (info) */
+
+    /* posted receives (sock_zcopy.c). Receive side, under rx_lock: */
+    vmmc_export_t *zex;        /* the window: redirectable, ZC_SLOTS postings */
+    uint8_t *zmem;
+    size_t zlen;
+    uint32_t zpost;            /* last posting's sequence */
+    uint32_t ztaken;           /* last direct record taken */
+    int zposted;               /* a posting is installed (zreq) */
+    uint32_t zdoubt;           /* a posting withdrawn with nothing placed that the
+                                  writer may still write (0: none) */
+    int zoff;                  /* the window could not be made: never post */
+    uint8_t *zbuf;             /* the posted buffer */
+    size_t zwant;              /* its bytes */
+    vmmc_request_t zreq;
+    uint8_t *spill;            /* a record's bytes not yet read */
+    size_t spill_off;
+    _Atomic size_t spill_len;
+    /* send side, under tx_lock: */
+    vmmc_proxy_t *zpx;         /* the peer's window, imported at its first posting */
+    uint32_t zseen;            /* last posting served or declined */
+    uint32_t zpub;             /* last direct record published */
+    int zno;                   /* the window cannot be imported: the ring only */
+    char zname[SOCK_RING_NAME_MAX]; /* the peer's window name */
+    _Atomic uint64_t zrecv, zposts, zsent; /* info: direct bytes in, postings, out */
+    _Atomic uint64_t zlate, zwaited; /* records taken from the window after a
+                                        withdrawal; withdrawals that waited for one */
+
     struct sock_conn *next_retired;
 };
+
+/* sock_conn_io.c, sock_conn_tx.c: shared by both directions */
+
+/* Bytes a large send or receive moves between two publications of its tail
+ * or credit: a quarter of the ring, at least 16 KiB, at most 256 KiB. */
+static inline size_t sock_io_chunk(uint64_t ring)
+{
+    uint64_t q = ring / 4;
+    return (size_t)(q < 16384 ? 16384 : q > 262144 ? 262144 : q);
+}
+
+static inline size_t sock_iov_total(const struct iovec *iov, int iovcnt)
+{
+    size_t t = 0;
+    for (int i = 0; i < iovcnt; i++)
+        t += iov[i].iov_len;
+    return t;
+}
+
+/* Milliseconds left before @p deadline (ns; 0 = none): -1 forever. */
+static inline int sock_left_ms(uint64_t deadline)
+{
+    if (!deadline)
+        return -1;
+    uint64_t now = vmmc_now_ns();
+    return now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
+}
+
+/* A blocked call's next step: SOCK_SPIN_MORE while its spin (VMMC_SOCK_SPIN,
+ * from the first call, *spin_end 0) lasts: look again; then the
+ * milliseconds it may sleep (-1 forever, 0: its time is up). */
+enum { SOCK_SPIN_MORE = -2 };
+static inline int sock_spin_left(uint64_t *spin_end, uint64_t deadline)
+{
+    uint64_t now = vmmc_now_ns();
+    if (!*spin_end)
+        *spin_end = now + sock_cfg()->spin_ns;
+    if (now < *spin_end) {
+        __builtin_ia32_pause();
+        return SOCK_SPIN_MORE;
+    }
+    return sock_left_ms(deadline);
+}
+
+/* What a call whose time is up returns: the bytes it moved, or EAGAIN. */
+static inline ssize_t sock_moved_or_again(size_t n)
+{
+    if (n)
+        return (ssize_t)n;
+    errno = EAGAIN;
+    return -1;
+}
 
 /* sock_conn.c */
 int sock_conn_fail(sock_conn_t *c, int bits, int err, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void sock_conn_wake_local(sock_conn_t *c);
+/* sock_conn_io.c: tell the reader a new tail or record is there. */
+void sock_conn_notify_data(sock_conn_t *c);
 int sock_conn_tcp_fd(sock_conn_t *c);
 /* Is the TCP side readable with something for on_tcp (non-blocking look)? */
 int sock_conn_tcp_pending(sock_conn_t *c);
@@ -186,6 +277,45 @@ void sock_conn_tx_after(sock_t *s);
 int sock_conn_rx_poll(sock_conn_t *c, uint64_t *tail);
 /* Tell the writer what the reader consumed (rx_lock held). */
 void sock_conn_publish_credit(sock_conn_t *c);
+/* sock_zcopy.c: posted receives. A reader whose ring is empty posts the
+ * piece of its buffer at @p skip (rx_lock held): 1 posted, 0 not (too small,
+ * disabled, a record pending), -1 error (conn failed). */
+int sock_zc_post(sock_conn_t *c, const struct iovec *iov, int iovcnt, size_t skip,
+                 size_t want);
+/* Withdraw the posting (a cancel: ring bytes came, timeout, signal, state
+ * change). Bytes the writer placed meanwhile are waited for (bounded) and
+ * counted: returns them (the posted piece holds them), or -1 (conn failed). */
+ssize_t sock_zc_cancel(sock_conn_t *c);
+/* Is a direct record or spilled bytes waiting (read before the ring)? */
+static inline int sock_zc_pending(const sock_conn_t *c)
+{
+    return atomic_load(&c->spill_len) != 0 ||
+           (uint32_t)__atomic_load_n((const uint64_t *)(const void *)(c->rx.mem + SOCK_HDR_DIR_SEQ),
+                                     __ATOMIC_ACQUIRE) != c->ztaken;
+}
+/* Take a waiting record and give what it (or the spill) holds: bytes given
+ * (copied into @p iov from @p skip, at most @p want; with @p peek left in
+ * place), or -1 (protocol error: conn reset). @p tail: the ring's checked
+ * tail, loaded before. */
+ssize_t sock_zc_read(sock_conn_t *c, const struct iovec *iov, int iovcnt, size_t skip,
+                     size_t want, int peek, uint64_t tail);
+/* Bytes waiting in records and the spill (FIONREAD, no lock). */
+size_t sock_zc_unread(const sock_conn_t *c);
+/* Writer: a posting is there (its word changed): place up to @p len bytes
+ * of @p iov from @p skip straight into the reader's buffer. Bytes placed,
+ * 0 (not now: the ring), -1 (conn failed). tx_lock held. */
+ssize_t sock_zc_send(sock_conn_t *c, const struct iovec *iov, int iovcnt, size_t skip,
+                     size_t len);
+/* Has the posting word changed since the writer last looked? */
+static inline int sock_zc_posted(const sock_conn_t *c)
+{
+    return (uint32_t)(__atomic_load_n((const uint64_t *)(const void *)(c->rx.mem + SOCK_HDR_POST),
+                                      __ATOMIC_ACQUIRE) >> 32) != c->zseen;
+}
+/* Withdraw the window (retire, close) / free everything (free_conn). */
+void sock_zc_unexport(sock_conn_t *c);
+void sock_zc_free(sock_conn_t *c);
+
 /* sock_revert.c: the peer's REVERT{a, b} came (from on_tcp, tcp_lock held). */
 void sock_revert_on_peer(sock_conn_t *c, const sock_rec_t *r);
 void sock_revert_on_ack(sock_conn_t *c);

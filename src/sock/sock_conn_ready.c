@@ -34,6 +34,8 @@ short sock_conn_ready(sock_conn_t *c, short events)
         sock_conn_maybe_retire(c, 0, 0);
         if ((st & (C_REV_PEER | C_TX_TCP)) == C_REV_PEER)
             return (short)(POLLIN | POLLOUT); /* a call must answer it */
+        if (sock_zc_pending(c)) /* direct bytes are read before the TCP side */
+            return (short)(events & POLLIN);
         if (st & C_REV_ACKED) { /* the TCP side tells */
             struct pollfd p = {.fd = c->s->fd, .events = events};
             return sys_poll(&p, 1, 0) == 1 ? p.revents : 0;
@@ -42,7 +44,7 @@ short sock_conn_ready(sock_conn_t *c, short events)
     }
     uint64_t tail = sock_rx_word(&c->rx, SOCK_HDR_TAIL);
     uint64_t fl = sock_rx_word(&c->rx, SOCK_HDR_FLAGS);
-    if (tail != c->head || fl)
+    if (tail != c->head || fl || sock_zc_pending(c))
         rev |= POLLIN;
     /* The peer's FIN is there, maybe behind unread bytes: the kernel says
      * POLLRDHUP as soon as the FIN came, not when it is read. (A FIN that

@@ -12,6 +12,9 @@
  *                                  64 B, 1 KiB and 16 KiB (blocking calls)
  *   tcp_bw / vmmc_bw        GB/s   one-way stream of 64 KiB and of 1 MiB
  *                                  writes, until the reader acknowledges
+ *   vmmc_zcopy_bw           GB/s   the same streams with posted receives on
+ *                                  (VMMC_SOCK_ZCOPY=256K in its processes):
+ *                                  1 MiB reads placed directly, one copy
  *   tcp_spin_lat, _bw              the kernel's TCP with receivers that spin
  *                                  (recv MSG_DONTWAIT until data) as vmmc's
  *                                  spin before they sleep: what is left when
@@ -95,6 +98,15 @@ const bench_sock_ops_t bench_sock_kernel_spin = {
 
 const bench_sock_ops_t bench_sock_vmmc = {
     .name = "vmmc", .socket = vmmc_sock_socket, .bind = vmmc_sock_bind,
+    .listen = vmmc_sock_listen, .accept = vmmc_sock_accept, .connect = vmmc_sock_connect,
+    .send = vmmc_sock_send, .recv = vmmc_sock_recv, .setsockopt = vmmc_sock_setsockopt,
+    .close = vmmc_sock_close, .poll = vmmc_sock_poll,
+};
+
+/* vmmc with posted receives on: bench_sock_client sets VMMC_SOCK_ZCOPY
+ * in its processes (they read the settings once, at their first call). */
+static const bench_sock_ops_t bench_sock_vmmc_zcopy = {
+    .name = "vmmc_zcopy", .socket = vmmc_sock_socket, .bind = vmmc_sock_bind,
     .listen = vmmc_sock_listen, .accept = vmmc_sock_accept, .connect = vmmc_sock_connect,
     .send = vmmc_sock_send, .recv = vmmc_sock_recv, .setsockopt = vmmc_sock_setsockopt,
     .close = vmmc_sock_close, .poll = vmmc_sock_poll,
@@ -293,9 +305,8 @@ static const size_t bw_sizes[] = {65536, BIG};
 /* The client of one implementation: every latency and bandwidth sample,
  * written to @out as doubles in row order (NLAT x reps, then NBW x reps);
  * a failed sample is written as -1. */
-static int client_pp_bw(const bench_sock_ops_t *o, const bench_ctx_t *c, int unused, int out)
+static int client_pp_bw(const bench_sock_ops_t *o, const bench_ctx_t *c, int bw_only, int out)
 {
-    (void)unused;
     int port;
     pid_t srv = bench_sock_server(o, serve_one, 0, &port);
     if (srv < 0)
@@ -311,7 +322,7 @@ static int client_pp_bw(const bench_sock_ops_t *o, const bench_ctx_t *c, int unu
             n = (uint64_t)((c->quick ? 0.02 : 0.06) / (warm / 200));
         n = n < 200 ? 200 : n > 200000 ? 200000 : n;
         for (int r = 0; r < c->reps; r++) {
-            double t = ok ? pingpong(o, fd, buf, lat_sizes[s], n) : -1;
+            double t = !ok ? -1 : bw_only ? 1 : pingpong(o, fd, buf, lat_sizes[s], n);
             double v = t > 0 ? t / (double)n / 2 * 1e6 : -1;
             ok = ok && t > 0;
             if (write(out, &v, sizeof v) != sizeof v)
@@ -359,6 +370,8 @@ int bench_sock_client(const bench_sock_ops_t *o, const bench_ctx_t *c,
     if (pid == 0) {
         close(p[0]);
         setpgid(0, 0); /* its server with it, on a timeout */
+        if (o == &bench_sock_vmmc_zcopy)
+            setenv("VMMC_SOCK_ZCOPY", "256K", 1);
         bench_pin_cpu(0);
         alarm(BENCH_SOCK_BOUND_S);
         _exit(fn(o, c, arg, p[1]) ? 1 : 0);
@@ -407,9 +420,9 @@ void bench_sock_why(bench_ctx_t *c, const char *what, const char *impl, int st)
 
 static void run_pp_bw(bench_ctx_t *c)
 {
-    enum { NIMPL = 3 };
+    enum { NIMPL = 4, RING = 3 };
     const bench_sock_ops_t *impl[NIMPL] = {&bench_sock_kernel, &bench_sock_kernel_spin,
-                                           &bench_sock_vmmc};
+                                           &bench_sock_vmmc, &bench_sock_vmmc_zcopy};
     int per = (int)(NLAT + NBW) * c->reps;
     double *v = calloc((size_t)per * NIMPL, sizeof *v);
     if (!v)
@@ -418,11 +431,11 @@ static void run_pp_bw(bench_ctx_t *c)
         int st = 0;
         for (int k = 0; k < per; k++)
             v[i * per + k] = -1;
-        bench_sock_client(impl[i], c, client_pp_bw, 0, v + i * per, per, &st);
+        bench_sock_client(impl[i], c, client_pp_bw, i == RING, v + i * per, per, &st);
         bench_sock_why(c, "ping-pong/stream", impl[i]->name, st);
     }
     char metric[32];
-    for (int i = 0; i < NIMPL; i++)
+    for (int i = 0; i < RING; i++)
         for (size_t s = 0; s < NLAT; s++) {
             snprintf(metric, sizeof metric, "%s_lat", impl[i]->name);
             bench_sock_row(c, metric, lat_sizes[s], "us", v + i * per + s * (size_t)c->reps,

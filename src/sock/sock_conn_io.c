@@ -200,6 +200,29 @@ static int zc_step(sock_conn_t *c, const struct iovec *dst, int iovcnt, size_t *
 static ssize_t recv_loop(sock_conn_t *c, const struct iovec *iov, int iovcnt, int flags,
                          int timeout_ms);
 
+/* A peer's kernel closes its stream when the process dies, and that end can
+ * overtake the last bytes the process wrote into our ring: they left before
+ * it died, but over udp (or a fabric) they are still in our socket or on
+ * the wire, applied by a progress thread later. Before the reader takes the
+ * end without a FIN as the end of the stream, it receives what arrived
+ * itself (vmmc_progress) and waits, once per connection and at most
+ * SOCK_DEAD_GRACE_MS (one pass when it must not block), for the ring to
+ * move. 1: it moved (read on), 0: nothing came. Under s->rx_lock. */
+static int dead_settle(sock_conn_t *c, int ms)
+{
+    uint64_t end = vmmc_now_ns() + (uint64_t)ms * 1000000ull;
+    c->dead_settled = 1;
+    for (;;) {
+        (void)vmmc_progress(c->ep);
+        if (sock_rx_word(&c->rx, SOCK_HDR_TAIL) != c->head ||
+            (sock_rx_word(&c->rx, SOCK_HDR_FLAGS) & (SOCK_RING_FIN | SOCK_RING_RST)))
+            return 1;
+        if (vmmc_now_ns() >= end)
+            return 0;
+        usleep(500);
+    }
+}
+
 ssize_t sock_conn_recv(sock_conn_t *c, const struct iovec *iov, int iovcnt, int flags,
                        int timeout_ms)
 {
@@ -336,9 +359,11 @@ static ssize_t recv_loop(sock_conn_t *c, const struct iovec *iov, int iovcnt, in
         if (st & C_DEAD) {
             /* its end came without a FIN: the peer died; what it wrote was
              * read, now the end, as TCP gives when a process is killed */
-            if (sock_rx_word(&c->rx, SOCK_HDR_TAIL) == c->head)
-                return (ssize_t)got;
-            continue;
+            if (sock_rx_word(&c->rx, SOCK_HDR_TAIL) != c->head)
+                continue;
+            if (!c->dead_settled && dead_settle(c, timeout_ms == 0 ? 0 : SOCK_DEAD_GRACE_MS))
+                continue;
+            return (ssize_t)got;
         }
         if (st & C_RESET) {
             errno = ECONNRESET;

@@ -30,6 +30,9 @@
 #include "util/clock.h"
 
 #define SOCK_CACHELINE 64
+/* How long a reader waits for a dead peer's last bytes still in flight
+ * (sock_conn_io.c, dead_settle) before it reads the end of the stream. */
+#define SOCK_DEAD_GRACE_MS 200
 
 enum {
     SOCK_HDR_TAIL = 0,
@@ -150,6 +153,7 @@ struct sock_conn {
     uint64_t want_credit_seen; /* last want_credit counter answered */
     _Atomic uint64_t want_data_seq; /* my reader's sleeps, published in the peer's ring */
     uint64_t fin_at;
+    int dead_settled;          /* the peer's end without a FIN was waited out */
 
     /* send side (under s->tx_lock) */
     _Atomic uint64_t sent;     /* bytes put in the peer's ring */

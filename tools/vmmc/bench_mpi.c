@@ -135,6 +135,20 @@ static const char *provider_missing(char *why, size_t n)
     return NULL;
 }
 
+/* A row of bench/mpi_bench.c: lat, bw, bibw, rate, allreduce, alltoall, bcast. */
+static int mpi_row(bench_ctx_t *c, void *arg, const char *kind, size_t size, bench_stat_t st)
+{
+    const mpi_path_t *p = arg;
+    if (!strchr("lbrae", kind[0]))
+        return 0;
+    char metric[64], ref[64];
+    snprintf(metric, sizeof metric, "%s_%s", p->name, kind);
+    snprintf(ref, sizeof ref, "mpi/%s_%s", p->ref ? p->ref : "", kind);
+    c->transport = p->transport;
+    bench_report(c, metric, size, unit_of(kind), st, p->ref ? ref : NULL);
+    return 1;
+}
+
 static void run_path(bench_ctx_t *c, const mpi_path_t *p, const char *prog, const char *self)
 {
     char args[256], nb[16], sizes[64];
@@ -172,33 +186,7 @@ static void run_path(bench_ctx_t *c, const mpi_path_t *p, const char *prog, cons
         snprintf(envbuf, sizeof envbuf, "%s", p->env);
         env[0] = envbuf;
     }
-    char *out = NULL;
-    int rc = proc_run_capture(argv, env, -1, c->quick ? 60 : 600, &out);
-    int rows = 0;
-    for (const char *l = out; l && *l;) {
-        char kind[16];
-        size_t size;
-        bench_stat_t st;
-        if (sscanf(l, "%15s %zu %lf %lf %lf", kind, &size, &st.median, &st.min, &st.max) == 5 &&
-            strchr("lbrae", kind[0])) {
-            char metric[64], ref[64];
-            snprintf(metric, sizeof metric, "%s_%s", p->name, kind);
-            snprintf(ref, sizeof ref, "mpi/%s_%s", p->ref ? p->ref : "", kind);
-            c->transport = p->transport;
-            bench_report(c, metric, size, unit_of(kind), st, p->ref ? ref : NULL);
-            rows++;
-        }
-        l = strchr(l, '\n');
-        if (l)
-            l++;
-    }
-    if (rc || !rows) {
-        const char *o = out && *out ? out : "(no output)";
-        size_t len = strlen(o);
-        bench_note(c, "%s not measured: the run failed (%s): %.300s", p->name, proc_why(rc),
-                   len > 300 ? o + len - 300 : o);
-    }
-    free(out);
+    (void)bench_child_rows(c, argv, env, c->quick ? 60 : 600, p->name, mpi_row, (void *)p);
 }
 
 static int mpi_run(bench_ctx_t *c)

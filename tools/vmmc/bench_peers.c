@@ -248,6 +248,35 @@ static const mpi_impl_t mpis[] = {
     {"mpich", "mpicc.mpich", "mpirun.mpich", "libmpich-dev", "mpich"},
 };
 
+/* A row of bench/mpi_pingpong.c: lat, bw, and the floor of the same run. */
+typedef struct pp_rows {
+    const mpi_impl_t *m;
+    size_t floor_size; /* the size of the last "floor" line: its "lat" is bounded */
+} pp_rows_t;
+
+static int pp_row(bench_ctx_t *c, void *arg, const char *kind, size_t size, bench_stat_t st)
+{
+    pp_rows_t *pr = arg;
+    if (strcmp(kind, "lat") && strcmp(kind, "bw") && strcmp(kind, "floor"))
+        return 0;
+    char metric[64], bound[80];
+    snprintf(metric, sizeof metric, "%s_%s", pr->m->name, kind);
+    snprintf(bound, sizeof bound, "peers/%s_floor", pr->m->name);
+    c->transport = "shm";
+    if (!strcmp(kind, "floor")) {
+        /* The same ping-pong by stores into shared memory, in the same MPI
+         * processes (bench/mpi_pingpong.c). */
+        bench_report(c, metric, size, "us", st, "limits/cacheline_oneway");
+        pr->floor_size = size;
+    } else if (!strcmp(kind, "lat") && pr->floor_size && size == pr->floor_size)
+        bench_report_bounded(c, metric, size, "us", st, bound);
+    else if (!strcmp(kind, "lat"))
+        bench_report(c, metric, size, "us", st, size <= 64 ? "limits/cacheline_oneway" : NULL);
+    else
+        bench_report(c, metric, size, "GB/s", st, "limits/memcpy_bw");
+    return 1;
+}
+
 static void run_mpi_one(bench_ctx_t *c, const mpi_impl_t *m, const char *tmp, const char *src)
 {
     if (!proc_in_path(m->mpicc, NULL, 0) || !proc_in_path(m->mpirun, NULL, 0)) {
@@ -295,43 +324,8 @@ static void run_mpi_one(bench_ctx_t *c, const mpi_impl_t *m, const char *tmp, co
     if (c->quick)
         argv[n++] = "-q";
     argv[n] = NULL;
-    rc = proc_run_capture(argv, NULL, -1, c->quick ? 30 : 600, &out);
-    int rows = 0;
-    size_t floor_size = 0; /* the size of the last "floor" line: its "lat" is bounded */
-    for (const char *p = out; p && *p;) {
-        char kind[8];
-        size_t size;
-        bench_stat_t st;
-        if (sscanf(p, "%7s %zu %lf %lf %lf", kind, &size, &st.median, &st.min, &st.max) == 5 &&
-            (!strcmp(kind, "lat") || !strcmp(kind, "bw") || !strcmp(kind, "floor"))) {
-            char metric[64], bound[80];
-            snprintf(metric, sizeof metric, "%s_%s", m->name, kind);
-            snprintf(bound, sizeof bound, "peers/%s_floor", m->name);
-            c->transport = "shm";
-            if (!strcmp(kind, "floor")) {
-                /* The same ping-pong by stores into shared memory, in the
-                 * same MPI processes (bench/mpi_pingpong.c). */
-                bench_report(c, metric, size, "us", st, "limits/cacheline_oneway");
-                floor_size = size;
-            } else if (!strcmp(kind, "lat") && floor_size && size == floor_size)
-                bench_report_bounded(c, metric, size, "us", st, bound);
-            else if (!strcmp(kind, "lat"))
-                bench_report(c, metric, size, "us", st,
-                             size <= 64 ? "limits/cacheline_oneway" : NULL);
-            else
-                bench_report(c, metric, size, "GB/s", st, "limits/memcpy_bw");
-            rows++;
-        }
-        p = strchr(p, '\n');
-        if (p)
-            p++;
-    }
-    if (rc || !rows) {
-        const char *o = out && *out ? out : "(no output)";
-        size_t l = strlen(o);
-        bench_note(c, "%s run failed (%s): %.300s", m->name, proc_why(rc), l > 300 ? o + l - 300 : o);
-    }
-    free(out);
+    pp_rows_t pr = {m, 0};
+    (void)bench_child_rows(c, argv, NULL, c->quick ? 30 : 600, m->name, pp_row, &pr);
 }
 
 static void run_mpi(bench_ctx_t *c)

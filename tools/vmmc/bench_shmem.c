@@ -173,6 +173,21 @@ static const char *unit_of(const char *kind)
     return !strcmp(kind, "rate") ? "Mmsg/s" : "us";
 }
 
+/* A row of bench/shmem_bench.c. */
+static int shmem_row(bench_ctx_t *c, void *arg, const char *kind, size_t size, bench_stat_t st)
+{
+    const shmem_path_t *p = arg;
+    if (strcmp(kind, "put") && strcmp(kind, "get") && strcmp(kind, "pp") && strcmp(kind, "rate") &&
+        strcmp(kind, "fadd") && strcmp(kind, "barrier"))
+        return 0;
+    char metric[64], ref[64];
+    snprintf(metric, sizeof metric, "%s_%s", p->name, kind);
+    snprintf(ref, sizeof ref, "shmem/%s_%s", p->ref ? p->ref : "", kind);
+    c->transport = p->transport;
+    bench_report(c, metric, size, unit_of(kind), st, p->ref ? ref : NULL);
+    return 1;
+}
+
 static void run_path(bench_ctx_t *c, const shmem_path_t *p, const shmem_tools_t *t)
 {
     char nb[16], sizes[64];
@@ -218,34 +233,7 @@ static void run_path(bench_ctx_t *c, const shmem_path_t *p, const shmem_tools_t 
         snprintf(envbuf, sizeof envbuf, "%s", p->env);
         env[0] = envbuf;
     }
-    char *out = NULL;
-    int rc = proc_run_capture(argv, env, -1, c->quick ? 90 : 300, &out);
-    int rows = 0;
-    for (const char *l = out; l && *l;) {
-        char kind[16];
-        size_t size;
-        bench_stat_t st;
-        if (sscanf(l, "%15s %zu %lf %lf %lf", kind, &size, &st.median, &st.min, &st.max) == 5 &&
-            (!strcmp(kind, "put") || !strcmp(kind, "get") || !strcmp(kind, "pp") ||
-             !strcmp(kind, "rate") || !strcmp(kind, "fadd") || !strcmp(kind, "barrier"))) {
-            char metric[64], ref[64];
-            snprintf(metric, sizeof metric, "%s_%s", p->name, kind);
-            snprintf(ref, sizeof ref, "shmem/%s_%s", p->ref ? p->ref : "", kind);
-            c->transport = p->transport;
-            bench_report(c, metric, size, unit_of(kind), st, p->ref ? ref : NULL);
-            rows++;
-        }
-        l = strchr(l, '\n');
-        if (l)
-            l++;
-    }
-    if (rc || !rows) {
-        const char *o = out && *out ? out : "(no output)";
-        size_t len = strlen(o);
-        bench_note(c, "%s not measured: the run failed (%s): %.300s", p->name, proc_why(rc),
-                   len > 300 ? o + len - 300 : o);
-    }
-    free(out);
+    (void)bench_child_rows(c, argv, env, c->quick ? 90 : 300, p->name, shmem_row, (void *)p);
 }
 
 static int shmem_run(bench_ctx_t *c)

@@ -46,6 +46,8 @@ static int drive(sock_t *s)
     return atomic_load(&s->mode);
 }
 
+static short pending_ready(const struct pollfd *fd, short kernel);
+
 /* The readiness of an upgraded socket for @p events. */
 static short conn_ready(sock_t *s, short events)
 {
@@ -76,6 +78,8 @@ int vmmc_sock_ready(int fd, short events)
             break;
         }
         r = r ? p.revents : 0;
+        if ((r & POLLIN) && mode == VMMC_SOCK_PENDING)
+            r = pending_ready(&p, (short)r); /* a HELLO that came meanwhile */
         break;
     }
     int e = errno;
@@ -91,6 +95,29 @@ int vmmc_sock_event_fd(void)
         return SOCK_FAIL(ENOENT, "vmmc_sock_event_fd: no upgraded connection has opened the "
                                  "process's endpoint yet");
     return sock_ctx_event_fd(ctx);
+}
+
+/* The kernel says @p fd is readable, and it was PENDING when the pass
+ * drove it: the first bytes of a HELLO may have come between the two looks.
+ * Drive it again: upgraded now, its readiness is the ring's (the HELLO is
+ * not data: a read would wait for the first byte, and a program that reads
+ * one connection at a time, as libtirpc's server does, would wait there
+ * while its other connections' requests wait for it). Still PENDING (part of
+ * a record, no probe yet), the kernel's answer stands: a read then settles
+ * it within VMMC_SOCK_HELLO_TIMEOUT. */
+static short pending_ready(const struct pollfd *fd, short kernel)
+{
+    sock_t *s = sock_get(fd->fd);
+    if (!s)
+        return kernel;
+    short rev = kernel;
+    if (atomic_load(&s->mode) == VMMC_SOCK_PENDING && drive(s) == VMMC_SOCK_VMMC) {
+        rev = conn_ready(s, fd->events);
+        if (atomic_load(&s->mode) != VMMC_SOCK_VMMC)
+            rev = kernel; /* reverted as it looked */
+    }
+    sock_put(s);
+    return rev;
 }
 
 /* One pass: fill every revents; @p k (n + 1 entries) receives the kernel's
@@ -131,9 +158,13 @@ static int pass(struct pollfd *fds, nfds_t n, struct pollfd *k, int *nvmmc)
         int r = sys_poll(k, n, 0);
         if (r < 0)
             return -1;
-        for (nfds_t i = 0; i < n; i++)
-            if (k[i].fd >= 0)
-                fds[i].revents = k[i].revents;
+        for (nfds_t i = 0; i < n; i++) {
+            if (k[i].fd < 0)
+                continue;
+            fds[i].revents = k[i].revents;
+            if (k[i].revents & POLLIN)
+                fds[i].revents = pending_ready(&fds[i], k[i].revents);
+        }
     }
     for (nfds_t i = 0; i < n; i++)
         ready += fds[i].revents != 0;

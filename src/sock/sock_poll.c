@@ -229,9 +229,8 @@ int vmmc_sock_poll(struct pollfd *fds, nfds_t nfds, int timeout_ms)
         }
         /* The guard of sock_wait.c, here too: with upgraded sockets in the
          * set, a sleep ends after POLL_GUARD_MS at most and the pass looks
-         * again, so that a wake-up lost some way not understood yet costs a
-         * quarter second, not the caller's whole timeout (a 1000-byte RPC
-         * echo through poll-driven libtirpc ends was seen to wait 25 s). */
+         * again, so that a wake-up lost all the same costs a quarter
+         * second, not the caller's whole timeout. */
         if (nvmmc && (wait < 0 || wait > POLL_GUARD_MS))
             wait = POLL_GUARD_MS;
         if (!nvmmc) {

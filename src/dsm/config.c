@@ -6,7 +6,7 @@
 #include "dsm/dsm_int.h"
 #include "vmmc/config.h"
 
-dsm_cfg_t dsm_cfg = {64u << 20, 32, 0, 0, 1, 1, 0, 0};
+dsm_cfg_t dsm_cfg = {.size = 64u << 20, .views = 32, .onehop = 1, .yield = 1, .spin_yield = 1};
 
 static const vmmc_config_entry_t dsm_entries[] = {
     {"DSM_SIZE", "64M",
@@ -32,6 +32,10 @@ static const vmmc_config_entry_t dsm_entries[] = {
     {"DSM_YIELD", "y",
      "the service thread yields its core once after waking an application thread of the rank",
      VMMC_CONFIG_BOOL, &dsm_cfg.yield},
+    {"DSM_SPIN_YIELD", "y",
+     "while an application thread waits in the DSM, vmmc's spin in this rank yields the core "
+     "at every pass (a rank sharing the core answers first)",
+     VMMC_CONFIG_BOOL, &dsm_cfg.spin_yield},
     {"DSM_DEBUG", "n", "print every malformed or unexpected DSM message that is dropped",
      VMMC_CONFIG_BOOL, &dsm_cfg.debug},
 };

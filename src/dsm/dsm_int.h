@@ -129,7 +129,7 @@ typedef struct dsm_state {
     _Atomic uint64_t st_read_faults, st_write_faults, st_served, st_inval, st_forwards,
         st_bytes_in, st_delay_sum, st_delay_max, st_delay_count, st_hist[16], st_bad_msgs,
         st_serve_sum, st_serve_max, st_serve_count, st_serve_wait_sum, st_serve_wait_max,
-        st_serve_hist[16];
+        st_serve_hist[16], st_spin_yields;
     uint8_t *same_clock;  /* same_clock[r]: rank r stamps with this host's clock */
 } dsm_state_t;
 
@@ -139,7 +139,7 @@ extern dsm_state_t dsm;
 typedef struct dsm_cfg {
     uint64_t size;
     int64_t views;
-    int page, debug, onehop, yield;
+    int page, debug, onehop, yield, spin_yield;
     int64_t service_nice;   /* 0: as the process */
     uint64_t service_slice; /* ns; 0: the kernel's default */
 } dsm_cfg_t;
@@ -162,7 +162,12 @@ void dsm_post_data(int dest, uint64_t imm, size_t off, size_t len);
 void dsm_flush(void);
 void dsm_outbox_free(void); /* at finalize */
 void dsm_notify(vmmc_ep_t *ep, const vmmc_notification_t *n, void *arg);
-int dsm_wait_locked(void); /* cond wait (lock held) with death checks; 0 or error */
+/* wait.c: an application thread's wait for the protocol (lock held; a
+ * cond wait with death checks): 0 after a change (callers look again) or
+ * an error (a dead rank). */
+int dsm_wait_locked(void);
+void dsm_wake(void); /* lock held: something a waiter may wait for changed */
+int dsm_wait_hook(int add); /* the yielding progress hook (VMMC_DSM_SPIN_YIELD) */
 void dsm_break(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 _Noreturn void dsm_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void dsm_bad_msg(int src, uint64_t imm, const char *why);

@@ -121,6 +121,9 @@ static int setup(void)
             return dsm_error_vmmc(st, what);
         }
     }
+    st = dsm_wait_hook(1);
+    if (st)
+        return dsm_error_vmmc(st, "vmmc_dsm_init: adding a progress hook");
     st = vmmc_service_start(dsm.ep);
     if (st)
         return dsm_error_vmmc(st, "vmmc_dsm_init: starting the service thread");
@@ -136,6 +139,7 @@ static void teardown(void)
     dsm_fault_remove();
     if (dsm.ep) {
         vmmc_service_stop(dsm.ep);
+        dsm_wait_hook(0);
         vmmc_finalize(dsm.ep); /* withdraws the exports, drops the imports */
     }
     dsm.ep = NULL;

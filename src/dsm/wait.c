@@ -1,0 +1,79 @@
+/* How the rank waits for the protocol.
+ *
+ * An application thread that waits (for a fault's answer, a lock, the
+ * barrier, a reply of the manager) sleeps on dsm.cond; the service thread
+ * handles the answer and wakes it. Every 100 ms the sleeper looks whether a
+ * rank died (the core fails sends to a dead rank, but a rank that only
+ * waits for an answer from it would otherwise wait for ever).
+ *
+ * vmmc's wait spins a while (VMMC_SPIN) after activity before it sleeps:
+ * on a core of its own that saves a wake-up per message, but a spin that
+ * shares its core with the rank it waits for (two ranks bound to one core,
+ * or a machine loaded beyond its cores) keeps that rank from answering for
+ * a whole time slice. So while an application thread of this rank waits in
+ * the DSM (nothing of the rank computes), every pass of the spin ends with
+ * a yield (a progress hook, VMMC_DSM_SPIN_YIELD): another thread that can
+ * run on the core runs first, and on an idle core sched_yield() returns at
+ * once. While the application computes, the spin stays as it is: yielding
+ * then would hand the core to the computation for a whole slice and leave
+ * the next request waiting. */
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "dsm/dsm_int.h"
+
+/* The progress hook: every progress pass of the rank (the service thread's
+ * spin, any vmmc wait) yields while an application thread waits in the DSM. */
+static int yield_hook(void *arg)
+{
+    (void)arg;
+    if (!__atomic_load_n(&dsm.waiters, __ATOMIC_RELAXED) || pthread_mutex_trylock(&dsm.lock))
+        return 0;
+    int waiting = dsm.waiters > 0; /* (under the lock: a thread that left its
+                                      wait is never counted as waiting) */
+    if (waiting)
+        atomic_fetch_add_explicit(&dsm.st_spin_yields, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&dsm.lock);
+    if (waiting)
+        sched_yield();
+    return 0;
+}
+
+int dsm_wait_hook(int add)
+{
+    if (!dsm_cfg.spin_yield)
+        return VMMC_OK;
+    return add ? vmmc_progress_hook_add(dsm.ep, yield_hook, NULL, NULL)
+               : vmmc_progress_hook_remove(dsm.ep, yield_hook, NULL);
+}
+
+void dsm_wake(void)
+{
+    pthread_cond_broadcast(&dsm.cond);
+}
+
+int dsm_wait_locked(void)
+{
+    if (dsm.broken)
+        return dsm_error(VMMC_ERR_PEER_DEAD, "%s", dsm.broken_why);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += 100 * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    dsm.waiters++;
+    int rc = pthread_cond_timedwait(&dsm.cond, &dsm.lock, &ts);
+    dsm.waiters--;
+    if (rc == ETIMEDOUT) {
+        for (int r = 0; r < dsm.n && !dsm.broken; r++)
+            if (r != dsm.me && vmmc_peer_alive(dsm.ep, r) == 0)
+                dsm_break("rank %d died (or left the job) while this rank waited for the DSM", r);
+    }
+    if (dsm.broken)
+        return dsm_error(VMMC_ERR_PEER_DEAD, "%s", dsm.broken_why);
+    return VMMC_OK;
+}

@@ -12,27 +12,34 @@
  * or a machine loaded beyond its cores) keeps that rank from answering for
  * a whole time slice. So while an application thread of this rank waits in
  * the DSM (nothing of the rank computes), every pass of the spin ends with
- * a yield (a progress hook, VMMC_DSM_SPIN_YIELD): another thread that can
+ * a yield (a progress hook, VMMC_DSM_SPIN_YIELD; by default only if another
+ * rank may run on this rank's processors, cpus.c): another thread that can
  * run on the core runs first, and on an idle core sched_yield() returns at
- * once. While the application computes, the spin stays as it is: yielding
- * then would hand the core to the computation for a whole slice and leave
- * the next request waiting. */
+ * once. Only during the first VMMC_DSM_YIELD_WINDOW of a wait: a thread
+ * that yielded to other work waits for that work's slice when its message
+ * comes, while one that sleeps is woken at once, so a long wait (a barrier
+ * while the other rank computes) spins and sleeps as vmmc does. While the
+ * application computes, the spin stays as it is: yielding then would hand
+ * the core to the computation for a whole slice and leave the next request
+ * waiting. */
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "dsm/dsm_int.h"
 
 /* The progress hook: every progress pass of the rank (the service thread's
- * spin, any vmmc wait) yields while an application thread waits in the DSM. */
+ * spin, any vmmc wait) yields during the first VMMC_DSM_YIELD_WINDOW of a
+ * wait of an application thread in the DSM. */
 static int yield_hook(void *arg)
 {
     (void)arg;
     if (!__atomic_load_n(&dsm.waiters, __ATOMIC_RELAXED) || pthread_mutex_trylock(&dsm.lock))
         return 0;
-    int waiting = dsm.waiters > 0; /* (under the lock: a thread that left its
-                                      wait is never counted as waiting) */
+    /* (under the lock: a thread that left its wait is never counted) */
+    int waiting = dsm.waiters > 0 && dsm_now_ns() - dsm.wait_since < dsm_cfg.yield_window;
     if (waiting)
         atomic_fetch_add_explicit(&dsm.st_spin_yields, 1, memory_order_relaxed);
     pthread_mutex_unlock(&dsm.lock);
@@ -41,12 +48,41 @@ static int yield_hook(void *arg)
     return 0;
 }
 
+int dsm_spin_yield_mode(void)
+{
+    const char *v = dsm_cfg.spin_yield;
+    if (!v || !*v || !strcmp(v, "auto"))
+        return 2;
+    if (!strcmp(v, "y") || !strcmp(v, "yes") || !strcmp(v, "1") || !strcmp(v, "true"))
+        return 1;
+    if (!strcmp(v, "n") || !strcmp(v, "no") || !strcmp(v, "0") || !strcmp(v, "false"))
+        return 0;
+    return -1;
+}
+
+static int hooked;
+
 int dsm_wait_hook(int add)
 {
-    if (!dsm_cfg.spin_yield)
+    if (!add) {
+        if (hooked)
+            vmmc_progress_hook_remove(dsm.ep, yield_hook, NULL);
+        hooked = 0;
         return VMMC_OK;
-    return add ? vmmc_progress_hook_add(dsm.ep, yield_hook, NULL, NULL)
-               : vmmc_progress_hook_remove(dsm.ep, yield_hook, NULL);
+    }
+    int mode = dsm_spin_yield_mode(), shared = 0;
+    if (mode == 2) {
+        int st = dsm_cpus_shared(&shared);
+        if (st)
+            return st;
+    }
+    if (mode == 1 || shared) {
+        int st = vmmc_progress_hook_add(dsm.ep, yield_hook, NULL, NULL);
+        if (st)
+            return dsm_error_vmmc(st, "vmmc_dsm_init: adding a progress hook");
+        hooked = 1;
+    }
+    return VMMC_OK;
 }
 
 void dsm_wake(void)
@@ -65,7 +101,8 @@ int dsm_wait_locked(void)
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000L;
     }
-    dsm.waiters++;
+    if (dsm.waiters++ == 0)
+        dsm.wait_since = dsm_now_ns();
     int rc = pthread_cond_timedwait(&dsm.cond, &dsm.lock, &ts);
     dsm.waiters--;
     if (rc == ETIMEDOUT) {

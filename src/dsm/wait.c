@@ -101,10 +101,11 @@ int dsm_wait_locked(void)
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000L;
     }
-    if (dsm.waiters++ == 0)
+    /* (atomic: the hook looks at it without the lock first) */
+    if (__atomic_fetch_add(&dsm.waiters, 1, __ATOMIC_RELAXED) == 0)
         dsm.wait_since = dsm_now_ns();
     int rc = pthread_cond_timedwait(&dsm.cond, &dsm.lock, &ts);
-    dsm.waiters--;
+    __atomic_fetch_sub(&dsm.waiters, 1, __ATOMIC_RELAXED);
     if (rc == ETIMEDOUT) {
         for (int r = 0; r < dsm.n && !dsm.broken; r++)
             if (r != dsm.me && vmmc_peer_alive(dsm.ep, r) == 0)

@@ -183,6 +183,9 @@ typedef struct vmmc_dsm_stats {
     uint64_t serve_wait_ns_max; /**< longest such wait, ns */
     uint64_t serve_hist[16];    /**< arrival -> served, buckets as
                                      delay_hist */
+    uint64_t spin_yields;       /**< times vmmc's spin in this rank gave its
+                                     core away while an application thread
+                                     waited in the DSM (VMMC_DSM_SPIN_YIELD) */
 } vmmc_dsm_stats_t;
 
 /** @brief Copy this rank's counters into @p s. */

@@ -40,7 +40,7 @@ static void on_malloc_rep(uint64_t rep)
     size_t off = (size_t)(rep >> 18);
     dsm.malloc_rep = rep;
     dsm.malloc_done = 1;
-    pthread_cond_broadcast(&dsm.cond);
+    dsm_wake();
     if (status != MREP_OK || dsm.page_mode)
         return;
     size_t n16 = pending_n16;
@@ -92,7 +92,7 @@ void dsm_on_reply(int src, uint64_t imm)
         dsm.push_done = 1;
         break;
     }
-    pthread_cond_broadcast(&dsm.cond);
+    dsm_wake();
 }
 
 void *vmmc_dsm_malloc_chunk(size_t n, int chunk)

@@ -6,7 +6,8 @@
 #include "dsm/dsm_int.h"
 #include "vmmc/config.h"
 
-dsm_cfg_t dsm_cfg = {64u << 20, 32, 0, 0, 1, 1, 0, 0};
+dsm_cfg_t dsm_cfg = {.size = 64u << 20, .views = 32, .onehop = 1, .yield = 1,
+                     .yield_window = 50000};
 
 static const vmmc_config_entry_t dsm_entries[] = {
     {"DSM_SIZE", "64M",
@@ -32,6 +33,16 @@ static const vmmc_config_entry_t dsm_entries[] = {
     {"DSM_YIELD", "y",
      "the service thread yields its core once after waking an application thread of the rank",
      VMMC_CONFIG_BOOL, &dsm_cfg.yield},
+    {"DSM_SPIN_YIELD", "auto",
+     "while an application thread waits in the DSM, vmmc's spin in this rank yields the core "
+     "at every pass of its first VMMC_DSM_YIELD_WINDOW, so that a rank sharing it answers "
+     "first: auto (when the affinity mask of another rank on this kernel meets this rank's), "
+     "y (always) or n",
+     VMMC_CONFIG_STRING, &dsm_cfg.spin_yield},
+    {"DSM_YIELD_WINDOW", "50us",
+     "how long into a wait vmmc's spin yields (VMMC_DSM_SPIN_YIELD); later it spins on (and "
+     "then sleeps) as vmmc does, so that a long wait does not leave the rank behind other work",
+     VMMC_CONFIG_TIME, &dsm_cfg.yield_window, 0, 1000000000ull},
     {"DSM_DEBUG", "n", "print every malformed or unexpected DSM message that is dropped",
      VMMC_CONFIG_BOOL, &dsm_cfg.debug},
 };

@@ -103,6 +103,7 @@ typedef struct dsm_state {
     vmmc_ep_t *ep;
     vmmc_export_t *ex;    /* the privileged view, notifications to dsm_notify */
     vmmc_export_t *boot_ex;
+    vmmc_export_t *cpus_ex; /* this rank's processors, until init ends */
     vmmc_proxy_t **px;    /* px[r]: rank r's privileged view */
     uint8_t *acc;         /* npages * views */
     dsm_ext_t *ext;       /* npages * views, heads only */
@@ -124,12 +125,13 @@ typedef struct dsm_state {
     uint64_t bcast_val;
     atomic_int sending;   /* posted messages not yet sent */
     int waiters;          /* application threads in dsm_wait_locked */
+    uint64_t wait_since;  /* when waiters last rose from 0 */
     pthread_mutex_t api;  /* one API call at a time */
     /* counters */
     _Atomic uint64_t st_read_faults, st_write_faults, st_served, st_inval, st_forwards,
         st_bytes_in, st_delay_sum, st_delay_max, st_delay_count, st_hist[16], st_bad_msgs,
         st_serve_sum, st_serve_max, st_serve_count, st_serve_wait_sum, st_serve_wait_max,
-        st_serve_hist[16];
+        st_serve_hist[16], st_spin_yields;
     uint8_t *same_clock;  /* same_clock[r]: rank r stamps with this host's clock */
 } dsm_state_t;
 
@@ -140,6 +142,8 @@ typedef struct dsm_cfg {
     uint64_t size;
     int64_t views;
     int page, debug, onehop, yield;
+    const char *spin_yield; /* auto, y or n */
+    uint64_t yield_window;  /* ns into a wait the spin yields */
     int64_t service_nice;   /* 0: as the process */
     uint64_t service_slice; /* ns; 0: the kernel's default */
 } dsm_cfg_t;
@@ -162,7 +166,16 @@ void dsm_post_data(int dest, uint64_t imm, size_t off, size_t len);
 void dsm_flush(void);
 void dsm_outbox_free(void); /* at finalize */
 void dsm_notify(vmmc_ep_t *ep, const vmmc_notification_t *n, void *arg);
-int dsm_wait_locked(void); /* cond wait (lock held) with death checks; 0 or error */
+/* wait.c: an application thread's wait for the protocol (lock held; a
+ * cond wait with death checks): 0 after a change (callers look again) or
+ * an error (a dead rank). */
+int dsm_wait_locked(void);
+void dsm_wake(void); /* lock held: something a waiter may wait for changed */
+int dsm_wait_hook(int add); /* the yielding progress hook (VMMC_DSM_SPIN_YIELD) */
+int dsm_spin_yield_mode(void); /* 0 n, 1 y, 2 auto; -1 a bad value */
+/* cpus.c: publish this rank's affinity; do ranks share its processors? */
+int dsm_cpus_publish(void);
+int dsm_cpus_shared(int *shared);
 void dsm_break(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 _Noreturn void dsm_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void dsm_bad_msg(int src, uint64_t imm, const char *why);

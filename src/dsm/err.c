@@ -41,7 +41,7 @@ void dsm_break(const char *fmt, ...)
         va_end(ap);
         dsm.broken = 1;
     }
-    pthread_cond_broadcast(&dsm.cond);
+    dsm_wake();
 }
 
 _Noreturn void dsm_fatal(const char *fmt, ...)

@@ -107,6 +107,9 @@ static int setup(void)
     st = dsm_clock_peers();
     if (st)
         return st;
+    st = dsm_cpus_publish();
+    if (st)
+        return st;
     st = dsm_fault_install();
     if (st)
         return st;
@@ -121,6 +124,9 @@ static int setup(void)
             return dsm_error_vmmc(st, what);
         }
     }
+    st = dsm_wait_hook(1);
+    if (st)
+        return st;
     st = vmmc_service_start(dsm.ep);
     if (st)
         return dsm_error_vmmc(st, "vmmc_dsm_init: starting the service thread");
@@ -136,10 +142,11 @@ static void teardown(void)
     dsm_fault_remove();
     if (dsm.ep) {
         vmmc_service_stop(dsm.ep);
+        dsm_wait_hook(0);
         vmmc_finalize(dsm.ep); /* withdraws the exports, drops the imports */
     }
     dsm.ep = NULL;
-    dsm.ex = dsm.boot_ex = NULL;
+    dsm.ex = dsm.boot_ex = dsm.cpus_ex = NULL;
     if (dsm.mgr)
         dsm_mgr_destroy();
     dsm_view_unmap();
@@ -168,6 +175,10 @@ int vmmc_dsm_init(const vmmc_dsm_params_t *p)
         return dsm_error(VMMC_ERR_BUSY, "vmmc_dsm_init: the DSM is initialised already");
     if (dsm_cfg_error())
         return dsm_error(VMMC_ERR_INVALID, "vmmc_dsm_init: %s", dsm_cfg_error());
+    if (dsm_spin_yield_mode() < 0)
+        return dsm_error(VMMC_ERR_INVALID,
+                         "vmmc_dsm_init: VMMC_DSM_SPIN_YIELD=%s: expected auto, y or n",
+                         dsm_cfg.spin_yield);
     size_t size = p && p->size ? p->size : (size_t)dsm_cfg.size;
     unsigned views = p && p->views ? p->views : (unsigned)dsm_cfg.views;
     dsm.page_mode = dsm_cfg.page;
@@ -211,6 +222,10 @@ int vmmc_dsm_init(const vmmc_dsm_params_t *p)
     if (dsm.boot_ex) {
         vmmc_unexport(dsm.boot_ex); /* everyone read it before the barrier */
         dsm.boot_ex = NULL;
+    }
+    if (dsm.cpus_ex) {
+        vmmc_unexport(dsm.cpus_ex); /* (the same) */
+        dsm.cpus_ex = NULL;
     }
     return VMMC_OK;
 }

@@ -16,7 +16,6 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "dsm/dsm_int.h"
 
@@ -226,31 +225,4 @@ void dsm_notify(vmmc_ep_t *ep, const vmmc_notification_t *n, void *arg)
         sched_yield(); /* the thread just woken may share this core (see wakes_waiter) */
     if (active) /* served: what it asked for is sent (docs/dsm.md, Counters) */
         dsm_stats_serve(n->sender, n->imm, start, dsm_now_ns());
-}
-
-/* Wait for a change (lock held), looking for dead ranks now and then:
- * the core fails sends to a dead rank, but a rank that only waits for an
- * answer from it would otherwise wait for ever. */
-int dsm_wait_locked(void)
-{
-    if (dsm.broken)
-        return dsm_error(VMMC_ERR_PEER_DEAD, "%s", dsm.broken_why);
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += 100 * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    dsm.waiters++;
-    int rc = pthread_cond_timedwait(&dsm.cond, &dsm.lock, &ts);
-    dsm.waiters--;
-    if (rc == ETIMEDOUT) {
-        for (int r = 0; r < dsm.n && !dsm.broken; r++)
-            if (r != dsm.me && vmmc_peer_alive(dsm.ep, r) == 0)
-                dsm_break("rank %d died (or left the job) while this rank waited for the DSM", r);
-    }
-    if (dsm.broken)
-        return dsm_error(VMMC_ERR_PEER_DEAD, "%s", dsm.broken_why);
-    return VMMC_OK;
 }

@@ -135,7 +135,7 @@ static void raise_to(uint32_t head, int acc, int done)
     answered(head);
     if (done)
         dsm_post(dsm_manager(), dsm_imm(M_DONE, (unsigned)dsm.me, head, 0));
-    pthread_cond_broadcast(&dsm.cond);
+    dsm_wake();
 }
 
 void dsm_on_data(int src, uint64_t imm, size_t off, size_t len)
@@ -210,7 +210,7 @@ void dsm_on_notown(int src, uint64_t imm)
     uint32_t head = IMM_ID(imm);
     dsm.hint[head] = 0; /* ask the manager next time */
     dsm.acc[head] &= (uint8_t)~ACC_INFLIGHT;
-    pthread_cond_broadcast(&dsm.cond);
+    dsm_wake();
 }
 
 void dsm_proto_resume(int cont, uint32_t head, int target, uint64_t a, uint64_t b)
@@ -236,5 +236,5 @@ void dsm_on_nack(int src, uint64_t imm)
     (void)src;
     uint32_t raw = IMM_ID(imm);
     dsm.acc[raw] = (uint8_t)((dsm.acc[raw] | ACC_NACK) & ~ACC_INFLIGHT);
-    pthread_cond_broadcast(&dsm.cond);
+    dsm_wake();
 }

@@ -94,14 +94,14 @@ void dsm_sync_on_msg(int src, uint64_t imm)
         break;
     case M_LOCK_GRANT:
         dsm.lock_granted[id] = 1;
-        pthread_cond_broadcast(&dsm.cond);
+        dsm_wake();
         break;
     case M_BAR:
         on_bar(src);
         break;
     case M_BAR_GO:
         dsm.bar_epoch++;
-        pthread_cond_broadcast(&dsm.cond);
+        dsm_wake();
         break;
     case M_BCAST:
         if ((imm >> 6) > (uint64_t)dsm.views * dsm.size) {
@@ -110,7 +110,7 @@ void dsm_sync_on_msg(int src, uint64_t imm)
         }
         dsm.bcast_val = imm >> 6;
         dsm.bcast_have = 1;
-        pthread_cond_broadcast(&dsm.cond);
+        dsm_wake();
         break;
     default:
         dsm_bad_msg(src, imm, "unknown type");

@@ -1,0 +1,117 @@
+/* How the rank waits for the protocol.
+ *
+ * An application thread that waits (for a fault's answer, a lock, the
+ * barrier, a reply of the manager) sleeps on dsm.cond; the service thread
+ * handles the answer and wakes it. Every 100 ms the sleeper looks whether a
+ * rank died (the core fails sends to a dead rank, but a rank that only
+ * waits for an answer from it would otherwise wait for ever).
+ *
+ * vmmc's wait spins a while (VMMC_SPIN) after activity before it sleeps:
+ * on a core of its own that saves a wake-up per message, but a spin that
+ * shares its core with the rank it waits for (two ranks bound to one core,
+ * or a machine loaded beyond its cores) keeps that rank from answering for
+ * a whole time slice. So while an application thread of this rank waits in
+ * the DSM (nothing of the rank computes), every pass of the spin ends with
+ * a yield (a progress hook, VMMC_DSM_SPIN_YIELD; by default only if another
+ * rank may run on this rank's processors, cpus.c): another thread that can
+ * run on the core runs first, and on an idle core sched_yield() returns at
+ * once. Only during the first VMMC_DSM_YIELD_WINDOW of a wait: a thread
+ * that yielded to other work waits for that work's slice when its message
+ * comes, while one that sleeps is woken at once, so a long wait (a barrier
+ * while the other rank computes) spins and sleeps as vmmc does. While the
+ * application computes, the spin stays as it is: yielding then would hand
+ * the core to the computation for a whole slice and leave the next request
+ * waiting. */
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dsm/dsm_int.h"
+
+/* The progress hook: every progress pass of the rank (the service thread's
+ * spin, any vmmc wait) yields during the first VMMC_DSM_YIELD_WINDOW of a
+ * wait of an application thread in the DSM. */
+static int yield_hook(void *arg)
+{
+    (void)arg;
+    if (!__atomic_load_n(&dsm.waiters, __ATOMIC_RELAXED) || pthread_mutex_trylock(&dsm.lock))
+        return 0;
+    /* (under the lock: a thread that left its wait is never counted) */
+    int waiting = dsm.waiters > 0 && dsm_now_ns() - dsm.wait_since < dsm_cfg.yield_window;
+    if (waiting)
+        atomic_fetch_add_explicit(&dsm.st_spin_yields, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&dsm.lock);
+    if (waiting)
+        sched_yield();
+    return 0;
+}
+
+int dsm_spin_yield_mode(void)
+{
+    const char *v = dsm_cfg.spin_yield;
+    if (!v || !*v || !strcmp(v, "auto"))
+        return 2;
+    if (!strcmp(v, "y") || !strcmp(v, "yes") || !strcmp(v, "1") || !strcmp(v, "true"))
+        return 1;
+    if (!strcmp(v, "n") || !strcmp(v, "no") || !strcmp(v, "0") || !strcmp(v, "false"))
+        return 0;
+    return -1;
+}
+
+static int hooked;
+
+int dsm_wait_hook(int add)
+{
+    if (!add) {
+        if (hooked)
+            vmmc_progress_hook_remove(dsm.ep, yield_hook, NULL);
+        hooked = 0;
+        return VMMC_OK;
+    }
+    int mode = dsm_spin_yield_mode(), shared = 0;
+    if (mode == 2) {
+        int st = dsm_cpus_shared(&shared);
+        if (st)
+            return st;
+    }
+    if (mode == 1 || shared) {
+        int st = vmmc_progress_hook_add(dsm.ep, yield_hook, NULL, NULL);
+        if (st)
+            return dsm_error_vmmc(st, "vmmc_dsm_init: adding a progress hook");
+        hooked = 1;
+    }
+    return VMMC_OK;
+}
+
+void dsm_wake(void)
+{
+    pthread_cond_broadcast(&dsm.cond);
+}
+
+int dsm_wait_locked(void)
+{
+    if (dsm.broken)
+        return dsm_error(VMMC_ERR_PEER_DEAD, "%s", dsm.broken_why);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += 100 * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    /* (atomic: the hook looks at it without the lock first) */
+    if (__atomic_fetch_add(&dsm.waiters, 1, __ATOMIC_RELAXED) == 0)
+        dsm.wait_since = dsm_now_ns();
+    int rc = pthread_cond_timedwait(&dsm.cond, &dsm.lock, &ts);
+    __atomic_fetch_sub(&dsm.waiters, 1, __ATOMIC_RELAXED);
+    if (rc == ETIMEDOUT) {
+        for (int r = 0; r < dsm.n && !dsm.broken; r++)
+            if (r != dsm.me && vmmc_peer_alive(dsm.ep, r) == 0)
+                dsm_break("rank %d died (or left the job) while this rank waited for the DSM", r);
+    }
+    if (dsm.broken)
+        return dsm_error(VMMC_ERR_PEER_DEAD, "%s", dsm.broken_why);
+    return VMMC_OK;
+}

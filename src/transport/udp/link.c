@@ -66,7 +66,7 @@ static const vmmc_cfg_entry_t udp_entries[] = {
      "(0: sleep at once; a wake-up across threads costs ~30us here)",
      VMMC_CFG_TIME, &vmmc_udp_cfg_rpc_spin, 0, 1000000000ull},
     {"UDP_SERVE_SPIN", "50us", "after the progress thread answered a remote read or atomic, "
-     "it keeps polling the socket this long (yielding the CPU now and then) before it sleeps, "
+     "it keeps polling the socket this long before it sleeps, "
      "so that the next request of a stream is answered without a wake-up (0: sleep at once)",
      VMMC_CFG_TIME, &vmmc_udp_cfg_serve_spin, 0, 1000000000ull},
     {"UDP_FAULT", "", "TEST FACILITY: inject faults on received datagrams, e.g. "

@@ -9,7 +9,6 @@
 #include "transport/udp/link_impl.h"
 
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -139,24 +138,36 @@ void vmmc_udp_link_linger(vmmc_udp_link_t *l)
  * is then its own), or the link stops. A stream of reads or atomics from a
  * peer whose application computes or sleeps is then answered without a
  * wake-up per request (~15-60 us each on a loaded 2-core machine, against
- * a round trip of ~5 us). Bounded, and yields now and then: the
- * application thread of this endpoint may share the CPU. */
+ * a round trip of ~5 us). Bounded, and without sched_yield: on a loaded
+ * machine a yielding thread waits behind every other runnable task, where
+ * a woken one (the application thread of this endpoint, on the same CPU)
+ * preempts the spinner anyway. */
 static void linger(vmmc_udp_link_t *l)
 {
     uint64_t polls = atomic_load_explicit(&l->app_polls, memory_order_relaxed);
-    for (unsigned i = 1;; i++) {
+    /* The timers (retransmissions, keep-alives, liveness) and the tick
+     * still run at least every look-back interval. */
+    uint64_t last = vmmc_udp_now();
+    for (;;) {
         uint64_t until = atomic_load_explicit(&l->linger_until, memory_order_relaxed);
-        if (!until || vmmc_udp_now() >= until || atomic_load(&l->stop) ||
+        uint64_t now = vmmc_udp_now();
+        if (!until || now >= until || atomic_load(&l->stop) ||
             atomic_load_explicit(&l->app_polls, memory_order_relaxed) != polls)
             break;
-        if ((i & 7) == 0)
-            sched_yield();
+        if (now - last >= vmmc_udp_cfg_poll_recheck) {
+            if (l->p.tick)
+                l->p.tick(l->p.arg);
+            (void)timers(l, now);
+            last = now;
+        }
         if (pthread_mutex_trylock(&l->rx_lock) != 0)
             break; /* the application receives */
         tl_rx_owner = l;
         uint64_t before = __atomic_load_n(&l->c.delivered_frags, __ATOMIC_RELAXED);
         vmmc_udp__rx_pass(l, 0, 0);
         uint64_t got = __atomic_load_n(&l->c.delivered_frags, __ATOMIC_RELAXED) - before;
+        if (atomic_load_explicit(&l->acks_owed, memory_order_relaxed))
+            vmmc_udp__owed_acks(l, vmmc_udp_now()); /* their delay runs out while we spin */
         tl_rx_owner = NULL;
         pthread_mutex_unlock(&l->rx_lock);
         if (got)

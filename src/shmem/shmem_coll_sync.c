@@ -1,6 +1,7 @@
 /* Barriers: the dissemination barrier every collective starts and ends
  * with (shmem_coll.h), and the public barrier/sync calls. */
 #include "shmem_coll.h"
+#include "shmem/shmem_core.h" /* shm_fatal_vmmc */
 
 #include <stdlib.h>
 
@@ -55,7 +56,21 @@ static void signal_peer(const char *fn, const struct shmem_team_s *t, int r, int
                                   memory_order_release);
             shm_ring(to);
         } else {
-            shm_amo(fn, SHMEM_CTX_DEFAULT, shm_g.heap + off, to, VMMC_ATOMIC_SWAP, 8, seq, 0, 0);
+            /* Another host: one deliberate update of the flag word. Its
+             * link delivers it after everything this PE sent before (the
+             * quiet that starts a barrier waited for those), applies the
+             * aligned word with one store and wakes the PE if it sleeps:
+             * no round trip and no signal of its own, where an atomic
+             * waited for its answer and then rang. The flag only grows,
+             * and only this PE writes it, so nothing needs the old value. */
+            shm_loc_t loc;
+            shm_locate(fn, shm_g.heap + off, 8, to, &loc);
+            int st = loc.ptr ? VMMC_OK : vmmc_send(loc.px, loc.off, &seq, 8, 0);
+            if (loc.ptr)
+                atomic_store_explicit((_Atomic uint64_t *)(void *)loc.ptr, seq,
+                                      memory_order_release);
+            if (st != VMMC_OK)
+                shm_fatal_vmmc(fn, "barrier signal", st);
         }
     } else {
         size_t off = offsetof(shm_hdr_t, coll) + offsetof(shm_coll_hdr_t, cnt) +

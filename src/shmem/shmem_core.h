@@ -30,7 +30,8 @@ void shm_heap_init(void);   /* allocator over the user part of the heap */
 void shm_heap_fini(void);
 void shm_move_init(void);   /* nbi completion queue */
 void shm_move_fini(void);
-void shm_wait_init(void);        /* shmem_wait.c: the event fd across hosts */
+void shm_wait_init(void);        /* shmem_wait.c: the progress hook of waits across hosts */
+void shm_wait_fini(void);
 void shm_exit_watch_start(void); /* shmem_wait.c: watcher for the exit word */
 void shm_exit_watch_stop(void);
 

@@ -140,6 +140,7 @@ void shmem_finalize(void)
     shm_exit_watch_stop();
     shm_teams_fini();
     shm_move_fini();
+    shm_wait_fini();
     shm_g.initialized = 0;
     shm_g.finalized = 1;
     int st = vmmc_finalize(shm_g.ep);

@@ -9,7 +9,13 @@
  * word, so no FUTEX_PRIVATE_FLAG), and a ringer on this host bumps the
  * doorbell and wakes it. When some PE is on another host, a ringer there
  * cannot reach the futex: the waiter sleeps in vmmc_wait() instead, which
- * vmmc_signal() from any PE wakes, and ringers on this host signal too.
+ * vmmc_signal() from any PE, and a peer's write or atomic landing here,
+ * wake; ringers on this host signal too. A progress hook reports the
+ * sleeper's condition, so vmmc_wait returns as soon as it holds. Not the
+ * endpoint's event fd: with it armed, every vmmc_progress of the spin would
+ * hand the udp socket back to the link thread and wake that thread on this
+ * core, which then answers the peers' gets and atomics in the spinner's
+ * place, a context switch each.
  *
  * No wake-up is lost: the waiter reads the doorbell, arms it (`armed`),
  * announces itself in `sleepers`, checks its condition once more, and
@@ -25,7 +31,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
-#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -72,15 +77,72 @@ static void sleep_futex(shm_hdr_t *h, uint32_t seq)
     (void)syscall(SYS_futex, &h->doorbell, FUTEX_WAIT, seq, &ts, NULL, 0);
 }
 
-static int evfd = -1; /* the endpoint's event fd, when some PE is on another host */
+/* The conditions of the PEs' threads asleep in vmmc_wait (some PE on
+ * another host), which the progress hook reports. */
+typedef struct sleeper {
+    int (*ready)(void *arg);
+    void *arg;
+    struct sleeper *next;
+} sleeper_t;
+
+static pthread_mutex_t sleepers_lock = PTHREAD_MUTEX_INITIALIZER;
+static sleeper_t *sleepers;
+static _Atomic int nsleepers;
+
+/* Progress hook (and its arm): 1 when a sleeper's condition holds, so
+ * that vmmc_wait returns (or does not sleep). */
+static int sleeper_ready(void *unused)
+{
+    (void)unused;
+    if (!atomic_load_explicit(&nsleepers, memory_order_acquire))
+        return 0;
+    int any = 0;
+    pthread_mutex_lock(&sleepers_lock);
+    for (sleeper_t *s = sleepers; s && !any; s = s->next)
+        any = s->ready(s->arg);
+    pthread_mutex_unlock(&sleepers_lock);
+    return any;
+}
+
+static int hooked;
 
 void shm_wait_init(void)
 {
-    if (!shm_g.any_remote)
+    if (!shm_g.any_remote || hooked)
         return;
-    evfd = vmmc_event_fd(shm_g.ep);
-    if (evfd < 0)
-        shm_fatal_vmmc("shmem_init", "the endpoint's event fd", evfd);
+    int st = vmmc_progress_hook_add(shm_g.ep, sleeper_ready, sleeper_ready, NULL);
+    if (st != VMMC_OK)
+        shm_fatal_vmmc("shmem_init", "the progress hook of waits", st);
+    hooked = 1;
+}
+
+void shm_wait_fini(void)
+{
+    if (hooked && shm_g.ep)
+        (void)vmmc_progress_hook_remove(shm_g.ep, sleeper_ready, NULL);
+    hooked = 0;
+}
+
+/* One sleep of at most @ms in vmmc_wait, which returns early once @ready
+ * holds (the hook), at a peer's write or atomic, or at a signal. */
+static int sleep_remote(int (*ready)(void *arg), void *arg, int ms)
+{
+    sleeper_t me = {ready, arg, NULL};
+    pthread_mutex_lock(&sleepers_lock);
+    me.next = sleepers;
+    sleepers = &me;
+    pthread_mutex_unlock(&sleepers_lock);
+    atomic_fetch_add_explicit(&nsleepers, 1, memory_order_seq_cst);
+    int rc = vmmc_wait(shm_g.ep, ms);
+    atomic_fetch_sub_explicit(&nsleepers, 1, memory_order_relaxed);
+    pthread_mutex_lock(&sleepers_lock);
+    for (sleeper_t **pp = &sleepers; *pp; pp = &(*pp)->next)
+        if (*pp == &me) {
+            *pp = me.next;
+            break;
+        }
+    pthread_mutex_unlock(&sleepers_lock);
+    return rc;
 }
 
 /* Spin until @ready or VMMC_SHMEM_SPIN has passed: 1 if ready. */
@@ -137,17 +199,12 @@ void shm_wait(int (*ready)(void *arg), void *arg)
             return;
         }
         if (shm_g.any_remote) {
-            /* vmmc_wait would sleep on after a wake that handled no event
-             * (a write landing, a signal): poll the event fd, which every
-             * peer write and vmmc_signal makes readable, then progress. */
-            struct pollfd pfd = {evfd, POLLIN, 0};
-            int n = poll(&pfd, 1, ms);
+            int rc = sleep_remote(ready, arg, ms);
             atomic_fetch_sub_explicit(&h->sleepers, 1, memory_order_relaxed);
-            int rc = vmmc_progress(shm_g.ep);
             /* a PE that died after its last write to us is no error */
             if (rc < 0 && !ready(arg))
                 shm_fatal_vmmc("shmem", "waiting for symmetric memory", rc);
-            spin = n > 0;
+            spin = rc > 0 || atomic_load_explicit(&h->doorbell, memory_order_relaxed) != seq;
         } else {
             sleep_futex(h, seq);
             atomic_fetch_sub_explicit(&h->sleepers, 1, memory_order_relaxed);

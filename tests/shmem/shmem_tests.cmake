@@ -1,4 +1,4 @@
-# vshmem_add_test(name [SOURCES src...] [NP n] [TIMEOUT s] [ARGS ...] [NO_UDP])
+# vshmem_add_test(name [SOURCES src...] [NP n] [TIMEOUT s] [ARGS ...] [ENV VAR=value...] [NO_UDP])
 # builds one OpenSHMEM program (linked with libvmmc-shmem, as oshcc links)
 # and registers it twice:
 #   name        NP PEs on this host (shm), started by `vmmc run`;
@@ -9,7 +9,7 @@
 # wrong value (tests/shmem/shmem_test.h).
 set(VSHMEM_NETNS ${CMAKE_SOURCE_DIR}/tests/multihost/netns_job.sh)
 function(vshmem_add_test name)
-  cmake_parse_arguments(T "NO_UDP" "NP;TIMEOUT" "SOURCES;ARGS;LABELS" ${ARGN})
+  cmake_parse_arguments(T "NO_UDP" "NP;TIMEOUT" "SOURCES;ARGS;LABELS;ENV" ${ARGN})
   if(NOT T_SOURCES)
     set(T_SOURCES ${name}.c)
   endif()
@@ -25,10 +25,16 @@ function(vshmem_add_test name)
   add_test(NAME ${name} COMMAND $<TARGET_FILE:vmmc_tool> run -n ${T_NP} -- $<TARGET_FILE:${name}> ${T_ARGS})
   set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} SKIP_RETURN_CODE 77
                        LABELS "shmem;${T_LABELS}")
+  if(T_ENV)
+    set_tests_properties(${name} PROPERTIES ENVIRONMENT "${T_ENV}")
+  endif()
   if(NOT T_NO_UDP)
     add_test(NAME ${name}_udp COMMAND ${VSHMEM_NETNS} -n ${T_NP} -H 2 -t ${T_TIMEOUT}
              -- $<TARGET_FILE:${name}> ${T_ARGS})
     set_tests_properties(${name}_udp PROPERTIES TIMEOUT ${T_TIMEOUT} SKIP_RETURN_CODE 77
                          LABELS "shmem;multihost;nosan;${T_LABELS}")
+    if(T_ENV)
+      set_tests_properties(${name}_udp PROPERTIES ENVIRONMENT "${T_ENV}")
+    endif()
   endif()
 endfunction()

@@ -12,3 +12,6 @@ foreach(c "badcmp|shmem: shmem_int_wait_until: unknown comparison (17)"
            $<TARGET_FILE:vmmc_tool> run -n 2 -- $<TARGET_FILE:t_p2p> ${mode})
   set_tests_properties(t_p2p_${mode} PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77 LABELS shmem)
 endforeach()
+# waits released by puts, atomics and barrier flags with no spinning and 1 s sleeps
+vshmem_add_test(t_wait_wake NP 2 TIMEOUT 120
+                ENV VMMC_SHMEM_SPIN=0 VMMC_SPIN=0 VMMC_SHMEM_SLEEP=1s)

@@ -27,7 +27,7 @@
 static uint64_t cfg_dgram, cfg_sockbuf, cfg_rto_min, cfg_rto_max, cfg_rto_init;
 static uint64_t cfg_keepalive, cfg_peer_timeout, cfg_busy_retry;
 uint64_t vmmc_udp_cfg_poll_quiet, vmmc_udp_cfg_poll_recheck, vmmc_udp_cfg_ack_delay;
-uint64_t vmmc_udp_cfg_rpc_spin;
+uint64_t vmmc_udp_cfg_rpc_spin, vmmc_udp_cfg_serve_spin;
 static int64_t cfg_window;
 static const char *cfg_fault;
 static const vmmc_cfg_entry_t udp_entries[] = {
@@ -65,6 +65,10 @@ static const vmmc_cfg_entry_t udp_entries[] = {
      "while it waits for its answer, before it sleeps until the progress thread has it "
      "(0: sleep at once; a wake-up across threads costs ~30us here)",
      VMMC_CFG_TIME, &vmmc_udp_cfg_rpc_spin, 0, 1000000000ull},
+    {"UDP_SERVE_SPIN", "50us", "after the progress thread answered a remote read or atomic, "
+     "it keeps polling the socket this long before it sleeps, "
+     "so that the next request of a stream is answered without a wake-up (0: sleep at once)",
+     VMMC_CFG_TIME, &vmmc_udp_cfg_serve_spin, 0, 1000000000ull},
     {"UDP_FAULT", "", "TEST FACILITY: inject faults on received datagrams, e.g. "
      "drop=0.05,dup=0.01,reorder=0.02,delay=200us,seed=7", VMMC_CFG_STRING, &cfg_fault},
 };
@@ -357,6 +361,7 @@ static const struct {
     C(drop_window), C(drop_duplicate), C(drop_bad_ack), C(drop_replay), C(drop_dead_peer),
     C(peers_dead), C(loss_probes),
     C(send_errors), C(window_waits), C(deliver_busy), C(refusals_sent), C(refused_by_peer),
+    C(linger_delivered),
 };
 #undef C
 

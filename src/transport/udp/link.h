@@ -127,6 +127,13 @@ int vmmc_udp_link_poll(vmmc_udp_link_t *l);
  * with vmmc_udp_link_poll() itself before it sleeps. */
 extern uint64_t vmmc_udp_cfg_rpc_spin;
 
+/* The receive callback answered a request (a remote read or atomic):
+ * the progress thread, if it is the one receiving, keeps polling the socket
+ * for VMMC_UDP_SERVE_SPIN before it sleeps again, so that the next request
+ * of a stream needs no wake-up. Any thread; cheap. */
+void vmmc_udp_link_linger(vmmc_udp_link_t *l);
+extern uint64_t vmmc_udp_cfg_serve_spin;
+
 /* The receive callback has room again (it refused data while busy): offer
  * what it refused at once rather than after the busy back-off. Any thread. */
 void vmmc_udp_link_retry(vmmc_udp_link_t *l);
@@ -221,6 +228,9 @@ typedef struct vmmc_udp_counters {
     uint64_t drop_dead_peer, peers_dead, send_errors, window_waits, deliver_busy;
     /* Handshakes refused (REFUSE sent), and refusals taken from peers. */
     uint64_t refusals_sent, refused_by_peer;
+    /* Fragments the progress thread delivered while it lingered after
+     * answering a request (vmmc_udp_link_linger): each spared a wake-up. */
+    uint64_t linger_delivered;
 } vmmc_udp_counters_t;
 void vmmc_udp_link_counters(vmmc_udp_link_t *l, vmmc_udp_counters_t *c);
 int vmmc_udp_link_counter_get(vmmc_udp_link_t *l, int i, const char **name, uint64_t *value);

@@ -140,6 +140,9 @@ struct vmmc_udp_link {
      * sleep would outlast the ACK's delay by far (link_progress.c). */
     _Atomic uint64_t sleep_until;
     uint64_t seen_polls;                 /* progress thread: app_polls when it last looked */
+    /* Until when the progress thread keeps polling after answering a
+     * request (vmmc_udp_link_linger; 0: no request answered lately). */
+    _Atomic uint64_t linger_until;
     uint64_t recheck_ns;                 /* progress thread: current look-back interval */
     /* Delayed ACKs owed (peers with ack_owed_ns set): lets a poll skip the
      * scan when none is. */

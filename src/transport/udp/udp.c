@@ -206,7 +206,7 @@ static int udp_putv(vmmc_tl_proxy_t *px, size_t off, const struct iovec *iov, in
 /* One request that the peer answers with GET_REP fragments into @dst (or
  * GET_ERR): a remote read or an atomic. */
 static int udp_rpc(vmmc_tl_proxy_t *px, int kind, void *wire, size_t wlen, uint64_t *wid, void *dst,
-                   size_t len)
+                   size_t len, uint32_t *sent_at)
 {
     udp_ep_t *u = U(px->ep);
     get_req_t g = {.rank = px->rank, .dst = dst, .len = len, .status = VMMC_INPROGRESS};
@@ -220,6 +220,8 @@ static int udp_rpc(vmmc_tl_proxy_t *px, int kind, void *wire, size_t wlen, uint6
     memset(&rec, 0, sizeof rec);
     rec.kind = (uint8_t)kind;
     int st = vmmc_udp_link_send(u->link, (uint32_t)px->rank, &rec, wire, wlen);
+    if (sent_at)
+        *sent_at = vmmc_udp_link_sent(u->link, (uint32_t)px->rank);
     /* The reply comes in order behind the peer's writes, which our link may
      * hold back for room: make room while waiting (vmmc_udp__waiting). */
     vmmc_udp__waiting(u, 1);
@@ -239,10 +241,18 @@ static int udp_rpc(vmmc_tl_proxy_t *px, int kind, void *wire, size_t wlen, uint6
             }
         }
     }
-    vmmc_udp_link_idle(u->link); /* the reply comes through the progress thread */
     pthread_mutex_lock(&u->lock);
     if (st != VMMC_OK)
         g.status = st;
+    /* Hand the socket back to the progress thread only to sleep: after an
+     * answer received here this thread is still the one that polls (the
+     * next call, a wait), and handing it back would wake that thread on
+     * this core after every read (a context switch per operation). */
+    if (g.status == VMMC_INPROGRESS) {
+        pthread_mutex_unlock(&u->lock);
+        vmmc_udp_link_idle(u->link); /* the reply comes through the progress thread */
+        pthread_mutex_lock(&u->lock);
+    }
     while (g.status == VMMC_INPROGRESS) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -270,7 +280,7 @@ static int udp_rpc(vmmc_tl_proxy_t *px, int kind, void *wire, size_t wlen, uint6
 static int udp_get(vmmc_tl_proxy_t *px, size_t off, void *dst, size_t len)
 {
     get_wire_t w = {0, off, len, px->export_id, px->gen, {px->token[0], px->token[1]}};
-    int st = udp_rpc(px, K_GET_REQ, &w, sizeof w, &w.id, dst, len);
+    int st = udp_rpc(px, K_GET_REQ, &w, sizeof w, &w.id, dst, len, NULL);
     if (st == VMMC_OK || st == VMMC_ERR_PEER_DEAD)
         return st;
     return vmmc_error(st, "fetch of %zu bytes at offset %zu from rank %d refused: %s", len, off,
@@ -285,7 +295,17 @@ static int udp_atomic(vmmc_tl_proxy_t *px, size_t off, int op, int size, uint64_
                        .token = {px->token[0], px->token[1]},
                        .op = (uint8_t)op, .size = (uint8_t)size, .fetch = (uint8_t)!!fetch};
     uint64_t v = 0;
-    int st = udp_rpc(px, K_ATOMIC_REQ, &w, sizeof w, &w.id, &v, sizeof v);
+    uint32_t w_sent = 0;
+    int st = udp_rpc(px, K_ATOMIC_REQ, &w, sizeof w, &w.id, &v, sizeof v, &w_sent);
+    if (st == VMMC_OK && op != VMMC_ATOMIC_READ) {
+        /* The target woke its endpoint after executing it (serve_atomic),
+         * as for a write: a vmmc_signal right behind it needs no datagram
+         * (udp_signal), unless something else went to the peer since. */
+        udp_peer_t *up = udp_peer_of(U(px->ep), (uint32_t)px->rank);
+        uint32_t at = vmmc_udp_link_sent(U(px->ep)->link, (uint32_t)px->rank);
+        if (up && at == w_sent)
+            atomic_store_explicit(&up->wrote_at, at, memory_order_relaxed);
+    }
     if (st == VMMC_OK) {
         if (old)
             *old = v;

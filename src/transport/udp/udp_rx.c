@@ -146,11 +146,11 @@ static void serve_get(udp_ep_t *u, uint32_t peer, const void *data, size_t len)
     }
 }
 
-static void serve_atomic(udp_ep_t *u, uint32_t peer, const void *data, size_t len)
+static int serve_atomic(udp_ep_t *u, uint32_t peer, const void *data, size_t len)
 {
     atomic_wire_t w;
     if (len != sizeof w)
-        return;
+        return 0;
     memcpy(&w, data, sizeof w);
     vmmc_udp_rec_t rec;
     memset(&rec, 0, sizeof rec);
@@ -163,6 +163,15 @@ static void serve_atomic(udp_ep_t *u, uint32_t peer, const void *data, size_t le
         (void)vmmc_udp_link_send(u->link, peer, &rec, &old, sizeof old);
     else
         (void)vmmc_udp_link_send(u->link, peer, &rec, &st, sizeof st);
+    /* A changed word wakes a sleeping endpoint, as a write does (a fence
+     * and a load when nobody sleeps), after the answer has gone: the
+     * requester's vmmc_signal right behind it then needs no datagram
+     * (udp_atomic, udp_signal). */
+    if (st == VMMC_OK && w.op != VMMC_ATOMIC_READ) {
+        vmmc_tl_wake(u->ep);
+        return 1;
+    }
+    return 0;
 }
 
 
@@ -246,9 +255,11 @@ int vmmc_udp__deliver(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec, const
         return 0;
     case K_GET_REQ:
         serve_get(u, peer, data, len);
+        vmmc_udp_link_linger(u->link);
         return 0;
     case K_ATOMIC_REQ:
-        serve_atomic(u, peer, data, len);
+        if (serve_atomic(u, peer, data, len) == 0)
+            vmmc_udp_link_linger(u->link);
         return 0;
     case K_GET_REP:
     case K_GET_ERR: {

@@ -277,6 +277,8 @@ int vmmc_tl_open_all(vmmc_ep_t *ep, char *card, size_t cap);
 int vmmc_tl_start_all(vmmc_ep_t *ep);
 void vmmc_tl_stop_all(vmmc_ep_t *ep);
 void vmmc_tl_close_all(vmmc_ep_t *ep);
+/* An export ended: every open transport withdraws what it granted for it. */
+void vmmc_tl_export_end(vmmc_ep_t *ep, uint32_t export_id, uint32_t gen);
 int vmmc_tl_listen_all(vmmc_ep_t *ep);
 int vmmc_tl_flush_all(vmmc_ep_t *ep);
 /* The endpoint is about to sleep: 1 when a transport has work pending. */

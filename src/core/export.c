@@ -60,6 +60,8 @@ static void reply(vmmc_ep_t *ep, int rank, uint64_t id, vmmc_export_t *ex, int s
                 fds[nfds++] = ex->rctl_fd;
         } else {
             m.kind = PX_KIND_REMOTE;
+            if (p->tl->export_grant) /* direct access (the export's key), if it offers it */
+                p->tl->export_grant(ep, &p->view, &m);
         }
         m.nfds = (uint32_t)nfds;
         /* Remember the importer (once), for revocation at unexport. */
@@ -481,6 +483,8 @@ int vmmc_unexport(vmmc_export_t *ex)
     pthread_mutex_unlock(&ep->lock);
     if (own)
         pthread_mutex_unlock(&ep->progress_lock);
+    /* What transports granted directly (a fabric memory region) closes. */
+    vmmc_tl_export_end(ep, ex->id, ex->gen);
 
     pthread_mutex_lock(&ep->lock);
     wait_acks(ep, ex);

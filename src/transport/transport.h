@@ -166,6 +166,7 @@ typedef struct vmmc_tl_peer {
     struct vmmc_redir_ctl *rctl; /* redirectable: its control block, mapped */         \
     uint64_t token[2];           /* capability (udp), or the per-rank key secret */    \
     _Atomic int inflight;        /* copy-path operations under way (vmmc_tl_px_enter) */ \
+    void *tl_priv;               /* the transport's (proxy_setup; proxy_release frees) */ \
     char name[VMMC_NAME_MAX];
 
 typedef struct vmmc_tl_proxy {

@@ -270,6 +270,10 @@ int vmmc_addr_check(const void *addr, size_t len);
 /* The transport registry (tl.c), and the core's upcalls (tl_up.c). */
 extern const vmmc_tl_up_t vmmc_tl_up;
 #define VMMC_TL_CAN_MAP(tl) (((tl)->caps & VMMC_TL_CAP_MAP) != 0)
+/* Importers through @tl may write an export without us in the path (a
+ * mapping, or RMA a transport granted with export_grant): an unexport waits
+ * for their revocation acknowledgements before the memory is withdrawn. */
+#define VMMC_TL_DIRECT(tl) (VMMC_TL_CAN_MAP(tl) || (tl)->export_grant != NULL)
 /* Is VMMC_TRANSPORT "auto" or a registered transport's name? */
 int vmmc_tl_check_choice(void);
 /* Open every registered transport, appending to the card at @card. */

@@ -89,9 +89,10 @@ static int post(fab_ep_t *f, vmmc_tl_proxy_t *px, fab_peer_t *p, int read, fab_t
 
 /* Writes of ours that went as messages are applied before an RMA
  * operation reaches the same peer. */
-static int after_messages(vmmc_tl_proxy_t *px, fab_peer_t *p)
+static int after_messages(vmmc_tl_proxy_t *px)
 {
-    if (VMMC_LIKELY(!atomic_load_explicit(&p->msg_writes, memory_order_acquire)))
+    fab_peer_t *p = fab_peer_of(F(px->ep), px->rank);
+    if (VMMC_LIKELY(!p || !atomic_load_explicit(&p->msg_writes, memory_order_acquire)))
         return VMMC_OK;
     atomic_store_explicit(&p->msg_writes, 0, memory_order_release);
     return vmmc_fab__flush_peer(px->ep, VMMC_TL_PEER(px->peer));
@@ -133,7 +134,9 @@ static int wait_tx(fab_ep_t *f, fab_tx_t *tx, int h)
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
-    return vmmc_error(VMMC_ERR_PEER_DEAD, "fabric: an RMA operation to rank %d failed", h);
+    return vmmc_error(VMMC_ERR_PEER_DEAD, "fabric: an RMA operation to rank %d failed and the "
+                      "provider ended the connection (a withdrawn region, or the peer is gone)",
+                      h);
 }
 
 static fab_tx_t *tx_new(fab_ep_t *f, int h, size_t copy, int waited)
@@ -174,8 +177,7 @@ static int rma_write(vmmc_tl_proxy_t *px, size_t off, const char *src, size_t le
     fab_peer_t *p = vmmc_fab__peer(f, px->rank, &st);
     if (!p)
         return st;
-    if ((st = vmmc_fab__peer_error(f, px->rank)) != VMMC_OK ||
-        (st = after_messages(px, p)) != VMMC_OK)
+    if ((st = vmmc_fab__peer_error(f, px->rank)) != VMMC_OK)
         return st;
     size_t pos = 0;
     do {
@@ -226,8 +228,27 @@ static int note(vmmc_tl_proxy_t *px, size_t off, size_t len, uint64_t imm)
     return st;
 }
 
+static int rma_put(vmmc_tl_proxy_t *px, size_t off, const void *src, size_t len, int flags,
+                   uint64_t imm);
+
+/* Every RMA operation is bracketed like the core's copy path: a revocation
+ * marks the proxy stale and waits until none is under way before it
+ * acknowledges (its acknowledgement, a message, follows our writes). */
 int vmmc_fab__rma_put(vmmc_tl_proxy_t *px, size_t off, const void *src, size_t len, int flags,
                       uint64_t imm)
+{
+    /* (the flush waits for our progress thread, which a revocation holds
+     * while operations are under way: before entering) */
+    int st = after_messages(px);
+    if (st != VMMC_OK || (st = vmmc_tl_px_enter(px)) != VMMC_OK)
+        return st;
+    st = rma_put(px, off, src, len, flags, imm);
+    vmmc_tl_px_leave(px);
+    return st;
+}
+
+static int rma_put(vmmc_tl_proxy_t *px, size_t off, const void *src, size_t len, int flags,
+                   uint64_t imm)
 {
     if (((flags & VMMC_SEND_HEAD_LAST) && len <= FAB_CHUNK) || !len)
         return vmmc_fab__put(px, off, src, len, flags, imm); /* one message */
@@ -245,8 +266,24 @@ int vmmc_fab__rma_put(vmmc_tl_proxy_t *px, size_t off, const void *src, size_t l
     return st;
 }
 
+static int rma_putv(vmmc_tl_proxy_t *px, size_t off, const struct iovec *iov, int iovcnt,
+                    int flags, uint64_t imm);
+
 int vmmc_fab__rma_putv(vmmc_tl_proxy_t *px, size_t off, const struct iovec *iov, int iovcnt,
                        int flags, uint64_t imm)
+{
+    /* (the flush waits for our progress thread, which a revocation holds
+     * while operations are under way: before entering) */
+    int st = after_messages(px);
+    if (st != VMMC_OK || (st = vmmc_tl_px_enter(px)) != VMMC_OK)
+        return st;
+    st = rma_putv(px, off, iov, iovcnt, flags, imm);
+    vmmc_tl_px_leave(px);
+    return st;
+}
+
+static int rma_putv(vmmc_tl_proxy_t *px, size_t off, const struct iovec *iov, int iovcnt,
+                    int flags, uint64_t imm)
 {
     size_t total = 0;
     for (int i = 0; i < iovcnt; i++)
@@ -266,7 +303,21 @@ int vmmc_fab__rma_putv(vmmc_tl_proxy_t *px, size_t off, const struct iovec *iov,
     return st;
 }
 
+static int rma_get(vmmc_tl_proxy_t *px, size_t off, void *dst, size_t len);
+
 int vmmc_fab__rma_get(vmmc_tl_proxy_t *px, size_t off, void *dst, size_t len)
+{
+    /* (the flush waits for our progress thread, which a revocation holds
+     * while operations are under way: before entering) */
+    int st = after_messages(px);
+    if (st != VMMC_OK || (st = vmmc_tl_px_enter(px)) != VMMC_OK)
+        return st;
+    st = rma_get(px, off, dst, len);
+    vmmc_tl_px_leave(px);
+    return st;
+}
+
+static int rma_get(vmmc_tl_proxy_t *px, size_t off, void *dst, size_t len)
 {
     fab_ep_t *f = F(px->ep);
     const fab_rpx_t *r = px->tl_priv;
@@ -274,8 +325,7 @@ int vmmc_fab__rma_get(vmmc_tl_proxy_t *px, size_t off, void *dst, size_t len)
     fab_peer_t *p = vmmc_fab__peer(f, px->rank, &st);
     if (!p)
         return st;
-    if ((st = vmmc_fab__peer_error(f, px->rank)) != VMMC_OK ||
-        (st = after_messages(px, p)) != VMMC_OK)
+    if ((st = vmmc_fab__peer_error(f, px->rank)) != VMMC_OK)
         return st;
     for (size_t pos = 0; st == VMMC_OK && pos < len;) {
         size_t n = len - pos < f->max_msg ? len - pos : f->max_msg;

@@ -9,10 +9,11 @@
  *   a put with a notification: the data by fi_write, then an F_NOTE
  *   message the receiver queues the notification from; the provider
  *   orders sends after writes (FI_ORDER_SAW, required for this path), so
- *   the notification is handled only once the data is in place. A put that
- *   fits one message (FAB_CHUNK) and carries a notification or
- *   VMMC_SEND_HEAD_LAST stays one message (fab_rma.c): one operation
- *   instead of two, and the core stores the head last;
+ *   the notification is handled only once the data is in place. A put with
+ *   VMMC_SEND_HEAD_LAST that fits one message (FAB_CHUNK) stays a message
+ *   (fab_rma.c: the core stores the head last), and so do zero-length
+ *   puts; the receiver's thread applies those later, so the next RMA
+ *   operation to that peer flushes first (after_messages);
  *   a get is fi_read into the caller's buffer, waited for.
  * Ordering with the message path (flushes, atomics' requests, writes to
  * redirectable exports of the same peer) is the provider's: this path is

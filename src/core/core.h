@@ -270,6 +270,10 @@ int vmmc_addr_check(const void *addr, size_t len);
 /* The transport registry (tl.c), and the core's upcalls (tl_up.c). */
 extern const vmmc_tl_up_t vmmc_tl_up;
 #define VMMC_TL_CAN_MAP(tl) (((tl)->caps & VMMC_TL_CAP_MAP) != 0)
+/* Importers through @tl may write an export without us in the path (a
+ * mapping, or RMA a transport granted with export_grant): an unexport waits
+ * for their revocation acknowledgements before the memory is withdrawn. */
+#define VMMC_TL_DIRECT(tl) (VMMC_TL_CAN_MAP(tl) || (tl)->export_grant != NULL)
 /* Is VMMC_TRANSPORT "auto" or a registered transport's name? */
 int vmmc_tl_check_choice(void);
 /* Open every registered transport, appending to the card at @card. */
@@ -277,6 +281,8 @@ int vmmc_tl_open_all(vmmc_ep_t *ep, char *card, size_t cap);
 int vmmc_tl_start_all(vmmc_ep_t *ep);
 void vmmc_tl_stop_all(vmmc_ep_t *ep);
 void vmmc_tl_close_all(vmmc_ep_t *ep);
+/* An export ended: every open transport withdraws what it granted for it. */
+void vmmc_tl_export_end(vmmc_ep_t *ep, uint32_t export_id, uint32_t gen);
 int vmmc_tl_listen_all(vmmc_ep_t *ep);
 int vmmc_tl_flush_all(vmmc_ep_t *ep);
 /* The endpoint is about to sleep: 1 when a transport has work pending. */

@@ -60,6 +60,8 @@ static void reply(vmmc_ep_t *ep, int rank, uint64_t id, vmmc_export_t *ex, int s
                 fds[nfds++] = ex->rctl_fd;
         } else {
             m.kind = PX_KIND_REMOTE;
+            if (p->tl->export_grant) /* direct access (the export's key), if it offers it */
+                p->tl->export_grant(ep, &p->view, &m);
         }
         m.nfds = (uint32_t)nfds;
         /* Remember the importer (once), for revocation at unexport. */
@@ -462,7 +464,7 @@ int vmmc_unexport(vmmc_export_t *ex)
             continue;
         /* At finalize, peers over udp learn of it from the link closing, and
          * nothing of theirs lands here after the transport is closed. */
-        if (ep->closing && !VMMC_TL_CAN_MAP(p->tl))
+        if (ep->closing && !VMMC_TL_DIRECT(p->tl))
             continue;
         vmmc_ctl_msg_t m;
         vmmc_ctl_init(ep, &m, CTL_REVOKE);
@@ -471,7 +473,7 @@ int vmmc_unexport(vmmc_export_t *ex)
         snprintf(m.name, sizeof m.name, "%s", ex->name);
         /* Peers reached through udp write only through us (under ep->lock,
          * which no longer finds the export): nothing to wait for. */
-        if (p->tl->ctl_send(ep, &p->view, &m, NULL, 0) == VMMC_OK && VMMC_TL_CAN_MAP(p->tl))
+        if (p->tl->ctl_send(ep, &p->view, &m, NULL, 0) == VMMC_OK && VMMC_TL_DIRECT(p->tl))
             ex->imported_by[nwait++] = ex->imported_by[i];
     }
     ex->n_imported_by = nwait;
@@ -485,6 +487,10 @@ int vmmc_unexport(vmmc_export_t *ex)
     pthread_mutex_lock(&ep->lock);
     wait_acks(ep, ex);
     pthread_mutex_unlock(&ep->lock);
+    /* What transports granted directly (a fabric memory region) closes:
+     * after the acknowledgements, so an importer's writes that raced with
+     * the revocation land or fail without harm to the link. */
+    vmmc_tl_export_end(ep, ex->id, ex->gen);
 
     int rc = VMMC_OK;
     if (ex->memfd >= 0) {

@@ -241,9 +241,10 @@ void vmmc_import_revoked(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m)
     pthread_mutex_unlock(&ep->lock);
     int st;
     vmmc_peer_t *p = vmmc_peer_get(ep, rank, &st);
-    /* Only exporters on this host wait for it (udp writes are applied by
-     * the exporter itself, under its lock). */
-    if (p && p->tl && VMMC_TL_CAN_MAP(p->tl) && atomic_load(&p->state) != PEER_DEAD) {
+    /* Only exporters whose importers write directly wait for it (udp
+     * writes are applied by the exporter itself, under its lock; RMA writes
+     * posted before the acknowledgement land before it). */
+    if (p && p->tl && VMMC_TL_DIRECT(p->tl) && atomic_load(&p->state) != PEER_DEAD) {
         vmmc_ctl_msg_t a;
         vmmc_ctl_init(ep, &a, CTL_REVOKE_ACK);
         a.export_id = m->export_id;

@@ -95,6 +95,13 @@ void vmmc_tl_stop_all(vmmc_ep_t *ep)
             vmmc_tl_all[i]->ep_stop(ep);
 }
 
+void vmmc_tl_export_end(vmmc_ep_t *ep, uint32_t export_id, uint32_t gen)
+{
+    for (int i = 0; vmmc_tl_all[i]; i++)
+        if (ep->state[i] && vmmc_tl_all[i]->export_end)
+            vmmc_tl_all[i]->export_end(ep, export_id, gen);
+}
+
 void vmmc_tl_close_all(vmmc_ep_t *ep)
 {
     ep->tl_drain[0] = NULL;

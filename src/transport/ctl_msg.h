@@ -51,6 +51,11 @@ typedef struct vmmc_ctl_msg {
     uint64_t token[2];
     char name[VMMC_NAME_MAX];
     char text[128];     /* error detail in replies */
+    /* CTL_IMPORT_REP of PX_KIND_REMOTE, with rkey_ok: the transport's key
+     * for direct access to the region (export_grant; addr is its address) */
+    uint64_t rkey;
+    uint32_t rkey_ok;
+    uint32_t pad;
 } vmmc_ctl_msg_t;
 
 #endif

@@ -166,6 +166,7 @@ typedef struct vmmc_tl_peer {
     struct vmmc_redir_ctl *rctl; /* redirectable: its control block, mapped */         \
     uint64_t token[2];           /* capability (udp), or the per-rank key secret */    \
     _Atomic int inflight;        /* copy-path operations under way (vmmc_tl_px_enter) */ \
+    void *tl_priv;               /* the transport's (proxy_setup; proxy_release frees) */ \
     char name[VMMC_NAME_MAX];
 
 typedef struct vmmc_tl_proxy {
@@ -301,6 +302,19 @@ typedef struct vmmc_tl_ops {
      * 0. A transport that receives in the caller's thread hands receiving
      * back to its own thread here. May be NULL. */
     int (*arm)(struct vmmc_ep *ep);
+    /* Exporter side: the core answers @peer's import with @rep (a
+     * CTL_IMPORT_REP of PX_KIND_REMOTE with export id, gen, flags, length
+     * and addr filled in). The transport may give the peer direct access to
+     * the region (register it, once per export) by setting rep->rkey and
+     * rep->rkey_ok; it leaves them 0 to keep the peer on the path through
+     * the core. Called with the core's endpoint lock held: no lock of the
+     * core. May be NULL. */
+    void (*export_grant)(struct vmmc_ep *ep, struct vmmc_tl_peer *peer,
+                         struct vmmc_ctl_msg *rep);
+    /* The export @export_id/@gen ended (unexport, revocation, endpoint
+     * close): once this returns, nothing export_grant gave access to
+     * reaches its memory. May be NULL. */
+    void (*export_end)(struct vmmc_ep *ep, uint32_t export_id, uint32_t gen);
 } vmmc_tl_ops_t;
 
 /* ---- the core's upcalls ------------------------------------------------ */

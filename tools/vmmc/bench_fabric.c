@@ -16,6 +16,13 @@
  *                          fabric/fi_pingpong_lat: the ratio is vmmc's
  *                          overhead over the raw provider
  *   fi_pingpong_lat  us    fi_pingpong -e rdm -p <provider>
+ *   udp_get_lat      us    vmmc_fetch of n bytes over udp (a round trip)
+ *   fabric_get_lat   us    the same over the fabric (fi_read on the RMA path),
+ *                          reference fabric/udp_get_lat
+ *   fabric_msg_lat, fabric_msg_get_lat, fabric_msg_bw: the fabric job again
+ *                          with VMMC_FABRIC_RMA=no (every put and get a
+ *                          message the receiver applies), references the
+ *                          RMA rows: the ratio is what the RMA path saves
  *   udp_bw           GB/s  a stream of 1 MiB sends, then a barrier
  *   fabric_bw        GB/s  the same over the fabric, reference fabric/udp_bw
  *
@@ -51,7 +58,8 @@ static const size_t sizes[NSIZES] = {64, 4096, 65536};
 
 /* What a rank 0 tells the suite: a sample, or why it failed. */
 typedef struct rec {
-    int kind; /* 0: latency sample (us) of sizes[idx]; 1: bandwidth (GB/s); 2: error */
+    int kind; /* 0: latency sample (us) of sizes[idx]; 1: bandwidth (GB/s); 2: error;
+               * 3: fetch latency sample (us) of sizes[idx] */
     int idx;
     double v;
     char msg[240];
@@ -84,7 +92,8 @@ static int wait_word(vmmc_ep_t *ep, volatile uint64_t *p, uint64_t val)
 }
 
 /* A rank of a measuring job. */
-static int rank_main(bench_ctx_t *c, const char *tr, const char *prov, int rank, int port, int out)
+static int rank_main(bench_ctx_t *c, const char *tr, const char *prov, int rma, int rank, int port,
+                     int out)
 {
     char v[64];
     snprintf(v, sizeof v, "127.0.0.1:%d", port);
@@ -95,6 +104,7 @@ static int rank_main(bench_ctx_t *c, const char *tr, const char *prov, int rank,
     setenv("VMMC_TRANSPORT", tr, 1);
     if (prov)
         setenv("FI_PROVIDER", prov, 1);
+    setenv("VMMC_FABRIC_RMA", rma ? "yes" : "no", 1);
     unsetenv("VMMC_LAUNCHER");
     unsetenv("VMMC_JOB");
     bench_pin_cpu(rank);
@@ -112,6 +122,8 @@ static int rank_main(bench_ctx_t *c, const char *tr, const char *prov, int rank,
     snprintf(name, sizeof name, "fab.bench.%d", rank);
     vmmc_export_params_t p = {0};
     p.name = name;
+    p.field_mask = VMMC_EXPORT_PARAM_FLAGS;
+    p.flags = VMMC_EXPORT_READ;
     if (vmmc_mem_alloc(ep, REGION, (void **)&buf) != VMMC_OK)
         goto err;
     memset(buf, 0, REGION);
@@ -147,6 +159,25 @@ static int rank_main(bench_ctx_t *c, const char *tr, const char *prov, int rank,
             double us = (bench_now_ns() - t0) / (double)iters / 2 / 1e3;
             if (rank == 0 && r >= 0)
                 say(out, 0, si, us, NULL);
+        }
+    }
+    /* Fetch latency: rank 0 reads n bytes of rank 1's export, one at a
+     * time, while rank 1 waits in the barrier. */
+    for (int si = 0; si < NSIZES; si++) {
+        size_t n = sizes[si];
+        if (c->quick && si == NSIZES - 1)
+            break;
+        for (int r = -1; r < reps; r++) {
+            double t0 = bench_now_ns();
+            if (rank == 0)
+                for (long i = 0; i < iters; i++)
+                    if (vmmc_fetch(px, 0, src, n) != VMMC_OK)
+                        goto err;
+            double us = (bench_now_ns() - t0) / (double)iters / 1e3;
+            if (vmmc_barrier(ep) != VMMC_OK)
+                goto err;
+            if (rank == 0 && r >= 0)
+                say(out, 3, si, us, NULL);
         }
     }
     /* Bandwidth: rank 0 streams into rank 1's export, the barrier waits
@@ -194,8 +225,8 @@ static int free_port(void)
 }
 
 typedef struct samples {
-    double lat[NSIZES][MAX_REPS];
-    int nlat[NSIZES];
+    double lat[NSIZES][MAX_REPS], glat[NSIZES][MAX_REPS];
+    int nlat[NSIZES], nglat[NSIZES];
     double bw[MAX_REPS];
     int nbw;
     char err[240];
@@ -223,7 +254,7 @@ static int reap(pid_t pid, double deadline)
 }
 
 /* One vmmc job over @tr; fills @s, returns 0 if every figure came. */
-static int run_job(bench_ctx_t *c, const char *tr, const char *prov, samples_t *s)
+static int run_job(bench_ctx_t *c, const char *tr, const char *prov, int rma, samples_t *s)
 {
     memset(s, 0, sizeof *s);
     int port = free_port(), pfd[2];
@@ -239,7 +270,7 @@ static int run_job(bench_ctx_t *c, const char *tr, const char *prov, samples_t *
             if (getppid() != parent)
                 _exit(1);
             close(pfd[0]);
-            _exit(rank_main(c, tr, prov, r, port, pfd[1]));
+            _exit(rank_main(c, tr, prov, rma, r, port, pfd[1]));
         }
     }
     close(pfd[1]);
@@ -261,6 +292,8 @@ static int run_job(bench_ctx_t *c, const char *tr, const char *prov, samples_t *
             break; /* both ranks are gone */
         if (r.kind == 0 && r.idx >= 0 && r.idx < NSIZES && s->nlat[r.idx] < MAX_REPS)
             s->lat[r.idx][s->nlat[r.idx]++] = r.v;
+        else if (r.kind == 3 && r.idx >= 0 && r.idx < NSIZES && s->nglat[r.idx] < MAX_REPS)
+            s->glat[r.idx][s->nglat[r.idx]++] = r.v;
         else if (r.kind == 1 && s->nbw < MAX_REPS)
             s->bw[s->nbw++] = r.v;
         else if (r.kind == 2)
@@ -361,6 +394,13 @@ static void report_lat(bench_ctx_t *c, const char *metric, samples_t *s, const c
             bench_report(c, metric, sizes[i], "us", bench_stats(s->lat[i], s->nlat[i]), ref);
 }
 
+static void report_get(bench_ctx_t *c, const char *metric, samples_t *s, const char *ref)
+{
+    for (int i = 0; i < NSIZES; i++)
+        if (s->nglat[i])
+            bench_report(c, metric, sizes[i], "us", bench_stats(s->glat[i], s->nglat[i]), ref);
+}
+
 static int fabric_run(bench_ctx_t *c)
 {
     const char *prov = getenv("FI_PROVIDER");
@@ -393,21 +433,34 @@ static int fabric_run(bench_ctx_t *c)
         ok++;
     }
     c->transport = "udp";
-    if (run_job(c, "udp", NULL, s) == 0) {
+    if (run_job(c, "udp", NULL, 0, s) == 0) {
         report_lat(c, "udp_lat", s, NULL);
+        report_get(c, "udp_get_lat", s, NULL);
         bench_report(c, "udp_bw", BW_MSG, "GB/s", bench_stats(s->bw, s->nbw), NULL);
         ok++;
     } else {
         bench_note(c, "fabric: the job over udp failed: %s", s->err);
     }
     c->transport = "fabric";
-    if (run_job(c, "fabric", prov, s) == 0) {
+    if (run_job(c, "fabric", prov, 1, s) == 0) {
         report_lat(c, "fabric_lat", s, have_fi ? "fabric/fi_pingpong_lat" : NULL);
+        report_get(c, "fabric_get_lat", s, "fabric/udp_get_lat");
         bench_report(c, "fabric_bw", BW_MSG, "GB/s", bench_stats(s->bw, s->nbw), "fabric/udp_bw");
         ok++;
     } else {
         bench_note(c, "fabric: no fabric_lat/fabric_bw rows: the job with VMMC_TRANSPORT=fabric "
                    "FI_PROVIDER=%s failed: %s", prov, s->err);
+    }
+    /* The message path on the same provider, for what the RMA path saves. */
+    if (run_job(c, "fabric", prov, 0, s) == 0) {
+        report_lat(c, "fabric_msg_lat", s, "fabric/fabric_lat");
+        report_get(c, "fabric_msg_get_lat", s, "fabric/fabric_get_lat");
+        bench_report(c, "fabric_msg_bw", BW_MSG, "GB/s", bench_stats(s->bw, s->nbw),
+                     "fabric/fabric_bw");
+        ok++;
+    } else {
+        bench_note(c, "fabric: no fabric_msg rows: the job with VMMC_FABRIC_RMA=no failed: %s",
+                   s->err);
     }
     free(s);
     return ok ? 0 : 1;

@@ -92,15 +92,34 @@ void vmmc_fab__tx_free(fab_ep_t *f, fab_tx_t *tx)
     free(tx);
 }
 
+void vmmc_fab__tx_done(fab_ep_t *f, fab_tx_t *tx, int st)
+{
+    if (tx->waited) {
+        int exp = VMMC_INPROGRESS;
+        if (atomic_compare_exchange_strong(&tx->wstat, &exp, st))
+            return; /* its waiter frees it */
+    }
+    vmmc_fab__tx_free(f, tx);
+}
+
+/* What the target's provider answers when an RMA operation names a region
+ * it does not have (closed: the export ended) or beyond its end: the
+ * operation fails, not the peer. */
+static int rma_refusal(int err)
+{
+    return err == FI_EACCES || err == FI_EINVAL || err == FI_EKEYREJECTED || err == FI_EPERM ||
+           err == FI_ENOKEY || err == FI_EREMOTEIO || err == FI_EFAULT || err == FI_ENOENT;
+}
+
 /* Read send completions (any thread): free their buffers; a failed one
- * fails its peer. */
-static int tx_progress(fab_ep_t *f)
+ * fails its peer (an RMA operation the target refused fails only itself). */
+int vmmc_fab__tx_progress(fab_ep_t *f)
 {
     struct fi_cq_data_entry e[16];
     ssize_t n = fi_cq_read(f->txcq, e, 16);
     if (n > 0) {
         for (ssize_t i = 0; i < n; i++)
-            vmmc_fab__tx_free(f, e[i].op_context);
+            vmmc_fab__tx_done(f, e[i].op_context, VMMC_OK);
         return (int)n;
     }
     if (n == -FI_EAVAIL) {
@@ -109,19 +128,29 @@ static int tx_progress(fab_ep_t *f)
         if (fi_cq_readerr(f->txcq, &err, 0) == 1 && err.op_context) {
             fab_tx_t *tx = err.op_context;
             char why[96];
-            snprintf(why, sizeof why, "fabric: a send to it failed: %s",
-                     fi_strerror(err.err));
-            atomic_fetch_add_explicit(&f->c_tx_err, 1, memory_order_relaxed);
-            if (err.err != FI_ECANCELED)
-                note_failed(f, tx->peer, why);
-            vmmc_fab__tx_free(f, tx);
+            snprintf(why, sizeof why, "fabric: a %s to it failed: %s",
+                     tx->rma ? "RMA operation" : "send", fi_strerror(err.err));
+            int st = VMMC_ERR_PEER_DEAD;
+            if (tx->rma && rma_refusal(err.err)) {
+                atomic_fetch_add_explicit(&f->c_rma_refused, 1, memory_order_relaxed);
+                vmmc_debug("%s (rank %d)", why, tx->peer);
+                st = VMMC_ERR_PERMISSION;
+            } else {
+                atomic_fetch_add_explicit(&f->c_tx_err, 1, memory_order_relaxed);
+                if (err.err != FI_ECANCELED)
+                    note_failed(f, tx->peer, why);
+            }
+            vmmc_fab__tx_done(f, tx, st);
+        } else if (err.err) {
+            atomic_fetch_add_explicit(&f->c_rma_refused, 1, memory_order_relaxed);
+            vmmc_debug("fabric: an operation without context failed: %s", fi_strerror(err.err));
         }
         return 1;
     }
     return 0;
 }
 
-static int peer_error(fab_ep_t *f, int h)
+int vmmc_fab__peer_error(fab_ep_t *f, int h)
 {
     vmmc_tl_peer_t *tp = vmmc_tl_peer_at(f->ep, h);
     if (tp && atomic_load_explicit(&tp->state, memory_order_acquire) == PEER_DEAD)
@@ -136,13 +165,14 @@ int vmmc_fab__sendv(fab_ep_t *f, int h, const fab_hdr_t *hdr, const struct iovec
     fab_peer_t *p = vmmc_fab__peer(f, h, &st);
     if (!p)
         return st;
-    if ((st = peer_error(f, h)) != VMMC_OK)
+    if ((st = vmmc_fab__peer_error(f, h)) != VMMC_OK)
         return st;
     size_t total = sizeof *hdr + len;
     fab_tx_t *tx = malloc(sizeof *tx + total);
     if (!tx)
         return vmmc_error(VMMC_ERR_NOMEM, "fabric: out of memory for a message");
     tx->peer = h;
+    tx->rma = tx->waited = 0;
     tx->len = total;
     memcpy(tx->buf, hdr, sizeof *hdr);
     size_t at = sizeof *hdr;
@@ -213,7 +243,7 @@ int vmmc_fab__sendv(fab_ep_t *f, int h, const fab_hdr_t *hdr, const struct iovec
                                   "VMMC_FABRIC_SEND_TIMEOUT", VMMC_PEER_WORD(f->ep, h), h);
             }
         }
-        if (tx_progress(f) == 0) {
+        if (vmmc_fab__tx_progress(f) == 0) {
             if (spin < 64) {
                 sched_yield();
             } else {
@@ -221,7 +251,7 @@ int vmmc_fab__sendv(fab_ep_t *f, int h, const fab_hdr_t *hdr, const struct iovec
                 nanosleep(&ts, NULL);
             }
         }
-        if ((st = peer_error(f, h)) != VMMC_OK || atomic_load(&f->stop)) {
+        if ((st = vmmc_fab__peer_error(f, h)) != VMMC_OK || atomic_load(&f->stop)) {
             pthread_mutex_unlock(&p->seqlock);
             vmmc_fab__waiting(f, 0);
             vmmc_fab__tx_free(f, tx);
@@ -244,14 +274,14 @@ void vmmc_fab__goodbye(fab_ep_t *f)
     for (int h = 0; h < n; h++) {
         fab_peer_t *p = fab_peer_of(f, h);
         if (!p || __atomic_load_n(&p->fa, __ATOMIC_ACQUIRE) == FI_ADDR_NOTAVAIL ||
-            h == VMMC_TL_EP(f->ep)->rank || peer_error(f, h) != VMMC_OK)
+            h == VMMC_TL_EP(f->ep)->rank || vmmc_fab__peer_error(f, h) != VMMC_OK)
             continue;
         fab_hdr_t bye = {.kind = F_BYE};
         sent += vmmc_fab__send(f, h, &bye, NULL, 0, 1) == VMMC_OK;
     }
     /* let the provider put them on the wire: their completions, or 0.2 s */
     for (int i = 0; sent && i < 2000; i++) {
-        sent -= tx_progress(f);
+        sent -= vmmc_fab__tx_progress(f);
         if (sent > 0) {
             struct timespec ts = {0, 100000};
             nanosleep(&ts, NULL);
@@ -315,7 +345,7 @@ int vmmc_fab__wait_done(fab_ep_t *f, fab_wait_t *w)
         pthread_cond_timedwait(&f->cond, &f->lock, &ts);
         if (w->status != VMMC_INPROGRESS)
             break;
-        int st = peer_error(f, w->peer);
+        int st = vmmc_fab__peer_error(f, w->peer);
         if (st != VMMC_OK) {
             w->status = st;
             break;
@@ -354,7 +384,7 @@ static int post_rx(fab_ep_t *f, fab_rxb_t *b)
             return VMMC_OK;
         if (rc != -FI_EAGAIN)
             return vmmc_error(VMMC_ERR_SYSTEM, "fabric: fi_recv: %s", fi_strerror((int)-rc));
-        (void)tx_progress(f);
+        (void)vmmc_fab__tx_progress(f);
         if (atomic_load(&f->stop))
             return VMMC_ERR_SYSTEM;
         sched_yield();
@@ -440,7 +470,7 @@ static void *progress_main(void *arg)
     while (!atomic_load_explicit(&f->stop, memory_order_acquire)) {
         int started = atomic_load_explicit(&f->started, memory_order_acquire);
         int n = started ? rx_progress(f) : 0;
-        n += tx_progress(f);
+        n += vmmc_fab__tx_progress(f);
         report_failed(f);
         if (f->busy)
             n += rx_handle(f); /* the core may have taken notifications meanwhile */
@@ -491,7 +521,7 @@ void vmmc_fab__stop(fab_ep_t *f)
         f->thread_up = 0;
         vmmc_fab__waits_fail(f, -1, VMMC_ERR_PEER_DEAD);
         /* sends still in flight: their buffers come back as completions */
-        for (int i = 0; i < 1000 && tx_progress(f); i++)
+        for (int i = 0; i < 1000 && vmmc_fab__tx_progress(f); i++)
             ;
         pthread_mutex_lock(&fail_lock);
         for (fab_fail_t **pp = &fails; *pp;) {

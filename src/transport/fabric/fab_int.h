@@ -35,6 +35,7 @@ enum {
     F_SIGNAL = 8,   /* wake the endpoint */
     F_PING = 9,     /* nothing: a waiting requester's probe (a dead peer fails the send) */
     F_BYE = 10,     /* the sender's endpoint closes: it has left */
+    F_NOTE = 11,    /* notification of an RMA write before it: export id/gen (token), off, len, imm */
 };
 enum { F_FIRST = 1, F_LAST = 2, F_NOTIFY = 4, F_HEADLAST = 8 };
 
@@ -70,9 +71,31 @@ typedef struct fab_tx {
     struct fi_context2 ctx; /* first: the completion's op_context */
     const fab_reg_t *reg;   /* its registration (FI_MR_LOCAL), held until it completes */
     int peer;
+    int rma;                /* an RMA write or read: a refusal by the target fails only it */
+    /* waited for (fab_rma.c): VMMC_INPROGRESS until its completion stores
+     * the status; FAB_ABANDONED when the waiter gave up (the completion frees it) */
+    _Atomic int wstat;
+    int waited;
     size_t len;
     _Alignas(16) unsigned char buf[];
 } fab_tx_t;
+
+#define FAB_ABANDONED 2 /* neither VMMC_INPROGRESS (1) nor a status */
+
+/* An import with direct access (proxy_setup; px->tl_priv): where the region
+ * is for fi_write/fi_read. */
+typedef struct fab_rpx {
+    uint64_t key;
+    uint64_t base; /* the address of offset 0 (FI_MR_VIRT_ADDR), else 0 */
+} fab_rpx_t;
+
+/* An export registered for a peer's direct access (fab_mr.c). */
+typedef struct fab_xmr {
+    uint32_t export_id, gen;
+    struct fid_mr *mr;
+    uint64_t key;
+    struct fab_xmr *next;
+} fab_xmr_t;
 
 typedef struct fab_rxb {
     struct fi_context2 ctx;
@@ -94,6 +117,10 @@ typedef struct fab_peer {
     pthread_mutex_t txlock;  /* one write's pieces at a time */
     pthread_mutex_t seqlock; /* numbering and posting one message */
     uint32_t tx_seq;
+    /* a write went as messages, which the receiver's thread applies later:
+     * the next RMA operation to this peer flushes first (the provider
+     * orders only the messages' arrival before it, not their application) */
+    _Atomic int msg_writes;
     /* receive side (progress thread only) */
     uint32_t rx_seq;         /* the next one to handle */
     uint64_t msg_off;
@@ -114,6 +141,14 @@ typedef struct fab_ep {
     int txfd, rxfd;          /* the CQs' wait fds (FI_WAIT_FD) */
     int wakefd;              /* eventfd: wake the progress thread */
     int hw;                  /* the provider offloads in hardware (not tcp/udp/sockets) */
+    /* RMA path (fab_rma.c): the provider has FI_RMA and orders writes, reads
+     * and sends after one another, and VMMC_FABRIC_RMA allows it */
+    int rma;
+    int virt_addr;           /* FI_MR_VIRT_ADDR: remote addresses are virtual addresses */
+    size_t inject;           /* the provider's inject_size */
+    size_t max_msg;          /* its max_msg_size: one RMA operation at most */
+    pthread_mutex_t mrlock;  /* mrs */
+    fab_xmr_t *mrs;          /* exports registered for direct access */
     size_t addrlen;
     uint64_t sec;            /* fsec= of our address */
     pthread_t thread;
@@ -150,6 +185,7 @@ typedef struct fab_ep {
     _Atomic size_t nq_count;
     _Atomic int waiting;     /* threads waiting for a peer (see vmmc_fab__waiting) */
     _Atomic uint64_t c_tx, c_rx, c_tx_again, c_refused, c_unknown, c_bad, c_tx_err;
+    _Atomic uint64_t c_rma_writes, c_rma_reads, c_rma_refused, c_rma_regions;
 } fab_ep_t;
 
 extern const int vmmc_tl_slot_fabric;
@@ -210,8 +246,18 @@ void vmmc_fab__waits_fail(fab_ep_t *f, int peer, int status);
 /* Tell every peer we sent to that this endpoint closes (best effort). */
 void vmmc_fab__goodbye(fab_ep_t *f);
 extern uint64_t vmmc_fab_cfg_send_timeout; /* VMMC_FABRIC_SEND_TIMEOUT, ns */
-/* Release a finished send (its registration, its buffer). */
+/* Release a finished send (its registration, its buffer); a waited one
+ * gets status @st instead (its waiter frees it). */
+void vmmc_fab__tx_done(fab_ep_t *f, fab_tx_t *tx, int st);
 void vmmc_fab__tx_free(fab_ep_t *f, fab_tx_t *tx);
+/* Read send completions; how many. */
+int vmmc_fab__tx_progress(fab_ep_t *f);
+/* The peer's error if the core declared it dead, else VMMC_OK. */
+int vmmc_fab__peer_error(fab_ep_t *f, int h);
+/* fab_mr.c: exports registered for direct access */
+void vmmc_fab__export_grant(vmmc_ep_t *ep, vmmc_tl_peer_t *peer, vmmc_ctl_msg_t *rep);
+void vmmc_fab__export_end(vmmc_ep_t *ep, uint32_t export_id, uint32_t gen);
+void vmmc_fab__mrs_close(fab_ep_t *f);
 /* fab_rx.c */
 int vmmc_fab__rx(fab_ep_t *f, int peer, fab_peer_t *p, const void *buf, size_t len);
 int vmmc_fab__drain(vmmc_ep_t *ep, void (*push)(vmmc_ep_t *ep, const vmmc_nrec_t *rec));
@@ -224,6 +270,16 @@ int vmmc_fab__put(vmmc_tl_proxy_t *px, size_t off, const void *src, size_t len, 
 int vmmc_fab__putv(vmmc_tl_proxy_t *px, size_t off, const struct iovec *iov, int iovcnt, int flags,
                    uint64_t imm);
 int vmmc_fab__get(vmmc_tl_proxy_t *px, size_t off, void *dst, size_t len);
+void vmmc_fab__proxy_release(vmmc_tl_proxy_t *px);
+/* the message path's gather put, whatever the import */
+int vmmc_fab__putv_msg(vmmc_tl_proxy_t *px, size_t off, const struct iovec *iov, int iovcnt,
+                       int flags, uint64_t imm);
+/* fab_rdma.c: the RMA path of imports with direct access */
+int vmmc_fab__rma_put(vmmc_tl_proxy_t *px, size_t off, const void *src, size_t len, int flags,
+                      uint64_t imm);
+int vmmc_fab__rma_putv(vmmc_tl_proxy_t *px, size_t off, const struct iovec *iov, int iovcnt,
+                       int flags, uint64_t imm);
+int vmmc_fab__rma_get(vmmc_tl_proxy_t *px, size_t off, void *dst, size_t len);
 int vmmc_fab__flush(vmmc_ep_t *ep);
 int vmmc_fab__flush_peer(vmmc_ep_t *ep, vmmc_tl_peer_t *peer);
 int vmmc_fab__signal(vmmc_ep_t *ep, vmmc_tl_peer_t *peer);

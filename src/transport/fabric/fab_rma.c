@@ -13,6 +13,7 @@
 #include "transport/fabric/fab_int.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -40,7 +41,27 @@ int vmmc_fab__proxy_setup(vmmc_tl_proxy_t *px, const vmmc_ctl_msg_t *m, const in
     px->base = NULL;
     px->put = vmmc_fab__put;
     px->get = vmmc_fab__get;
+    fab_ep_t *f = F(px->ep);
+    /* Direct access granted (fab_mr.c), and our side has the RMA path
+     * too: puts and gets go to the region itself (fab_rdma.c). Never for a
+     * redirectable export: the receiver decides where each write goes. */
+    if ((m->rkey_ok & 1) && f && f->rma && !(m->flags & VMMC_EXPORT_REDIRECTABLE)) {
+        fab_rpx_t *r = malloc(sizeof *r);
+        if (!r)
+            return vmmc_error(VMMC_ERR_NOMEM, "fabric: out of memory for an import");
+        r->key = m->rkey;
+        r->base = f->virt_addr ? m->addr : 0;
+        px->tl_priv = r;
+        px->put = vmmc_fab__rma_put;
+        px->get = vmmc_fab__rma_get;
+    }
     return VMMC_OK;
+}
+
+void vmmc_fab__proxy_release(vmmc_tl_proxy_t *px)
+{
+    free(px->tl_priv);
+    px->tl_priv = NULL;
 }
 
 static int lock_peer(fab_peer_t *p, const vmmc_tl_proxy_t *px, int flags)
@@ -99,6 +120,8 @@ static int put_iov(vmmc_tl_proxy_t *px, size_t off, const struct iovec *iov, int
         pos += n;
     } while (st == VMMC_OK && pos < total);
     pthread_mutex_unlock(&p->txlock);
+    if (total && px->tl_priv)
+        atomic_store_explicit(&p->msg_writes, 1, memory_order_release);
     if (st == VMMC_OK && (flags & VMMC_SEND_NOTIFY))
         VMMC_COUNT(px->ep, CNT_NOTIFY_SENT, 1);
     /* To ourselves: return once it landed, as shm and udp do. */
@@ -127,6 +150,14 @@ int vmmc_fab__put(vmmc_tl_proxy_t *px, size_t off, const void *src, size_t len, 
 
 int vmmc_fab__putv(vmmc_tl_proxy_t *px, size_t off, const struct iovec *iov, int iovcnt, int flags,
                    uint64_t imm)
+{
+    if (px->tl_priv)
+        return vmmc_fab__rma_putv(px, off, iov, iovcnt, flags, imm);
+    return vmmc_fab__putv_msg(px, off, iov, iovcnt, flags, imm);
+}
+
+int vmmc_fab__putv_msg(vmmc_tl_proxy_t *px, size_t off, const struct iovec *iov, int iovcnt,
+                       int flags, uint64_t imm)
 {
     size_t total = 0;
     for (int i = 0; i < iovcnt; i++)

@@ -159,6 +159,39 @@ static int on_write(fab_ep_t *f, int peer, fab_peer_t *p, const fab_hdr_t *h, co
     return 0;
 }
 
+/* The notification of RMA writes that landed before it (the provider
+ * orders this message after them). The core checks the export, its
+ * generation and token and the range's start as for a write of nothing;
+ * 1: not now (the notification queue is full). */
+static int on_note(fab_ep_t *f, int peer, const fab_hdr_t *h)
+{
+    vmmc_ep_t *ep = f->ep;
+    if (VMMC_UNLIKELY(atomic_load_explicit(&f->nq_count, memory_order_acquire) >=
+                      VMMC_TL_EP(ep)->notify_queue)) {
+        if (!atomic_load_explicit(&f->waiting, memory_order_seq_cst))
+            return 1;
+        vmmc_tl_drain(ep);
+        if (atomic_load_explicit(&f->nq_count, memory_order_acquire) >=
+            VMMC_TL_EP(ep)->notify_queue)
+            return 1;
+    }
+    static const uint8_t nothing[1];
+    int st = h->off + h->len < h->off ? VMMC_ERR_BOUNDS
+                                      : vmmc_tl_deliver_write(ep, h->export_id, h->gen, h->token,
+                                                              h->off + h->len, nothing, 0, 0);
+    if (st == VMMC_ERR_AGAIN)
+        return 1;
+    if (st != VMMC_OK) {
+        atomic_fetch_add_explicit(&f->c_refused, 1, memory_order_relaxed);
+        vmmc_debug("fabric: notification from rank %d for export %u refused: %s", peer,
+                   h->export_id, vmmc_strerror(st));
+        vmmc_tl_wake(ep);
+        return 0;
+    }
+    notify_queue(f, peer, h, h->off, h->len);
+    return 0;
+}
+
 int vmmc_fab__rx(fab_ep_t *f, int peer, fab_peer_t *p, const void *buf, size_t len)
 {
     fab_hdr_t h;
@@ -169,9 +202,14 @@ int vmmc_fab__rx(fab_ep_t *f, int peer, fab_peer_t *p, const void *buf, size_t l
     memcpy(&h, buf, sizeof h);
     const uint8_t *data = (const uint8_t *)buf + sizeof h;
     size_t dlen = len - sizeof h;
-    if (h.kind != F_WRITE)
+    if (h.kind != F_WRITE && h.kind != F_NOTE)
         atomic_fetch_add_explicit(&f->c_rx, 1, memory_order_relaxed);
     switch (h.kind) {
+    case F_NOTE:
+        if (on_note(f, peer, &h))
+            return 1;
+        atomic_fetch_add_explicit(&f->c_rx, 1, memory_order_relaxed);
+        return 0;
     case F_WRITE:
         if (on_write(f, peer, p, &h, data, dlen))
             return 1;

@@ -32,6 +32,7 @@
 static const char *cfg_mode;
 static const char *cfg_provider;
 static int cfg_mr_local;
+static int cfg_rma;
 uint64_t vmmc_fab_cfg_send_timeout;
 static const vmmc_cfg_entry_t fab_entries[] = {
     {"FABRIC", "auto", "open the libfabric transport: auto (only where RDMA hardware and a "
@@ -44,6 +45,10 @@ static const vmmc_cfg_entry_t fab_entries[] = {
     {"FABRIC_MR_LOCAL", "no", "register local buffers (sends, receives) through the "
      "translation cache even where the provider does not need it (FI_MR_LOCAL): tests that path "
      "on software providers", VMMC_CFG_BOOL, &cfg_mr_local},
+    {"FABRIC_RMA", "yes", "write and read imported regions with the provider's RMA (fi_write, "
+     "fi_read into the exporter's registered region) where the provider orders RMA and "
+     "messages; no: every put and get is a message the receiver applies",
+     VMMC_CFG_BOOL, &cfg_rma},
     {"FABRIC_SEND_TIMEOUT", "10s", "a send that finds no room in the provider for this long "
      "fails its peer (it stopped taking messages)", VMMC_CFG_TIME, &vmmc_fab_cfg_send_timeout,
      1000000ull, 86400000000000ull},
@@ -86,15 +91,30 @@ static int forced(void)
     return (t && !strcmp(t, "fabric")) || (cfg_mode && !strcmp(cfg_mode, "yes"));
 }
 
-/* The provider to use (fi_freeinfo it), or NULL with the error set. */
+/* What the RMA path needs ordered: writes after writes and sends (a put's
+ * data before a later one's), sends after writes (a notification, a flush,
+ * an atomic's request after the data), reads after writes and sends. */
+#define FAB_RMA_ORDER (FI_ORDER_WAW | FI_ORDER_WAS | FI_ORDER_SAW | FI_ORDER_RAW | FI_ORDER_RAS)
+#define FAB_RMA_CAPS (FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
+
+static struct fi_info *pick_with(int rma);
+
+/* The provider to use (fi_freeinfo it), or NULL with the error set: with
+ * an ordered RMA path if it has one (and VMMC_FABRIC_RMA), else messages. */
 static struct fi_info *pick(void)
+{
+    struct fi_info *i = cfg_rma ? pick_with(1) : NULL;
+    return i ? i : pick_with(0);
+}
+
+static struct fi_info *pick_with(int rma)
 {
     struct fi_info *hints = fi_dupinfo(NULL), *list = NULL, *best = NULL;
     if (!hints) {
         vmmc_error(VMMC_ERR_NOMEM, "fabric: out of memory");
         return NULL;
     }
-    hints->caps = FI_MSG | FI_SOURCE;
+    hints->caps = FI_MSG | FI_SOURCE | (rma ? FAB_RMA_CAPS : 0);
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
     hints->ep_attr->type = FI_EP_RDM;
     hints->domain_attr->threading = FI_THREAD_SAFE;
@@ -102,8 +122,8 @@ static struct fi_info *pick(void)
      * needs it (FI_MR_LOCAL). */
     hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
                                   FI_MR_PROV_KEY;
-    hints->tx_attr->msg_order = FI_ORDER_SAS;
-    hints->rx_attr->msg_order = FI_ORDER_SAS;
+    hints->tx_attr->msg_order = FI_ORDER_SAS | (rma ? FAB_RMA_ORDER : 0);
+    hints->rx_attr->msg_order = FI_ORDER_SAS | (rma ? FAB_RMA_ORDER : 0);
     if (cfg_provider && cfg_provider[0]) {
         /* '+' for ';' (a ';' is awkward in lists of settings) */
         char *name = strdup(cfg_provider);
@@ -196,6 +216,12 @@ static int fab_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
     f->ep = ep;
     f->info = info;
     f->hw = hw;
+    f->rma = cfg_rma && (info->caps & FI_RMA) &&
+             (info->tx_attr->msg_order & FAB_RMA_ORDER) == FAB_RMA_ORDER;
+    f->virt_addr = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
+    f->inject = info->tx_attr->inject_size;
+    f->max_msg = info->ep_attr->max_msg_size ? info->ep_attr->max_msg_size : SIZE_MAX;
+    pthread_mutex_init(&f->mrlock, NULL);
     f->txfd = f->rxfd = f->wakefd = -1;
     pthread_mutex_init(&f->lock, NULL);
     pthread_mutex_init(&f->nlock, NULL);
@@ -261,8 +287,8 @@ static int fab_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
         return vmmc_error(VMMC_ERR_INVALID, "fabric: no room for the address");
     if ((rc = vmmc_fab__start(f)) != VMMC_OK)
         return rc;
-    vmmc_debug("fabric: endpoint open on %s (%s)", info->fabric_attr->prov_name,
-               hw ? "offloaded" : "software");
+    vmmc_debug("fabric: endpoint open on %s (%s, %s)", info->fabric_attr->prov_name,
+               hw ? "offloaded" : "software", f->rma ? "RMA" : "messages only");
     return VMMC_OK;
 }
 
@@ -285,6 +311,7 @@ static void fab_ep_close(vmmc_ep_t *ep)
     vmmc_fab__stop(f);
     if (f->fep)
         fi_close(&f->fep->fid);
+    vmmc_fab__mrs_close(f);
     if (f->cache) {
         if (vmmc_fab_cfg_stats)
             fab_cache_print(f->cache, "fabric transport");
@@ -323,6 +350,7 @@ static void fab_ep_close(vmmc_ep_t *ep)
     free(f->held_peer);
     pthread_mutex_destroy(&f->lock);
     pthread_mutex_destroy(&f->nlock);
+    pthread_mutex_destroy(&f->mrlock);
     pthread_cond_destroy(&f->cond);
     free(f);
     VMMC_TL_STATE(ep, fabric) = NULL;
@@ -541,7 +569,9 @@ static int fab_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *va
     static const char *const names[] = {"fabric.msgs_sent", "fabric.msgs_received",
                                         "fabric.send_again", "fabric.write_refused",
                                         "fabric.from_unknown", "fabric.malformed",
-                                        "fabric.send_errors"};
+                                        "fabric.send_errors", "fabric.rma_writes",
+                                        "fabric.rma_reads", "fabric.rma_refused",
+                                        "fabric.rma_regions"};
     fab_ep_t *f = F(ep);
     enum { OWN = sizeof names / sizeof names[0] };
     if (f && f->cache && i >= OWN)
@@ -549,7 +579,8 @@ static int fab_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *va
     if (!f || i < 0 || i >= OWN)
         return VMMC_ERR_NOT_FOUND;
     _Atomic uint64_t *c[] = {&f->c_tx, &f->c_rx, &f->c_tx_again, &f->c_refused, &f->c_unknown,
-                             &f->c_bad, &f->c_tx_err};
+                             &f->c_bad, &f->c_tx_err, &f->c_rma_writes, &f->c_rma_reads,
+                             &f->c_rma_refused, &f->c_rma_regions};
     *name = names[i];
     *value = atomic_load(c[i]);
     return VMMC_OK;
@@ -572,6 +603,7 @@ VMMC_TRANSPORT(fabric) = {
     .peer_dead = fab_peer_dead,
     .ctl_send = vmmc_fab__ctl_send,
     .proxy_setup = vmmc_fab__proxy_setup,
+    .proxy_release = vmmc_fab__proxy_release,
     .put = vmmc_fab__put,
     .get = vmmc_fab__get,
     .putv = vmmc_fab__putv,
@@ -580,4 +612,6 @@ VMMC_TRANSPORT(fabric) = {
     .flush_peer = vmmc_fab__flush_peer,
     .counter_get = fab_counter_get,
     .drain = vmmc_fab__drain,
+    .export_grant = vmmc_fab__export_grant,
+    .export_end = vmmc_fab__export_end,
 };

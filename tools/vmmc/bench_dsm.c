@@ -11,6 +11,11 @@
  *       and speedup over the sequential run of the same program, at the
  *       sizes of apps[] below (--quick: the small ones).
  *
+ * The ranks run on the transport of --transport (VMMC_TRANSPORT=shm or udp
+ * in their environment; with udp, ranks of one host talk over udp too) and
+ * the rows carry it in their transport column; the micro-benchmark job must
+ * say it ran on it ("transport <t>").
+ *
  * Rows are "<mode>_<figure>"; every minipage row carries its ratio to the
  * page row of the same figure (<mode>_compute_dsm: to <mode>_compute_alone). The programs are looked for next to this
  * tool. Whatever cannot run is a note with the reason. */
@@ -83,9 +88,10 @@ static int run_job(bench_ctx_t *c, const char *self, const dsm_mode_t *m, char *
     for (int i = 0; prog[i] && n < 23; i++)
         argv[n++] = prog[i];
     argv[n] = NULL;
-    char envbuf[64];
+    char envbuf[64], trbuf[64];
     snprintf(envbuf, sizeof envbuf, "%s", m->env);
-    char *env[] = {envbuf, NULL};
+    snprintf(trbuf, sizeof trbuf, "VMMC_TRANSPORT=%s", c->transport ? c->transport : "shm");
+    char *env[] = {envbuf, trbuf, NULL};
     return proc_run_capture(argv, env, -1, c->quick ? 120 : 600, out);
 }
 
@@ -106,6 +112,14 @@ static int ran_in(const char *out, const dsm_mode_t *m)
     return strstr(out, a) || strstr(out, b);
 }
 
+/* Does the job say its ranks got the transport asked for? */
+static int ran_on(const char *out, const bench_ctx_t *c)
+{
+    char a[48];
+    snprintf(a, sizeof a, "transport %s\n", c->transport ? c->transport : "shm");
+    return strstr(out, a) != NULL;
+}
+
 static void micro(bench_ctx_t *c, const char *self, const char *prog, const dsm_mode_t *m)
 {
     char reps[16], per[16];
@@ -118,6 +132,12 @@ static void micro(bench_ctx_t *c, const char *self, const char *prog, const dsm_
     int rows = 0;
     if (!rc && out && !ran_in(out, m)) {
         bench_note(c, "dsm micro-benchmarks: the job did not run in %s mode", m->name);
+        free(out);
+        return;
+    }
+    if (!rc && out && !ran_on(out, c)) {
+        bench_note(c, "dsm micro-benchmarks in %s mode: the ranks did not run on transport %s",
+                   m->name, c->transport);
         free(out);
         return;
     }
@@ -134,7 +154,6 @@ static void micro(bench_ctx_t *c, const char *self, const char *prog, const dsm_
                     int in_dsm = !strcmp(kind, "compute_dsm");
                     snprintf(ref, sizeof ref, "dsm/%s_%s", in_dsm ? m->name : "page",
                              in_dsm ? "compute_alone" : kind);
-                    c->transport = "shm";
                     bench_report(c, metric, size, "us", st,
                                  in_dsm || strcmp(m->name, "page") ? ref : NULL);
                     rows++;
@@ -190,7 +209,6 @@ static void app(bench_ctx_t *c, const char *self, const dsm_app_t *a, const dsm_
     snprintf(metric, sizeof metric, "%s_%s", m->name, a->name);
     snprintf(ref, sizeof ref, "dsm/page_%s", a->name);
     int mini = strcmp(m->name, "page") != 0;
-    c->transport = "shm";
     bench_report(c, metric, 0, "us", bench_stats(par, runs), mini ? ref : NULL);
     snprintf(metric, sizeof metric, "%s_%s_speedup", m->name, a->name);
     snprintf(ref, sizeof ref, "dsm/page_%s_speedup", a->name);

@@ -296,6 +296,10 @@ void dsm_mgr_where(int src, uint64_t imm)
         dsm_bad_msg(src, imm, "a WHERE of no request type");
         return;
     }
+    if (src != dsm_home(IMM_ID(imm)) || src == dsm.me) {
+        dsm_bad_msg(src, imm, "a WHERE from a rank that is not the home of that id");
+        return;
+    }
     dsm_req_t r = {NULL, t, IMM_RANK(imm), IMM_ID(imm), IMM_AUX(imm) & 0xffff};
     locate(r, src);
 }

@@ -48,4 +48,9 @@ for mode in ("page", "minipage"):
     if r["ratio_to"] != "dsm/%s_compute_alone" % mode or r["ratio"] is None:
         b.fail("%s_compute_dsm is not compared with the same computation outside the DSM: %r"
                % (mode, r))
+for app in ("is", "water"):
+    b.find(rows, "mgr1_%s_np3" % app, 0)
+    r = b.find(rows, "spread_%s_np3" % app, 0)
+    if r["ratio_to"] != "dsm/mgr1_%s_np3" % app or r["ratio"] is None:
+        b.fail("spread_%s_np3 is not compared with one manager in the same run: %r" % (app, r))
 print("check_bench: ok (%d rows)" % len(rows))

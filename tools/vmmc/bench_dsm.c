@@ -16,6 +16,12 @@
  * the rows carry it in their transport column; the micro-benchmark job must
  * say it ran on it ("transport <t>").
  *
+ * Then IS and WATER in minipage mode with 3 ranks (not pinned: more ranks
+ * than the cores of a small machine), once with one manager
+ * (VMMC_DSM_MANAGERS=1) and once with homes spread over the ranks,
+ * alternating: rows mgr1_<app>_np3 and spread_<app>_np3, the second with
+ * its ratio to the first.
+ *
  * Rows are "<mode>_<figure>"; every minipage row carries its ratio to the
  * page row of the same figure (<mode>_compute_dsm: to <mode>_compute_alone). The programs are looked for next to this
  * tool. Whatever cannot run is a note with the reason. */
@@ -72,18 +78,21 @@ static int beside_tool(const char *self, const char *name, char *out, size_t n)
     return access(out, X_OK) ? -1 : 0;
 }
 
-/* Run @prog (and its arguments) in a job of 2 ranks in @m; the output in
- * *out (to free), the exit status returned. */
-static int run_job(bench_ctx_t *c, const char *self, const dsm_mode_t *m, char *const prog[],
-                   char **out)
+/* Run @prog (and its arguments) in a job of @np ranks in @m (2: pinned to
+ * distinct cores; more: free), with @extra (NAME=value or NULL) in their
+ * environment; the output in *out (to free), the exit status returned. */
+static int run_job_np(bench_ctx_t *c, const char *self, const dsm_mode_t *m, int np,
+                      const char *extra, char *const prog[], char **out)
 {
-    char *argv[24];
+    char *argv[24], nps[8];
     int n = 0;
+    snprintf(nps, sizeof nps, "%d", np);
     argv[n++] = (char *)self;
     argv[n++] = "run";
     argv[n++] = "-n";
-    argv[n++] = "2";
-    argv[n++] = "--cpu-bind";
+    argv[n++] = nps;
+    if (np == 2)
+        argv[n++] = "--cpu-bind";
     argv[n++] = "--";
     for (int i = 0; prog[i] && n < 23; i++)
         argv[n++] = prog[i];
@@ -91,8 +100,14 @@ static int run_job(bench_ctx_t *c, const char *self, const dsm_mode_t *m, char *
     char envbuf[64], trbuf[64];
     snprintf(envbuf, sizeof envbuf, "%s", m->env);
     snprintf(trbuf, sizeof trbuf, "VMMC_TRANSPORT=%s", c->transport ? c->transport : "shm");
-    char *env[] = {envbuf, trbuf, NULL};
+    char *env[] = {envbuf, trbuf, (char *)extra, NULL};
     return proc_run_capture(argv, env, -1, c->quick ? 120 : 600, out);
+}
+
+static int run_job(bench_ctx_t *c, const char *self, const dsm_mode_t *m, char *const prog[],
+                   char **out)
+{
+    return run_job_np(c, self, m, 2, NULL, prog, out);
 }
 
 static void failed(bench_ctx_t *c, const char *what, const dsm_mode_t *m, int rc, const char *out)
@@ -215,6 +230,50 @@ static void app(bench_ctx_t *c, const char *self, const dsm_app_t *a, const dsm_
     bench_report(c, metric, 0, "x", bench_stats(speed, runs), mini ? ref : NULL);
 }
 
+/* One manager (VMMC_DSM_MANAGERS=1: rank 0 is every minipage's home)
+ * against homes spread over the ranks (all), @a in minipage mode with 3
+ * ranks, the two alternating run by run: rows mgr1_<app>_np3 and
+ * spread_<app>_np3 (its ratio to the first). */
+static void managers(bench_ctx_t *c, const char *self, const dsm_app_t *a)
+{
+    static const char *const env[2] = {"VMMC_DSM_MANAGERS=1", "VMMC_DSM_MANAGERS=all"};
+    static const char *const name[2] = {"mgr1", "spread"};
+    char exe[64], prog[PATH_MAX];
+    snprintf(exe, sizeof exe, "vmmc-dsm-%s", a->name);
+    if (beside_tool(self, exe, prog, sizeof prog)) {
+        bench_note(c, "dsm managers with %s not measured: %s is not built", a->name, prog);
+        return;
+    }
+    char *argv[] = {prog, "-n", (char *)(c->quick ? a->quick_n : a->n), "-i",
+                    (char *)(c->quick ? a->quick_i : a->i), NULL};
+    const dsm_mode_t *m = &modes[1];
+    int runs = c->quick ? 1 : 5;
+    double par[2][5];
+    for (int r = 0; r < runs; r++)
+        for (int k = 0; k < 2; k++) {
+            char *out = NULL;
+            double seq;
+            int rc = run_job_np(c, self, m, 3, env[k], argv, &out);
+            if (rc || !out || !ran_in(out, m) || app_times(out, a->name, &par[k][r], &seq)) {
+                const char *o = out && *out ? out : "(no output)";
+                size_t len = strlen(o);
+                bench_note(c, "dsm %s with 3 ranks and %s not measured: the job failed (%s): "
+                           "%.300s",
+                           a->name, env[k], proc_why(rc), len > 300 ? o + len - 300 : o);
+                free(out);
+                return;
+            }
+            par[k][r] *= 1e6;
+            free(out);
+        }
+    for (int k = 0; k < 2; k++) {
+        char metric[64], ref[64];
+        snprintf(metric, sizeof metric, "%s_%s_np3", name[k], a->name);
+        snprintf(ref, sizeof ref, "dsm/%s_%s_np3", name[0], a->name);
+        bench_report(c, metric, 0, "us", bench_stats(par[k], runs), k ? ref : NULL);
+    }
+}
+
 static int dsm_run(bench_ctx_t *c)
 {
     proc_catch_stop();
@@ -234,6 +293,9 @@ static int dsm_run(bench_ctx_t *c)
     for (size_t k = 0; k < sizeof apps / sizeof *apps; k++)
         for (size_t i = 0; i < sizeof modes / sizeof *modes; i++)
             app(c, self, &apps[k], &modes[i]);
+    for (size_t k = 0; k < sizeof apps / sizeof *apps; k++)
+        if (!strcmp(apps[k].name, "is") || !strcmp(apps[k].name, "water"))
+            managers(c, self, &apps[k]);
     return 0;
 }
 

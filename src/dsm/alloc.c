@@ -235,6 +235,14 @@ int dsm_alloc_locate(uint32_t raw, uint32_t *head)
     return 0;
 }
 
+int dsm_route(uint32_t id)
+{
+    uint32_t head;
+    if (dsm.mgr && dsm.mgr->pages && dsm_alloc_locate(id, &head) == 0)
+        return dsm_home(head);
+    return dsm_home(id);
+}
+
 void dsm_mgr_release_msg(int src, uint64_t imm)
 {
     uint32_t head = IMM_ID(imm);

@@ -14,14 +14,14 @@ static int check(const char *fn)
     return VMMC_OK;
 }
 
-/* Post one request to @dest (rank 0 or a minipage's home) and wait until
- * *@done (lock dropped while sending). */
+/* Post one request to @dest (rank 0, or -1: the home of the minipage the
+ * request names) and wait until *@done (lock dropped while sending). */
 static int ask(int dest, uint64_t imm, int *done)
 {
     int st = VMMC_OK;
     pthread_mutex_lock(&dsm.lock);
     *done = 0;
-    dsm_post(dest, imm);
+    dsm_post(dest >= 0 ? dest : dsm_route(IMM_ID(imm)), imm);
     pthread_mutex_unlock(&dsm.lock);
     dsm_flush();
     pthread_mutex_lock(&dsm.lock);
@@ -156,7 +156,7 @@ void vmmc_dsm_free(void *p)
         return;
     }
     pthread_mutex_lock(&dsm.api);
-    int st = ask(dsm.page_mode ? dsm_manager() : dsm_home(id), dsm_imm(M_FREE, (unsigned)dsm.me, id, (uint32_t)in_page), &dsm.free_done);
+    int st = ask(dsm.page_mode ? dsm_manager() : -1, dsm_imm(M_FREE, (unsigned)dsm.me, id, (uint32_t)in_page), &dsm.free_done);
     int status = dsm.free_status;
     pthread_mutex_unlock(&dsm.api);
     if (st == VMMC_OK && status != 0) {
@@ -175,7 +175,7 @@ int vmmc_dsm_push(void *p)
     if (dsm_addr_id(p, &id, NULL) != 0)
         return dsm_error(VMMC_ERR_INVALID, "vmmc_dsm_push: %p is not in the shared area", p);
     pthread_mutex_lock(&dsm.api);
-    st = ask(dsm_home(id), dsm_imm(M_PUSH, (unsigned)dsm.me, id, 0), &dsm.push_done);
+    st = ask(-1, dsm_imm(M_PUSH, (unsigned)dsm.me, id, 0), &dsm.push_done);
     int status = dsm.push_status;
     pthread_mutex_unlock(&dsm.api);
     if (st == VMMC_OK && status != 0)

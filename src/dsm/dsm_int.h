@@ -239,6 +239,10 @@ void dsm_alloc_release(uint32_t head);
 int dsm_alloc_release_remote(uint32_t head); /* 0, or -1: no such remote minipage */
 int dsm_alloc_locate(uint32_t raw, uint32_t *head); /* a large allocation's head */
 uint64_t dsm_rep_imm(unsigned status, int extends, unsigned view, size_t off);
+/* Where this rank sends a request about @id: its home; on rank 0, which
+ * knows the large allocations, the home of the one @id lies in. A home
+ * takes a request from rank 0 it cannot resolve for no minipage. */
+int dsm_route(uint32_t id);
 
 /* sync.c: locks, barrier, bcast (both sides) */
 void dsm_sync_on_msg(int src, uint64_t imm);

@@ -39,7 +39,8 @@
  *                        thread running, no fault).
  * Sizes are 128 B and 4 KiB. Each line: "<kind> <size> <median> <min>
  * <max>" in microseconds, over -r batches of -k samples (time per sample);
- * a line "mode <minipage|page>" first. Every read value is checked: a
+ * a line "mode <minipage|page>" first, then "transport <t>" (VMMC_TRANSPORT as
+ * the ranks got it; shm when unset). Every read value is checked: a
  * wrong one ends the run non-zero.
  *
  * usage: vmmc run -n 2 --cpu-bind -- vmmc-dsm-bench [-r batches] [-k per-batch] */
@@ -381,8 +382,10 @@ int main(int argc, char **argv)
                 vmmc_dsm_size());
         return 2;
     }
-    if (rank == 0)
-        printf("mode %s\n", vmmc_dsm_mode());
+    if (rank == 0) {
+        const char *tr = getenv("VMMC_TRANSPORT");
+        printf("mode %s\ntransport %s\n", vmmc_dsm_mode(), tr && *tr ? tr : "shm");
+    }
     int ns = reps * per;
     double *lat = calloc((size_t)ns, sizeof(double)), *aux = calloc((size_t)ns, sizeof(double));
     double *serve = calloc((size_t)reps, sizeof(double)), *swait = calloc((size_t)reps, sizeof(double));

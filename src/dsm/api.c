@@ -14,14 +14,14 @@ static int check(const char *fn)
     return VMMC_OK;
 }
 
-/* Post one request to the manager and wait until *@done (lock dropped
- * while sending). */
-static int ask(uint64_t imm, int *done)
+/* Post one request to @dest (rank 0, or -1: the home of the minipage the
+ * request names) and wait until *@done (lock dropped while sending). */
+static int ask(int dest, uint64_t imm, int *done)
 {
     int st = VMMC_OK;
     pthread_mutex_lock(&dsm.lock);
     *done = 0;
-    dsm_post(dsm_manager(), imm);
+    dsm_post(dest >= 0 ? dest : dsm_route(IMM_ID(imm)), imm);
     pthread_mutex_unlock(&dsm.lock);
     dsm_flush();
     pthread_mutex_lock(&dsm.lock);
@@ -61,7 +61,7 @@ static void on_malloc_rep(uint64_t rep)
     dsm.acc[head] |= ACC_OWNER;
     dsm.hint[head] = 0;
     dsm.dset[head] = 0;
-    dsm_post(dsm_manager(), dsm_imm(M_DONE, (unsigned)dsm.me, head, 0));
+    dsm_post(dsm_home(head), dsm_imm(M_DONE, (unsigned)dsm.me, head, 0));
 }
 
 /* A chunk's minipage grows by @n16 bytes at @off (lock held); it is this
@@ -73,7 +73,7 @@ void dsm_extend_apply(uint32_t head, size_t off, size_t n16)
     memset(dsm.priv + off, 0, n16);
     if ((dsm.acc[head] & ACC_MASK) != ACC_W)
         dsm_set_acc(head, ACC_W);
-    dsm_post(dsm_manager(), dsm_imm(M_DONE, (unsigned)dsm.me, head, 0));
+    dsm_post(dsm_home(head), dsm_imm(M_DONE, (unsigned)dsm.me, head, 0));
 }
 
 void dsm_on_reply(int src, uint64_t imm)
@@ -114,7 +114,7 @@ void *vmmc_dsm_malloc_chunk(size_t n, int chunk)
     pthread_mutex_lock(&dsm.api);
     pending_n16 = ((n ? n : 1) + DSM_ALIGN - 1) & ~(size_t)(DSM_ALIGN - 1);
     uint64_t imm = (uint64_t)M_MALLOC | (uint64_t)(chunk + 1) << 6 | (uint64_t)n << 22;
-    int st = ask(imm, &dsm.malloc_done);
+    int st = ask(dsm_manager(), imm, &dsm.malloc_done);
     uint64_t rep = dsm.malloc_rep;
     pthread_mutex_unlock(&dsm.api);
     if (st != VMMC_OK)
@@ -156,7 +156,7 @@ void vmmc_dsm_free(void *p)
         return;
     }
     pthread_mutex_lock(&dsm.api);
-    int st = ask(dsm_imm(M_FREE, (unsigned)dsm.me, id, (uint32_t)in_page), &dsm.free_done);
+    int st = ask(dsm.page_mode ? dsm_manager() : -1, dsm_imm(M_FREE, (unsigned)dsm.me, id, (uint32_t)in_page), &dsm.free_done);
     int status = dsm.free_status;
     pthread_mutex_unlock(&dsm.api);
     if (st == VMMC_OK && status != 0) {
@@ -175,7 +175,7 @@ int vmmc_dsm_push(void *p)
     if (dsm_addr_id(p, &id, NULL) != 0)
         return dsm_error(VMMC_ERR_INVALID, "vmmc_dsm_push: %p is not in the shared area", p);
     pthread_mutex_lock(&dsm.api);
-    st = ask(dsm_imm(M_PUSH, (unsigned)dsm.me, id, 0), &dsm.push_done);
+    st = ask(-1, dsm_imm(M_PUSH, (unsigned)dsm.me, id, 0), &dsm.push_done);
     int status = dsm.push_status;
     pthread_mutex_unlock(&dsm.api);
     if (st == VMMC_OK && status != 0)

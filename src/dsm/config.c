@@ -43,6 +43,10 @@ static const vmmc_config_entry_t dsm_entries[] = {
      "how long into a wait vmmc's spin yields (VMMC_DSM_SPIN_YIELD); later it spins on (and "
      "then sleeps) as vmmc does, so that a long wait does not leave the rank behind other work",
      VMMC_CONFIG_TIME, &dsm_cfg.yield_window, 0, 1000000000ull},
+    {"DSM_MANAGERS", "all",
+     "who manages the minipages: all (each page's minipages have a home rank, page mod "
+     "ranks, that keeps their directory) or 1 (rank 0 manages every minipage)",
+     VMMC_CONFIG_STRING, &dsm_cfg.managers},
     {"DSM_DEBUG", "n", "print every malformed or unexpected DSM message that is dropped",
      VMMC_CONFIG_BOOL, &dsm_cfg.debug},
 };

@@ -46,6 +46,11 @@ enum {
     M_REQ_D,              /* faulter -> the owner it knows: a read, one hop */
     M_NOTOWN,             /* that rank -> faulter: not (now) the owner */
     M_DINV, M_DACK,       /* owner -> its direct readers, and back */
+    M_CREATE,             /* allocator -> home: a new minipage (see alloc.c) */
+    M_RELEASE,            /* home -> allocator: a freed minipage's space */
+    M_WHERE,              /* home -> allocator: a request for an id it does not
+                             hold (a large allocation's later page?); rank =
+                             requester, aux = type << 16 | the request's aux */
     M_NTYPES
 };
 
@@ -109,7 +114,8 @@ typedef struct dsm_state {
     dsm_ext_t *ext;       /* npages * views, heads only */
     int8_t *hint;         /* heads: rank + 1 of the owner last heard of, or 0 */
     uint64_t *dset;       /* heads owned here: ranks given a copy directly */
-    dsm_mgr_t *mgr;       /* rank 0 only */
+    dsm_mgr_t *mgr;       /* the minipages this rank is home of (+ placement on rank 0) */
+    int spread;           /* VMMC_DSM_MANAGERS=all: homes spread over the ranks */
     struct sigaction old_segv;
     int broken;           /* a rank died or a send failed */
     char broken_why[256];
@@ -142,6 +148,7 @@ typedef struct dsm_cfg {
     uint64_t size;
     int64_t views;
     int page, debug, onehop, yield;
+    const char *managers;   /* all or 1 */
     const char *spin_yield; /* auto, y or n */
     uint64_t yield_window;  /* ns into a wait the spin yields */
     int64_t service_nice;   /* 0: as the process */
@@ -215,16 +222,27 @@ int dsm_acquire(void *addr, int write, int from_fault);
 void dsm_on_reply(int src, uint64_t imm);
 int dsm_addr_id(const void *p, uint32_t *id, size_t *off_in_page);
 
-/* manager.c (rank 0; lock held) */
+/* manager.c (the homes; lock held) */
 int dsm_mgr_create(void);
+void dsm_mgr_create_msg(int src, uint64_t imm);  /* CREATE, at the home */
+void dsm_mgr_release_msg(int src, uint64_t imm); /* RELEASE, at the allocator */
+void dsm_mgr_where(int src, uint64_t imm);       /* WHERE, at the allocator */
 void dsm_mgr_destroy(void);
 void dsm_mgr_request(int src, uint64_t imm);   /* REQ_R, REQ_W, PUSH, FREE */
 void dsm_mgr_ack(int src, uint64_t imm);
 void dsm_mgr_done(int src, uint64_t imm);
 void dsm_mgr_malloc(int src, uint64_t imm);
-/* alloc.c (manager side, lock held) */
-int dsm_alloc_place(int rank, size_t n, int chunk, uint64_t *rep);
+/* alloc.c (the allocator's side, rank 0, lock held); *remote: the entry is
+ * at another home, which was sent a CREATE and answers the allocator */
+int dsm_alloc_place(int rank, size_t n, int chunk, uint64_t *rep, int *remote);
 void dsm_alloc_release(uint32_t head);
+int dsm_alloc_release_remote(uint32_t head); /* 0, or -1: no such remote minipage */
+int dsm_alloc_locate(uint32_t raw, uint32_t *head); /* a large allocation's head */
+uint64_t dsm_rep_imm(unsigned status, int extends, unsigned view, size_t off);
+/* Where this rank sends a request about @id: its home; on rank 0, which
+ * knows the large allocations, the home of the one @id lies in. A home
+ * takes a request from rank 0 it cannot resolve for no minipage. */
+int dsm_route(uint32_t id);
 
 /* sync.c: locks, barrier, bcast (both sides) */
 void dsm_sync_on_msg(int src, uint64_t imm);
@@ -253,9 +271,23 @@ void dsm_stats_serve(int src, uint64_t imm, uint64_t start_ns, uint64_t end_ns);
 int dsm_clock_peers(void); /* fills dsm.same_clock (init) */
 uint64_t dsm_now_ns(void);
 
+/* Rank 0 places allocations and keeps the locks and the barrier. */
 static inline int dsm_manager(void)
 {
     return 0;
+}
+
+/* The home of the minipages of page @page: its directory entry (owner,
+ * copy set, queue) lives there and every step on it goes through it.
+ * VMMC_DSM_MANAGERS=all: page mod ranks; =1: rank 0. A large allocation's
+ * home is that of its first page. */
+static inline int dsm_home_page(size_t page)
+{
+    return dsm.spread ? (int)(page % (size_t)dsm.n) : 0;
+}
+static inline int dsm_home(uint32_t id)
+{
+    return dsm_home_page(id / dsm.views);
 }
 
 #endif

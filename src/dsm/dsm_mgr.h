@@ -1,5 +1,7 @@
-/* The manager's tables (rank 0): minipages, pages, chunks. Shared by
- * manager.c (the protocol) and alloc.c (placement). Lock held throughout. */
+/* The directory and the allocator's tables. Every rank keeps the entries of
+ * the minipages it is home of (mp, lpage); rank 0 also places allocations
+ * (pages, chunks, remote). Shared by manager.c (the protocol) and alloc.c
+ * (placement). Lock held throughout. */
 #ifndef VMMC_DSM_MGR_H
 #define VMMC_DSM_MGR_H
 
@@ -43,8 +45,12 @@ typedef struct dsm_page {
 } dsm_page_t;
 
 struct dsm_mgr {
-    dsm_mp_t **mp;       /* npages * views */
+    dsm_mp_t **mp;       /* npages * views: entries of minipages homed here, at their head */
+    uint32_t *lpage;     /* npages: later pages of a large minipage homed here: head page + 1 */
+    /* rank 0 only: placement */
     dsm_page_t *pages;
+    uint8_t *remote;     /* bit per head: placed at another home, not yet released */
+    size_t cur_chunk;    /* spread: page chunks go to (a page homed on rank 0; npages: none) */
     size_t rover;        /* where the next search for free pages starts */
     size_t cur_small;    /* page small allocations go to (npages: none) */
     uint32_t *chunk_head;/* chunk id -> head + 1 (0: none) */
@@ -56,5 +62,6 @@ dsm_mp_t *dsm_mp_new(uint32_t head, unsigned view, size_t page, size_t npg, uint
                      uint32_t len, int owner);
 void dsm_mp_delete(dsm_mp_t *m);
 dsm_mp_t *dsm_mgr_resolve(uint32_t raw);
+void dsm_mgr_malloc_busy(dsm_mp_t *m, int rank); /* busy until the allocator's DONE */
 
 #endif

@@ -61,7 +61,7 @@ int dsm_acquire(void *addr, int write, int from_fault)
             if (!write && dsm_cfg.onehop && owner >= 0 && owner != dsm.me)
                 dsm_post(owner, dsm_imm(M_REQ_D, (unsigned)dsm.me, id, 0)); /* one hop */
             else
-                dsm_post(dsm_manager(),
+                dsm_post(dsm_route(id),
                          dsm_imm(write ? M_REQ_W : M_REQ_R, (unsigned)dsm.me, id, 0));
             pthread_mutex_unlock(&dsm.lock);
             dsm_flush();

@@ -21,7 +21,7 @@ dsm_state_t dsm = {.lock = PTHREAD_MUTEX_INITIALIZER,
                    .n = -1};
 
 typedef struct boot {
-    uint64_t magic, base, size, views, page_mode;
+    uint64_t magic, base, size, views, page_mode, spread;
 } boot_t;
 #define BOOT_MAGIC 0x76646d73646d3031ull /* "vdmsdm01" */
 
@@ -37,7 +37,7 @@ static int agree(void)
             return st;
         dsm.base = base;
         boot = (boot_t){BOOT_MAGIC, (uint64_t)(uintptr_t)base, dsm.size, dsm.views,
-                        (uint64_t)dsm.page_mode};
+                        (uint64_t)dsm.page_mode, (uint64_t)dsm.spread};
         vmmc_export_params_t ep = {0};
         ep.field_mask = VMMC_EXPORT_PARAM_FLAGS;
         ep.name = "vmmc.dsm.boot";
@@ -65,6 +65,11 @@ static int agree(void)
                          dsm.me, dsm.size, dsm.views, dsm.page_mode ? "page" : "minipage",
                          (unsigned long long)b.size, (unsigned long long)b.views,
                          b.page_mode ? "page" : "minipage");
+    if (b.spread != (uint64_t)dsm.spread)
+        return dsm_error(VMMC_ERR_INVALID,
+                         "vmmc_dsm_init: rank %d has VMMC_DSM_MANAGERS=%s, rank 0 %s (every rank "
+                         "must have the same)",
+                         dsm.me, dsm.spread ? "all" : "1", b.spread ? "all" : "1");
     void *base = (void *)(uintptr_t)b.base;
     st = dsm_view_reserve(dsm.size, dsm.views, &base);
     if (st)
@@ -92,7 +97,7 @@ static int setup(void)
         return dsm_error(VMMC_ERR_NOMEM, "vmmc_dsm_init: out of memory for the tables");
     if (dsm.page_mode && dsm.me == 0)
         memset(dsm.acc, ACC_W | ACC_OWNER, ids);
-    if (dsm.me == dsm_manager() && dsm_mgr_create() != VMMC_OK)
+    if ((dsm.spread || dsm.me == dsm_manager()) && dsm_mgr_create() != VMMC_OK)
         return dsm_error(VMMC_ERR_NOMEM, "vmmc_dsm_init: out of memory for the minipage table");
     dsm_sync_reset();
     vmmc_export_params_t ep = {0};
@@ -179,6 +184,11 @@ int vmmc_dsm_init(const vmmc_dsm_params_t *p)
         return dsm_error(VMMC_ERR_INVALID,
                          "vmmc_dsm_init: VMMC_DSM_SPIN_YIELD=%s: expected auto, y or n",
                          dsm_cfg.spin_yield);
+    const char *mg = dsm_cfg.managers ? dsm_cfg.managers : "all";
+    if (strcmp(mg, "all") && strcmp(mg, "1"))
+        return dsm_error(VMMC_ERR_INVALID, "vmmc_dsm_init: VMMC_DSM_MANAGERS=%s: expected all or 1",
+                         mg);
+    dsm.spread = !strcmp(mg, "all");
     size_t size = p && p->size ? p->size : (size_t)dsm_cfg.size;
     unsigned views = p && p->views ? p->views : (unsigned)dsm_cfg.views;
     dsm.page_mode = dsm_cfg.page;
@@ -191,6 +201,11 @@ int vmmc_dsm_init(const vmmc_dsm_params_t *p)
                          "vmmc_dsm_init: %zu bytes and %u views: the area takes 4K..1T bytes, "
                          "1..%d views, and at most %u pages times views",
                          size, views, DSM_MAX_VIEWS, DSM_MAX_IDS);
+    if (dsm.spread && size / DSM_PAGE > (1u << 25))
+        return dsm_error(VMMC_ERR_INVALID,
+                         "vmmc_dsm_init: %zu bytes: with VMMC_DSM_MANAGERS=all the area takes at "
+                         "most 128 GiB (VMMC_DSM_MANAGERS=1 takes more)",
+                         size);
     dsm.size = size;
     dsm.views = views;
     dsm.npages = size / DSM_PAGE;

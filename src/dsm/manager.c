@@ -1,5 +1,11 @@
-/* The manager (rank 0): the minipage table and the protocol that keeps
- * one writer or many readers per minipage (sequential consistency).
+/* The manager: the directory and the protocol that keeps one writer or
+ * many readers per minipage (sequential consistency). Each minipage has a
+ * home (dsm_home(): page mod ranks, or rank 0 with VMMC_DSM_MANAGERS=1)
+ * that holds its entry and runs every step on it; rank 0 places
+ * allocations and tells the home (CREATE), the home tells it when the space
+ * is free again (RELEASE). A request for an id the home holds no entry of
+ * (a later page of a large allocation, placed at its first page's home)
+ * goes to rank 0 (WHERE), which sends it on to the right home.
  *
  * A minipage is busy while one request is served: from the moment the
  * manager starts it (invalidations out, or the forward to the owner) until
@@ -40,12 +46,16 @@ dsm_mp_t *dsm_mp_new(uint32_t head, unsigned view, size_t page, size_t npg, uint
     m->chunk = -1;
     m->nalloc = 1;
     mgr.mp[head] = m;
+    for (size_t k = 1; k < npg; k++)
+        mgr.lpage[page + k] = (uint32_t)page + 1;
     return m;
 }
 
 void dsm_mp_delete(dsm_mp_t *m)
 {
     mgr.mp[m->head] = NULL;
+    for (size_t k = 1; k < m->npg; k++)
+        mgr.lpage[m->page + k] = 0;
     dsm_req_t *r = m->q_head;
     while (r) {
         dsm_req_t *nx = r->next;
@@ -59,16 +69,22 @@ int dsm_mgr_create(void)
 {
     size_t ids = dsm.npages * dsm.views;
     mgr.mp = calloc(ids, sizeof *mgr.mp);
-    mgr.pages = calloc(dsm.npages, sizeof *mgr.pages);
-    mgr.chunk_head = calloc(DSM_MAX_CHUNK + 1, sizeof *mgr.chunk_head);
-    if (!mgr.mp || !mgr.pages || !mgr.chunk_head)
+    mgr.lpage = calloc(dsm.npages, sizeof *mgr.lpage);
+    if (!mgr.mp || !mgr.lpage)
         goto nomem;
-    mgr.cur_small = dsm.npages;
+    if (dsm.me == dsm_manager()) {
+        mgr.pages = calloc(dsm.npages, sizeof *mgr.pages);
+        mgr.chunk_head = calloc(DSM_MAX_CHUNK + 1, sizeof *mgr.chunk_head);
+        mgr.remote = calloc((ids + 7) / 8, 1);
+        if (!mgr.pages || !mgr.chunk_head || !mgr.remote)
+            goto nomem;
+    }
+    mgr.cur_small = mgr.cur_chunk = dsm.npages;
     dsm.mgr = &mgr;
     if (dsm.page_mode) {
         /* every page is a unit from the start, owned by rank 0 */
         for (size_t p = 0; p < dsm.npages; p++)
-            if (!dsm_mp_new((uint32_t)p, 0, p, 1, 0, DSM_PAGE, 0))
+            if (dsm_home_page(p) == dsm.me && !dsm_mp_new((uint32_t)p, 0, p, 1, 0, DSM_PAGE, 0))
                 goto nomem;
     }
     return VMMC_OK;
@@ -85,7 +101,9 @@ void dsm_mgr_destroy(void)
                 dsm_mp_delete(mgr.mp[i]);
     }
     free(mgr.mp);
+    free(mgr.lpage);
     free(mgr.pages);
+    free(mgr.remote);
     free(mgr.chunk_head);
     memset(&mgr, 0, sizeof mgr);
     dsm.mgr = NULL;
@@ -97,13 +115,10 @@ dsm_mp_t *dsm_mgr_resolve(uint32_t raw)
         return NULL;
     size_t page = raw / dsm.views;
     unsigned view = raw % dsm.views;
-    if (dsm.page_mode)
+    if (mgr.mp[raw] || dsm.page_mode)
         return mgr.mp[raw];
-    dsm_page_t *pg = &mgr.pages[page];
-    if (pg->kind == PG_LARGE)
-        return view == 0 ? mgr.mp[(size_t)pg->head_page * dsm.views] : NULL;
-    if (pg->kind == PG_SMALL)
-        return mgr.mp[raw];
+    if (view == 0 && mgr.lpage[page])
+        return mgr.mp[(size_t)(mgr.lpage[page] - 1) * dsm.views];
     return NULL;
 }
 
@@ -153,7 +168,12 @@ static void invalidated(dsm_mp_t *m)
         dsm_req_t r = m->cur;
         dsm_req_t *q = m->q_head;
         m->q_head = m->q_tail = NULL;
-        dsm_alloc_release(m->head); /* deletes m */
+        if (dsm.me == dsm_manager()) {
+            dsm_alloc_release(m->head); /* deletes m */
+        } else {
+            dsm_post(dsm_manager(), dsm_imm(M_RELEASE, (unsigned)dsm.me, m->head, 0));
+            dsm_mp_delete(m);
+        }
         reply_status(&r, 0);
         while (q) { /* waited for a minipage that is gone */
             dsm_req_t *nx = q->next;
@@ -248,20 +268,73 @@ static int check_free(dsm_mp_t *m, uint32_t raw, uint32_t off_in_page)
     return page == m->page && off_in_page == m->off ? 0 : -1;
 }
 
+static void serve_request(dsm_req_t r);
+
+/* Rank 0: a request for @r.raw that no entry of @from (a home, or rank 0
+ * itself) resolves. A later page of a large allocation goes on to the home
+ * of its first page; anything else is no minipage. */
+static void locate(dsm_req_t r, int from)
+{
+    uint32_t head;
+    dsm_mp_t *m = dsm_mgr_resolve(r.raw);
+    if (m && from != dsm.me) {
+        serve_request(r);
+        return;
+    }
+    int home = dsm_alloc_locate(r.raw, &head) == 0 ? dsm_home(head) : -1;
+    if (home < 0 || home == from || home == dsm.me) {
+        reply_status(&r, 1);
+        return;
+    }
+    dsm_post(home, dsm_imm(r.type, (unsigned)r.rank, r.raw, r.aux));
+}
+
+void dsm_mgr_where(int src, uint64_t imm)
+{
+    unsigned t = IMM_AUX(imm) >> 16;
+    if (t != M_REQ_R && t != M_REQ_W && t != M_PUSH && t != M_FREE) {
+        dsm_bad_msg(src, imm, "a WHERE of no request type");
+        return;
+    }
+    if (src != dsm_home(IMM_ID(imm)) || src == dsm.me) {
+        dsm_bad_msg(src, imm, "a WHERE from a rank that is not the home of that id");
+        return;
+    }
+    dsm_req_t r = {NULL, t, IMM_RANK(imm), IMM_ID(imm), IMM_AUX(imm) & 0xffff};
+    locate(r, src);
+}
+
 void dsm_mgr_request(int src, uint64_t imm)
 {
-    dsm_req_t r = {NULL, IMM_TYPE(imm), src, IMM_ID(imm), IMM_AUX(imm)};
+    /* rank 0 sends on requests for others (WHERE): the rank field says whose */
+    dsm_req_t r = {NULL, IMM_TYPE(imm), src == dsm_manager() ? IMM_RANK(imm) : src,
+                   IMM_ID(imm), IMM_AUX(imm)};
     if (r.type == M_FREE && dsm.page_mode) {
+        if (dsm.me != dsm_manager()) {
+            dsm_bad_msg(src, imm, "a page-mode free to a rank that does not place allocations");
+            return;
+        }
         /* page mode hands out space once (docs/dsm.md): check the pointer */
         size_t off = (size_t)r.raw * DSM_PAGE + r.aux;
         reply_status(&r, r.raw < dsm.npages && off < mgr.bump ? 0 : 1);
         return;
     }
-    dsm_mp_t *m = dsm_mgr_resolve(r.raw);
-    if (!m) {
-        reply_status(&r, 1);
+    if (!dsm_mgr_resolve(r.raw)) {
+        if (src == dsm_manager() && dsm.me != dsm_manager())
+            reply_status(&r, 1); /* rank 0 sent it here: nobody holds it */
+        else if (dsm.me != dsm_manager())
+            dsm_post(dsm_manager(),
+                     dsm_imm(M_WHERE, (unsigned)r.rank, r.raw, r.type << 16 | (r.aux & 0xffff)));
+        else
+            locate(r, dsm.me);
         return;
     }
+    serve_request(r);
+}
+
+static void serve_request(dsm_req_t r)
+{
+    dsm_mp_t *m = dsm_mgr_resolve(r.raw);
     if (r.type == M_FREE) {
         int slot = check_free(m, r.raw, r.aux & (DSM_PAGE - 1));
         if (slot < 0) {
@@ -329,23 +402,82 @@ void dsm_mgr_done(int src, uint64_t imm)
         finish(m);
 }
 
+/* Busy until the allocating rank opened it: nothing overtakes its view. */
+void dsm_mgr_malloc_busy(dsm_mp_t *m, int rank)
+{
+    m->busy = 1;
+    m->cur = (dsm_req_t){NULL, M_MALLOC, rank, m->head, 0};
+    m->phase = 2;
+    m->done_mask = bit(rank);
+}
+
 void dsm_mgr_malloc(int src, uint64_t imm)
 {
     unsigned c1 = (unsigned)(imm >> 6) & 0xffff;
     size_t n = (size_t)(imm >> 22);
     uint64_t rep;
-    int st = dsm_alloc_place(src, n, c1 ? (int)c1 - 1 : -1, &rep);
+    int remote = 0;
+    int st = dsm_alloc_place(src, n, c1 ? (int)c1 - 1 : -1, &rep, &remote);
+    if (remote)
+        return; /* the home answers once it made the entry */
     if (st == MREP_OK && !dsm.page_mode) {
-        /* busy until the allocator opened it: nothing overtakes its view */
         size_t off = (size_t)(rep >> 18);
         unsigned view = (unsigned)(rep >> 11) & 127;
         dsm_mp_t *m = dsm_mgr_resolve((uint32_t)((off / DSM_PAGE) * dsm.views + view));
-        if (m) {
-            m->busy = 1;
-            m->cur = (dsm_req_t){NULL, M_MALLOC, src, m->head, 0};
-            m->phase = 2;
-            m->done_mask = bit(src);
-        }
+        if (m)
+            dsm_mgr_malloc_busy(m, src);
     }
     dsm_post(src, rep);
+}
+
+/* CREATE (rank 0 -> the home): rank field = requester (bits 0-5), large
+ * (bit 6), npg - 1 bits 22-24 (bits 7-9); id = head; aux = a small
+ * minipage's offset / 16 (bits 0-7) and length / 16 - 1 (bits 8-15), or a
+ * large one's npg - 1 bits 0-21. The home makes the entry, busy until the
+ * allocating rank's DONE, and answers it with the MALLOC_REP. */
+void dsm_mgr_create_msg(int src, uint64_t imm)
+{
+    unsigned rf = (unsigned)(imm >> 6) & 1023, aux = IMM_AUX(imm);
+    int rank = (int)(rf & 63), large = (rf >> 6) & 1;
+    uint32_t head = IMM_ID(imm);
+    size_t page = head / dsm.views;
+    unsigned view = head % dsm.views;
+    if (src != dsm_manager() || dsm.page_mode || rank >= dsm.n || dsm_home(head) != dsm.me) {
+        dsm_bad_msg(src, imm, "a CREATE not from the allocator or to the wrong home");
+        return;
+    }
+    size_t npg = 1, off = 0, len;
+    if (large) {
+        npg = ((size_t)(rf >> 7) << 22 | aux) + 1;
+        len = npg * DSM_PAGE;
+        if (view != 0 || npg < 2 || page + npg > dsm.npages) {
+            dsm_bad_msg(src, imm, "a CREATE of a large minipage out of the area");
+            return;
+        }
+    } else {
+        off = (size_t)(aux & 255) * DSM_ALIGN;
+        len = ((size_t)((aux >> 8) & 255) + 1) * DSM_ALIGN;
+        if (off + len > DSM_PAGE || (aux >> 16)) {
+            dsm_bad_msg(src, imm, "a CREATE of a minipage out of its page");
+            return;
+        }
+    }
+    /* nothing of this rank's may lie there already */
+    for (size_t k = 0; k < npg; k++) {
+        int clash = mgr.lpage[page + k] != 0;
+        for (unsigned v = 0; v < dsm.views && !clash; v++)
+            clash = (k > 0 || large || v == view) && mgr.mp[(page + k) * dsm.views + v];
+        if (clash) {
+            dsm_bad_msg(src, imm, "a CREATE over a live minipage");
+            return;
+        }
+    }
+    dsm_mp_t *m = dsm_mp_new(head, view, page, npg, (uint16_t)off, (uint32_t)len, rank);
+    if (!m) { /* no memory for the entry: the space goes back */
+        dsm_post(dsm_manager(), dsm_imm(M_RELEASE, (unsigned)dsm.me, head, 0));
+        dsm_post(rank, dsm_rep_imm(MREP_NOSPACE, 0, 0, page * DSM_PAGE));
+        return;
+    }
+    dsm_mgr_malloc_busy(m, rank);
+    dsm_post(rank, dsm_rep_imm(MREP_OK, 0, view, page * DSM_PAGE + off));
 }

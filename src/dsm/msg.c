@@ -102,18 +102,25 @@ void dsm_outbox_free(void)
     ob_head = ob_n = ob_cap = 0;
 }
 
-/* Types only the manager receives, and types only the manager sends. */
-static int to_manager(unsigned t)
+/* Types a home receives (about a minipage it is home of), types only rank 0
+ * receives (placement, locks, barrier), and types a home or rank 0 sends. */
+static int to_home(unsigned t)
 {
-    return t == M_REQ_R || t == M_REQ_W || t == M_ACK || t == M_DONE || t == M_MALLOC ||
-           t == M_FREE || t == M_PUSH || t == M_LOCK || t == M_UNLOCK || t == M_BAR;
+    return t == M_REQ_R || t == M_REQ_W || t == M_ACK || t == M_DONE || t == M_FREE ||
+           t == M_PUSH;
+}
+
+static int to_rank0(unsigned t)
+{
+    return t == M_MALLOC || t == M_LOCK || t == M_UNLOCK || t == M_BAR || t == M_RELEASE ||
+           t == M_WHERE;
 }
 
 static int from_manager(unsigned t)
 {
     return t == M_FWD_R || t == M_FWD_W || t == M_FWD_PUSH || t == M_GRANT_R || t == M_GRANT_W ||
            t == M_NACK || t == M_INV || t == M_MALLOC_REP || t == M_FREE_REP || t == M_PUSH_REP ||
-           t == M_LOCK_GRANT || t == M_BAR_GO;
+           t == M_LOCK_GRANT || t == M_BAR_GO || t == M_CREATE;
 }
 
 #define BAD(why)                                                                                   \
@@ -122,6 +129,21 @@ static int from_manager(unsigned t)
         return;                                                                                    \
     } while (0)
 
+/* May @src send this rank the manager's message @imm? Rank 0 may send any;
+ * a home only about a minipage of its pages (a new one's bytes for
+ * MALLOC_REP); locks, the barrier and CREATE come from rank 0 only. */
+static int manager_sent(int src, uint64_t imm)
+{
+    unsigned t = IMM_TYPE(imm);
+    if (src == dsm_manager())
+        return 1;
+    if (t == M_LOCK_GRANT || t == M_BAR_GO || t == M_CREATE)
+        return 0;
+    if (t == M_MALLOC_REP)
+        return dsm.spread && src == dsm_home_page((size_t)(imm >> 18) / DSM_PAGE);
+    return src == dsm_home(IMM_ID(imm));
+}
+
 static void dispatch(int src, uint64_t imm, size_t off, size_t len)
 {
     unsigned t = IMM_TYPE(imm);
@@ -129,13 +151,16 @@ static void dispatch(int src, uint64_t imm, size_t off, size_t len)
         BAD("unknown type");
     if (len && t != M_DATA_R && t != M_DATA_W)
         BAD("bytes with a control message");
-    if (to_manager(t) && !dsm.mgr)
-        BAD("a manager's message to a rank that is not the manager");
-    if (from_manager(t) && src != dsm_manager())
-        BAD("a manager's message from another rank");
     if (t != M_MALLOC && t != M_MALLOC_REP && t != M_BCAST &&
-        (IMM_RANK(imm) >= dsm.n || IMM_ID(imm) >= dsm.npages * dsm.views))
+        ((t != M_CREATE && IMM_RANK(imm) >= dsm.n) || IMM_ID(imm) >= dsm.npages * dsm.views))
         BAD("rank or minipage out of range");
+    if (to_rank0(t) && dsm.me != dsm_manager())
+        BAD("a message for rank 0 to another rank");
+    if (to_home(t) && (!dsm.mgr || (dsm_home(IMM_ID(imm)) != dsm.me && src != dsm_manager() &&
+                                    !(t == M_FREE && dsm.page_mode))))
+        BAD("a manager's message to a rank that is not the minipage's home");
+    if (from_manager(t) && !manager_sent(src, imm))
+        BAD("a manager's message from a rank that is not the minipage's home");
     switch (t) {
     case M_REQ_R:
     case M_REQ_W:
@@ -151,6 +176,15 @@ static void dispatch(int src, uint64_t imm, size_t off, size_t len)
         break;
     case M_MALLOC:
         dsm_mgr_malloc(src, imm);
+        break;
+    case M_CREATE:
+        dsm_mgr_create_msg(src, imm);
+        break;
+    case M_RELEASE:
+        dsm_mgr_release_msg(src, imm);
+        break;
+    case M_WHERE:
+        dsm_mgr_where(src, imm);
         break;
     case M_FWD_R:
     case M_FWD_W:

@@ -134,7 +134,7 @@ static void raise_to(uint32_t head, int acc, int done)
         dsm.acc[head] |= ACC_OWNER;
     answered(head);
     if (done)
-        dsm_post(dsm_manager(), dsm_imm(M_DONE, (unsigned)dsm.me, head, 0));
+        dsm_post(dsm_home(head), dsm_imm(M_DONE, (unsigned)dsm.me, head, 0));
     dsm_wake();
 }
 
@@ -182,7 +182,7 @@ static void inval_now(uint32_t head)
         atomic_fetch_add(&dsm.st_inval, 1);
     }
     dsm.acc[head] &= (uint8_t)~ACC_OWNER;
-    dsm_post(dsm_manager(), dsm_imm(M_ACK, (unsigned)dsm.me, head, 0));
+    dsm_post(dsm_home(head), dsm_imm(M_ACK, (unsigned)dsm.me, head, 0));
 }
 
 void dsm_on_inval(int src, uint64_t imm)

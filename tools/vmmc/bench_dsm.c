@@ -11,6 +11,17 @@
  *       and speedup over the sequential run of the same program, at the
  *       sizes of apps[] below (--quick: the small ones).
  *
+ * The ranks run on the transport of --transport (VMMC_TRANSPORT=shm or udp
+ * in their environment; with udp, ranks of one host talk over udp too) and
+ * the rows carry it in their transport column; the micro-benchmark job must
+ * say it ran on it ("transport <t>").
+ *
+ * Then IS and WATER in minipage mode with 3 ranks (not pinned: more ranks
+ * than the cores of a small machine), once with one manager
+ * (VMMC_DSM_MANAGERS=1) and once with homes spread over the ranks,
+ * alternating: rows mgr1_<app>_np3 and spread_<app>_np3, the second with
+ * its ratio to the first.
+ *
  * Rows are "<mode>_<figure>"; every minipage row carries its ratio to the
  * page row of the same figure (<mode>_compute_dsm: to <mode>_compute_alone). The programs are looked for next to this
  * tool. Whatever cannot run is a note with the reason. */
@@ -67,26 +78,36 @@ static int beside_tool(const char *self, const char *name, char *out, size_t n)
     return access(out, X_OK) ? -1 : 0;
 }
 
-/* Run @prog (and its arguments) in a job of 2 ranks in @m; the output in
- * *out (to free), the exit status returned. */
-static int run_job(bench_ctx_t *c, const char *self, const dsm_mode_t *m, char *const prog[],
-                   char **out)
+/* Run @prog (and its arguments) in a job of @np ranks in @m (2: pinned to
+ * distinct cores; more: free), with @extra (NAME=value or NULL) in their
+ * environment; the output in *out (to free), the exit status returned. */
+static int run_job_np(bench_ctx_t *c, const char *self, const dsm_mode_t *m, int np,
+                      const char *extra, char *const prog[], char **out)
 {
-    char *argv[24];
+    char *argv[24], nps[8];
     int n = 0;
+    snprintf(nps, sizeof nps, "%d", np);
     argv[n++] = (char *)self;
     argv[n++] = "run";
     argv[n++] = "-n";
-    argv[n++] = "2";
-    argv[n++] = "--cpu-bind";
+    argv[n++] = nps;
+    if (np == 2)
+        argv[n++] = "--cpu-bind";
     argv[n++] = "--";
     for (int i = 0; prog[i] && n < 23; i++)
         argv[n++] = prog[i];
     argv[n] = NULL;
-    char envbuf[64];
+    char envbuf[64], trbuf[64];
     snprintf(envbuf, sizeof envbuf, "%s", m->env);
-    char *env[] = {envbuf, NULL};
+    snprintf(trbuf, sizeof trbuf, "VMMC_TRANSPORT=%s", c->transport ? c->transport : "shm");
+    char *env[] = {envbuf, trbuf, (char *)extra, NULL};
     return proc_run_capture(argv, env, -1, c->quick ? 120 : 600, out);
+}
+
+static int run_job(bench_ctx_t *c, const char *self, const dsm_mode_t *m, char *const prog[],
+                   char **out)
+{
+    return run_job_np(c, self, m, 2, NULL, prog, out);
 }
 
 static void failed(bench_ctx_t *c, const char *what, const dsm_mode_t *m, int rc, const char *out)
@@ -106,6 +127,14 @@ static int ran_in(const char *out, const dsm_mode_t *m)
     return strstr(out, a) || strstr(out, b);
 }
 
+/* Does the job say its ranks got the transport asked for? */
+static int ran_on(const char *out, const bench_ctx_t *c)
+{
+    char a[48];
+    snprintf(a, sizeof a, "transport %s\n", c->transport ? c->transport : "shm");
+    return strstr(out, a) != NULL;
+}
+
 static void micro(bench_ctx_t *c, const char *self, const char *prog, const dsm_mode_t *m)
 {
     char reps[16], per[16];
@@ -118,6 +147,12 @@ static void micro(bench_ctx_t *c, const char *self, const char *prog, const dsm_
     int rows = 0;
     if (!rc && out && !ran_in(out, m)) {
         bench_note(c, "dsm micro-benchmarks: the job did not run in %s mode", m->name);
+        free(out);
+        return;
+    }
+    if (!rc && out && !ran_on(out, c)) {
+        bench_note(c, "dsm micro-benchmarks in %s mode: the ranks did not run on transport %s",
+                   m->name, c->transport);
         free(out);
         return;
     }
@@ -134,7 +169,6 @@ static void micro(bench_ctx_t *c, const char *self, const char *prog, const dsm_
                     int in_dsm = !strcmp(kind, "compute_dsm");
                     snprintf(ref, sizeof ref, "dsm/%s_%s", in_dsm ? m->name : "page",
                              in_dsm ? "compute_alone" : kind);
-                    c->transport = "shm";
                     bench_report(c, metric, size, "us", st,
                                  in_dsm || strcmp(m->name, "page") ? ref : NULL);
                     rows++;
@@ -190,11 +224,54 @@ static void app(bench_ctx_t *c, const char *self, const dsm_app_t *a, const dsm_
     snprintf(metric, sizeof metric, "%s_%s", m->name, a->name);
     snprintf(ref, sizeof ref, "dsm/page_%s", a->name);
     int mini = strcmp(m->name, "page") != 0;
-    c->transport = "shm";
     bench_report(c, metric, 0, "us", bench_stats(par, runs), mini ? ref : NULL);
     snprintf(metric, sizeof metric, "%s_%s_speedup", m->name, a->name);
     snprintf(ref, sizeof ref, "dsm/page_%s_speedup", a->name);
     bench_report(c, metric, 0, "x", bench_stats(speed, runs), mini ? ref : NULL);
+}
+
+/* One manager (VMMC_DSM_MANAGERS=1: rank 0 is every minipage's home)
+ * against homes spread over the ranks (all), @a in minipage mode with 3
+ * ranks, the two alternating run by run: rows mgr1_<app>_np3 and
+ * spread_<app>_np3 (its ratio to the first). */
+static void managers(bench_ctx_t *c, const char *self, const dsm_app_t *a)
+{
+    static const char *const env[2] = {"VMMC_DSM_MANAGERS=1", "VMMC_DSM_MANAGERS=all"};
+    static const char *const name[2] = {"mgr1", "spread"};
+    char exe[64], prog[PATH_MAX];
+    snprintf(exe, sizeof exe, "vmmc-dsm-%s", a->name);
+    if (beside_tool(self, exe, prog, sizeof prog)) {
+        bench_note(c, "dsm managers with %s not measured: %s is not built", a->name, prog);
+        return;
+    }
+    char *argv[] = {prog, "-n", (char *)(c->quick ? a->quick_n : a->n), "-i",
+                    (char *)(c->quick ? a->quick_i : a->i), NULL};
+    const dsm_mode_t *m = &modes[1];
+    int runs = c->quick ? 1 : 5;
+    double par[2][5];
+    for (int r = 0; r < runs; r++)
+        for (int k = 0; k < 2; k++) {
+            char *out = NULL;
+            double seq;
+            int rc = run_job_np(c, self, m, 3, env[k], argv, &out);
+            if (rc || !out || !ran_in(out, m) || app_times(out, a->name, &par[k][r], &seq)) {
+                const char *o = out && *out ? out : "(no output)";
+                size_t len = strlen(o);
+                bench_note(c, "dsm %s with 3 ranks and %s not measured: the job failed (%s): "
+                           "%.300s",
+                           a->name, env[k], proc_why(rc), len > 300 ? o + len - 300 : o);
+                free(out);
+                return;
+            }
+            par[k][r] *= 1e6;
+            free(out);
+        }
+    for (int k = 0; k < 2; k++) {
+        char metric[64], ref[64];
+        snprintf(metric, sizeof metric, "%s_%s_np3", name[k], a->name);
+        snprintf(ref, sizeof ref, "dsm/%s_%s_np3", name[0], a->name);
+        bench_report(c, metric, 0, "us", bench_stats(par[k], runs), k ? ref : NULL);
+    }
 }
 
 static int dsm_run(bench_ctx_t *c)
@@ -216,6 +293,9 @@ static int dsm_run(bench_ctx_t *c)
     for (size_t k = 0; k < sizeof apps / sizeof *apps; k++)
         for (size_t i = 0; i < sizeof modes / sizeof *modes; i++)
             app(c, self, &apps[k], &modes[i]);
+    for (size_t k = 0; k < sizeof apps / sizeof *apps; k++)
+        if (!strcmp(apps[k].name, "is") || !strcmp(apps[k].name, "water"))
+            managers(c, self, &apps[k]);
     return 0;
 }
 

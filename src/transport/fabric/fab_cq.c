@@ -405,6 +405,20 @@ static int rx_handle(fab_ep_t *f)
         fab_hdr_t h;
         memcpy(&h, b->buf, sizeof h);
         if (h.seq != p->rx_seq) {
+            vmmc_tl_peer_t *tp = vmmc_tl_peer_at(f->ep, f->held_peer[i]);
+            if (tp && atomic_load_explicit(&tp->state, memory_order_acquire) == PEER_DEAD) {
+                /* Its turn never comes: the peer died before the message
+                 * in front of it completed (a large one the provider was
+                 * still fetching). Its buffer goes back to receiving, or
+                 * a few such deaths would leave none for the live peers. */
+                f->nheld--;
+                memmove(f->held + i, f->held + i + 1, (size_t)(f->nheld - i) * sizeof *f->held);
+                memmove(f->held_peer + i, f->held_peer + i + 1,
+                        (size_t)(f->nheld - i) * sizeof *f->held_peer);
+                atomic_fetch_add_explicit(&f->c_bad, 1, memory_order_relaxed);
+                (void)post_rx(f, b);
+                continue;
+            }
             i++;
             continue;
         }

@@ -190,7 +190,12 @@ int vmmc_udp_link_add_peer_id(vmmc_udp_link_t *l, uint32_t id, uint32_t rid,
 uint32_t vmmc_udp_link_sent(vmmc_udp_link_t *l, uint32_t id)
 {
     peer_t *p = vmmc_udp__peer(l, id);
-    return p ? __atomic_load_n(&p->snd_nxt, __ATOMIC_ACQUIRE) : 0;
+    if (!p)
+        return 0;
+    /* An open batch will take the next number: what was posted to it counts
+     * as queued (it leaves before anything sent after it). */
+    uint32_t n = __atomic_load_n(&p->snd_nxt, __ATOMIC_ACQUIRE);
+    return n + (__atomic_load_n(&p->bat_n, __ATOMIC_ACQUIRE) ? 1u : 0u);
 }
 
 int vmmc_udp_link_peer_alive(vmmc_udp_link_t *l, uint32_t id)

@@ -149,9 +149,13 @@ int vmmc_udp_link_post(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t *re
         /* The progress thread closes it in time: if it sleeps past that
          * (it computed its deadline before this batch), wake it. Dekker
          * pairing with wait_events, which looks at batches_open after
-         * publishing its sleep. */
+         * publishing its sleep. Not while it leaves the socket to an
+         * application that polls: a wake-up per batch would cost about
+         * what the batch saves, and the next poll sends the batch anyway
+         * (an application that stops polling without going to sleep
+         * leaves it to the thread's look-back, VMMC_UDP_POLL_RECHECK). */
         uint64_t su = atomic_load(&l->sleep_until);
-        if (su > now + l->coalesce_ns)
+        if (su > now + l->coalesce_ns && !atomic_load(&l->skipping))
             vmmc_udp_link_wake(l);
     }
     return VMMC_OK;

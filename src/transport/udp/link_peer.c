@@ -230,6 +230,12 @@ void vmmc_udp__peer_down(vmmc_udp_link_t *l, uint32_t id, int state, int why)
     pthread_mutex_lock(&p->lock);
     p->down_why = why;
     __atomic_store_n(&p->state, state, __ATOMIC_RELEASE);
+    /* Its open batch will never leave (nothing is sent to it any more),
+     * and must not keep the progress thread's sleeps short. */
+    if (p->bat_n) {
+        __atomic_store_n(&p->bat_n, 0, __ATOMIC_RELAXED);
+        atomic_fetch_sub_explicit(&l->batches_open, 1, memory_order_relaxed);
+    }
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
 }

@@ -180,6 +180,48 @@ int main(void)
     fire(pfd, pkt, make(&h, payload));
     EXPECT_COUNT(drop_bad_token, 2);
 
+    /* Multi-record datagrams from the authenticated peer: a record count
+     * beyond the records, a record whose length overruns the datagram
+     * (refused whole, counted, nothing applied, sequence unmoved), and one
+     * well-formed record with a wrong capability (refused by the check). */
+    {
+        static uint8_t mp[600];
+        vmmc_udp_wrec_t r;
+        memset(&r, 0, sizeof r);
+        r.kind = 0;
+        r.length = 50;
+        r.region = UT_REGION;
+        memcpy(r.token, region_tok, 16);
+        uint32_t ml = 0;
+        for (int i = 0; i < 2; i++) {
+            r.offset = (uint64_t)i * 50;
+            ml += vmmc_udp_rec_encode(mp + ml, &r);
+            memcpy(mp + ml, payload + i * 50, 50);
+            ml += 50;
+        }
+        vmmc_udp_hdr_t mh;
+        memset(&mh, 0, sizeof mh);
+        mh.type = VMMC_UDP_T_DATA;
+        mh.flags = VMMC_UDP_F_FIRST | VMMC_UDP_F_LAST | VMMC_UDP_F_MULTI;
+        mh.wnd = 64;
+        mh.src = 1;
+        mh.seq = 1;
+        mh.length = ml;
+        mh.offset = 3; /* two records there */
+        fire(pfd, pkt, make(&mh, mp));
+        mh.offset = 2;
+        mp[2] = 0xFF; /* the first record's length: 255 bytes */
+        fire(pfd, pkt, make(&mh, mp));
+        mp[2] = 50;
+        mh.offset = 1000000;
+        fire(pfd, pkt, make(&mh, mp));
+        EXPECT_COUNT(drop_records, 3);
+        mh.offset = 2;
+        mp[20 + 3] ^= 1; /* a byte of the first record's token (after its 20-byte header) */
+        fire(pfd, pkt, make(&mh, mp));
+        EXPECT_COUNT(drop_bad_token, 3);
+    }
+
     /* Control datagrams: a fresh counter is taken once; the same again
      * (a replay) or an older one is refused. */
     h = good;

@@ -28,6 +28,7 @@ static uint64_t cfg_dgram, cfg_sockbuf, cfg_rto_min, cfg_rto_max, cfg_rto_init;
 static uint64_t cfg_keepalive, cfg_peer_timeout, cfg_busy_retry;
 uint64_t vmmc_udp_cfg_poll_quiet, vmmc_udp_cfg_poll_recheck, vmmc_udp_cfg_ack_delay;
 uint64_t vmmc_udp_cfg_rpc_spin, vmmc_udp_cfg_serve_spin;
+uint64_t vmmc_udp_cfg_coalesce, vmmc_udp_cfg_coalesce_max;
 static int64_t cfg_window;
 static const char *cfg_fault;
 static const vmmc_cfg_entry_t udp_entries[] = {
@@ -69,6 +70,12 @@ static const vmmc_cfg_entry_t udp_entries[] = {
      "it keeps polling the socket this long before it sleeps, "
      "so that the next request of a stream is answered without a wake-up (0: sleep at once)",
      VMMC_CFG_TIME, &vmmc_udp_cfg_serve_spin, 0, 1000000000ull},
+    {"UDP_COALESCE", "20us", "small writes to a peer (up to 256 bytes) may wait this long in its "
+     "open batch to leave with the next ones as one datagram; anything else sent to the peer, a "
+     "flush, a poll or a sleep sends the batch at once (0: off)", VMMC_CFG_TIME,
+     &vmmc_udp_cfg_coalesce, 0, 1000000000ull},
+    {"UDP_COALESCE_MAX", "1472", "largest datagram a batch of small writes grows to (header "
+     "included; at most UDP_DGRAM_SIZE)", VMMC_CFG_SIZE, &vmmc_udp_cfg_coalesce_max, 256, 65507},
     {"UDP_FAULT", "", "TEST FACILITY: inject faults on received datagrams, e.g. "
      "drop=0.05,dup=0.01,reorder=0.02,delay=200us,seed=7", VMMC_CFG_STRING, &cfg_fault},
 };
@@ -143,6 +150,11 @@ int vmmc_udp_link_open(const vmmc_udp_link_params_t *p, vmmc_udp_link_t **out)
     if (fam == AF_INET6 && l->dgram > 65527)
         l->dgram = 65527;
     l->payload = l->dgram - VMMC_UDP_HDR_SIZE;
+    l->coalesce_ns = vmmc_udp_cfg_coalesce;
+    {
+        uint64_t cm = vmmc_udp_cfg_coalesce_max < l->dgram ? vmmc_udp_cfg_coalesce_max : l->dgram;
+        l->bat_max = cm > VMMC_UDP_HDR_SIZE ? (uint32_t)(cm - VMMC_UDP_HDR_SIZE) : 0;
+    }
     l->recheck_ns = vmmc_udp_cfg_poll_quiet;
 
     if (p->bindings) {
@@ -361,7 +373,7 @@ static const struct {
     C(drop_window), C(drop_duplicate), C(drop_bad_ack), C(drop_replay), C(drop_dead_peer),
     C(peers_dead), C(loss_probes),
     C(send_errors), C(window_waits), C(deliver_busy), C(refusals_sent), C(refused_by_peer),
-    C(linger_delivered),
+    C(linger_delivered), C(tx_coalesced), C(tx_batches), C(rx_records), C(drop_records),
 };
 #undef C
 

@@ -187,6 +187,20 @@ int vmmc_udp_link_send(vmmc_udp_link_t *l, uint32_t peer, const vmmc_udp_rec_t *
  * the peer reports its receiver busy. */
 int vmmc_udp_link_send_ex(vmmc_udp_link_t *l, uint32_t peer, const vmmc_udp_rec_t *rec,
                           const void *data, size_t len, int nonblock);
+/* As vmmc_udp_link_send_ex(), for a small whole message (e.g. a short
+ * write) that need not leave at once: it may wait in @peer's open batch, to
+ * leave with the messages queued after it as one datagram of several
+ * records (F_MULTI), when the batch is full, when anything else is sent to
+ * @peer (a read, an atomic, a large write, ...), at a flush or sync, when
+ * the application polls or goes to sleep (vmmc_udp_link_poll/idle,
+ * vmmc_udp_link_push), or VMMC_UDP_COALESCE after it was opened. Order with
+ * everything else sent to @peer is kept; @data is reusable on return.
+ * rec->flags may hold NOTIFY only. Messages too large for a record, or
+ * with coalescing off, are sent as vmmc_udp_link_send_ex() does. */
+int vmmc_udp_link_post(vmmc_udp_link_t *l, uint32_t peer, const vmmc_udp_rec_t *rec,
+                       const void *data, size_t len, int nonblock);
+/* Send @peer's open batch now (e.g. before a signal that rides on it). */
+void vmmc_udp_link_push(vmmc_udp_link_t *l, uint32_t peer);
 struct iovec;
 /* As vmmc_udp_link_send_ex(), the message being the @iovcnt pieces one
  * after another (gathered into the datagrams, no staging copy). */
@@ -231,6 +245,10 @@ typedef struct vmmc_udp_counters {
     /* Fragments the progress thread delivered while it lingered after
      * answering a request (vmmc_udp_link_linger): each spared a wake-up. */
     uint64_t linger_delivered;
+    /* Coalescing: messages that went in a batch, datagrams that carried
+     * such a batch (sender); records delivered from batches, and
+     * multi-record datagrams refused for a malformed record (receiver). */
+    uint64_t tx_coalesced, tx_batches, rx_records, drop_records;
 } vmmc_udp_counters_t;
 void vmmc_udp_link_counters(vmmc_udp_link_t *l, vmmc_udp_counters_t *c);
 int vmmc_udp_link_counter_get(vmmc_udp_link_t *l, int i, const char **name, uint64_t *value);

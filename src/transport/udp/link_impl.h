@@ -38,6 +38,7 @@ typedef struct rxslot {
     uint8_t *buf;        /* cap bytes (vmmc_udp__slot_buf), kept once allocated */
     uint32_t cap;
     uint8_t present;
+    uint32_t cur;        /* F_MULTI: payload offset of the first record not yet delivered */
     vmmc_udp_hdr_t hdr;  /* payload at buf + hdr.hlen */
 } rxslot_t;
 
@@ -93,6 +94,12 @@ typedef struct peer {
     _Atomic uint64_t busy_until;        /* receiver refused: retry delivery then */
     unsigned busy_streak;               /* refusals in a row (retry backoff) */
     _Atomic uint64_t last_rx_ns;
+    /* The open batch (link_batch.c, under lock): bat_n small messages
+     * gathered as records in the slot of seq snd_nxt, which is not taken
+     * (snd_nxt does not move) until the batch is closed; bat_len payload
+     * bytes so far, bat_crc their CRC32C, bat_since when it was opened. */
+    uint32_t bat_n, bat_len, bat_crc;
+    uint64_t bat_since;
     vmmc_udp_counters_t c;              /* send-side counters (under lock) */
 } peer_t;
 
@@ -113,6 +120,12 @@ struct vmmc_udp_link {
     int fd, evfd;
     uint32_t window, ring;               /* ring = window + 1 */
     uint32_t dgram, payload;             /* max datagram, max payload */
+    /* Coalescing (link_batch.c): how long a batch may stay open (0: off),
+     * the largest payload of a batch, and how many peers have one open
+     * (lets the progress thread and polls skip the scan when none has). */
+    uint64_t coalesce_ns;
+    uint32_t bat_max;
+    atomic_uint batches_open;
     /* Peers by index: chunks of LINK_CHUNK pointers, each peer allocated
      * when it is registered and never moved (the progress thread walks them
      * without a lock); indexes below hi may exist. rids: wire id -> index
@@ -286,6 +299,17 @@ void vmmc_udp__send_acks(vmmc_udp_link_t *l, int force, uint64_t now);
 uint64_t vmmc_udp__owed_acks(vmmc_udp_link_t *l, uint64_t now);
 /* The selective-ack bits of what @p holds above rcv_nxt. */
 uint64_t vmmc_udp__sack_bits(vmmc_udp_link_t *l, peer_t *p);
+
+/* link_batch.c (caller holds p->lock) */
+/* Send @p's open batch now, if it has one. */
+void vmmc_udp__batch_close(vmmc_udp_link_t *l, peer_t *p, uint64_t now);
+/* Close the batches open longer than the coalescing bound; returns @next
+ * or the earliest time another one must close. */
+uint64_t vmmc_udp__batch_timer(vmmc_udp_link_t *l, peer_t *p, uint64_t now, uint64_t next);
+/* Close every open batch (no lock held). */
+void vmmc_udp__batch_push_all(vmmc_udp_link_t *l);
+/* The coalescing settings (link.c). */
+extern uint64_t vmmc_udp_cfg_coalesce, vmmc_udp_cfg_coalesce_max;
 
 /* link_progress.c */
 void *vmmc_udp__progress_main(void *arg);

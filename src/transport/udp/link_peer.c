@@ -190,7 +190,12 @@ int vmmc_udp_link_add_peer_id(vmmc_udp_link_t *l, uint32_t id, uint32_t rid,
 uint32_t vmmc_udp_link_sent(vmmc_udp_link_t *l, uint32_t id)
 {
     peer_t *p = vmmc_udp__peer(l, id);
-    return p ? __atomic_load_n(&p->snd_nxt, __ATOMIC_ACQUIRE) : 0;
+    if (!p)
+        return 0;
+    /* An open batch will take the next number: what was posted to it counts
+     * as queued (it leaves before anything sent after it). */
+    uint32_t n = __atomic_load_n(&p->snd_nxt, __ATOMIC_ACQUIRE);
+    return n + (__atomic_load_n(&p->bat_n, __ATOMIC_ACQUIRE) ? 1u : 0u);
 }
 
 int vmmc_udp_link_peer_alive(vmmc_udp_link_t *l, uint32_t id)
@@ -225,6 +230,12 @@ void vmmc_udp__peer_down(vmmc_udp_link_t *l, uint32_t id, int state, int why)
     pthread_mutex_lock(&p->lock);
     p->down_why = why;
     __atomic_store_n(&p->state, state, __ATOMIC_RELEASE);
+    /* Its open batch will never leave (nothing is sent to it any more),
+     * and must not keep the progress thread's sleeps short. */
+    if (p->bat_n) {
+        __atomic_store_n(&p->bat_n, 0, __ATOMIC_RELAXED);
+        atomic_fetch_sub_explicit(&l->batches_open, 1, memory_order_relaxed);
+    }
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
 }

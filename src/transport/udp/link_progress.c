@@ -43,6 +43,7 @@ static uint64_t timers(vmmc_udp_link_t *l, uint64_t now)
             dead = 1;
         } else {
             next = vmmc_udp__loss_timers(l, p, now, next);
+            next = vmmc_udp__batch_timer(l, p, now, next);
             if (since(now, p->last_tx_ns) >= s->keepalive_ns)
                 vmmc_udp__send_ctl(l, i, p, VMMC_UDP_T_KEEPALIVE);
             uint64_t ka = p->last_tx_ns + s->keepalive_ns;
@@ -115,6 +116,11 @@ static void wait_events(vmmc_udp_link_t *l, uint64_t deadline, uint64_t now, int
      * vmmc_udp_link_poll(), so one of the two sees the other. */
     if (atomic_load(&l->acks_owed) && !app && deadline > now + vmmc_udp_cfg_ack_delay)
         ts.tv_sec = 0, ts.tv_nsec = (long)vmmc_udp_cfg_ack_delay;
+    /* A batch opened since is due to leave before then (Dekker pairing with
+     * vmmc_udp_link_post, which wakes a sleep it sees lasting too long). */
+    if (atomic_load(&l->batches_open) && deadline > now + l->coalesce_ns &&
+        (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec > l->coalesce_ns)
+        ts.tv_sec = 0, ts.tv_nsec = (long)l->coalesce_ns;
     int r = ppoll(pf, 2, &ts, NULL);
     atomic_store_explicit(&l->sleep_until, 0, memory_order_relaxed);
     if (app)
@@ -257,6 +263,9 @@ void vmmc_udp__progress_nested(vmmc_udp_link_t *l, uint64_t max_wait_ns)
 
 int vmmc_udp_link_poll(vmmc_udp_link_t *l)
 {
+    /* The application waits for something (maybe an answer to what it
+     * posted): what waits in batches leaves now. */
+    vmmc_udp__batch_push_all(l);
     /* A plain increment: the progress thread only looks for a change. */
     atomic_store_explicit(&l->app_polls,
                           atomic_load_explicit(&l->app_polls, memory_order_relaxed) + 1,
@@ -292,6 +301,7 @@ int vmmc_udp_link_poll(vmmc_udp_link_t *l)
 
 void vmmc_udp_link_idle(vmmc_udp_link_t *l)
 {
+    vmmc_udp__batch_push_all(l); /* nobody may poll for a while */
     if (!atomic_load_explicit(&l->app_idle, memory_order_relaxed))
         atomic_store(&l->app_idle, 1);
     if (atomic_load(&l->skipping))

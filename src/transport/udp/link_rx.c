@@ -52,28 +52,90 @@ static void to_rec(const vmmc_udp_hdr_t *h, vmmc_udp_rec_t *r)
     r->imm = h->imm;
 }
 
-/* Hand one fragment up. Returns 0, or nonzero if the receiver is busy (then
- * the peer's delivery pauses for VMMC_UDP_BUSY_RETRY). */
-static int deliver(vmmc_udp_link_t *l, uint32_t id, peer_t *p, const vmmc_udp_hdr_t *h,
-                   const uint8_t *payload)
+/* The receiver refused a message (busy): pause the peer's delivery for
+ * VMMC_UDP_BUSY_RETRY, doubling while it stays busy. */
+static int refused(vmmc_udp_link_t *l, peer_t *p)
 {
-    vmmc_udp_rec_t r;
-    to_rec(h, &r);
-    if (VMMC_UNLIKELY(l->p.deliver(l->p.arg, id, &r, payload, h->length) != 0)) {
-        CNT_RX(l, deliver_busy, 1);
-        /* Retry soon, then less often while the receiver stays busy. */
-        if (!p->busy_until)
-            ack_later(l, p); /* tell the sender */
-        unsigned k = p->busy_streak < 6 ? p->busy_streak++ : 6;
-        p->busy_until = vmmc_udp_now() + (vmmc_udp_settings()->busy_retry_ns << k);
-        return -1;
-    }
+    CNT_RX(l, deliver_busy, 1);
+    if (!p->busy_until)
+        ack_later(l, p); /* tell the sender */
+    unsigned k = p->busy_streak < 6 ? p->busy_streak++ : 6;
+    p->busy_until = vmmc_udp_now() + (vmmc_udp_settings()->busy_retry_ns << k);
+    return -1;
+}
+
+static void took(vmmc_udp_link_t *l, peer_t *p)
+{
     if (p->busy_until)
         ack_later(l, p); /* tell the sender we take data again */
     p->busy_until = 0;
     p->busy_streak = 0;
+}
+
+/* Hand the records of a multi-record datagram up in order, from payload
+ * offset *@cur on; a refused one (busy) stays at *@cur for the next offer.
+ * decode checked every record already. */
+static int deliver_multi(vmmc_udp_link_t *l, uint32_t id, peer_t *p, const vmmc_udp_hdr_t *h,
+                         const uint8_t *payload, uint32_t *cur)
+{
+    size_t pos = *cur;
+    while (pos < h->length) {
+        size_t at = pos;
+        vmmc_udp_wrec_t w;
+        if (VMMC_UNLIKELY(vmmc_udp_rec_decode(payload, h->length, &pos, &w) != 0))
+            break; /* cannot happen (decode refuses such a datagram) */
+        vmmc_udp_rec_t r;
+        r.kind = w.kind;
+        r.flags = (uint8_t)(w.flags | VMMC_UDP_F_FIRST | VMMC_UDP_F_LAST);
+        r.region = w.region;
+        r.gen = w.gen;
+        memcpy(r.token, w.token, VMMC_UDP_TOKEN_SIZE);
+        r.offset = w.offset;
+        r.imm = w.imm;
+        if (VMMC_UNLIKELY(l->p.deliver(l->p.arg, id, &r, payload + pos - w.length, w.length) != 0)) {
+            *cur = (uint32_t)at;
+            return refused(l, p);
+        }
+        *cur = (uint32_t)pos;
+        CNT_RX(l, rx_records, 1);
+        CNT_RX(l, delivered_frags, 1);
+        CNT_RX(l, delivered_bytes, w.length);
+    }
+    *cur = 0;
+    took(l, p);
+    return 0;
+}
+
+/* Hand one fragment (or the records of a multi-record datagram, from
+ * *@cur on) up. Returns 0, or nonzero if the receiver is busy (then the
+ * peer's delivery pauses for VMMC_UDP_BUSY_RETRY). */
+static int deliver(vmmc_udp_link_t *l, uint32_t id, peer_t *p, const vmmc_udp_hdr_t *h,
+                   const uint8_t *payload, uint32_t *cur)
+{
+    if (h->flags & VMMC_UDP_F_MULTI)
+        return deliver_multi(l, id, p, h, payload, cur);
+    vmmc_udp_rec_t r;
+    to_rec(h, &r);
+    if (VMMC_UNLIKELY(l->p.deliver(l->p.arg, id, &r, payload, h->length) != 0))
+        return refused(l, p);
+    took(l, p);
     CNT_RX(l, delivered_frags, 1);
     CNT_RX(l, delivered_bytes, h->length);
+    return 0;
+}
+
+/* The capability check (params.accept) of every region a DATA datagram
+ * writes to: 0 accept. */
+static int accept_all(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_hdr_t *h,
+                      const uint8_t *payload)
+{
+    if (!(h->flags & VMMC_UDP_F_MULTI))
+        return h->region ? l->p.accept(l->p.arg, id, h->region, h->gen, h->token) : 0;
+    size_t pos = 0;
+    vmmc_udp_wrec_t w;
+    while (pos < h->length && vmmc_udp_rec_decode(payload, h->length, &pos, &w) == 0)
+        if (w.region && l->p.accept(l->p.arg, id, w.region, w.gen, w.token) != 0)
+            return -1;
     return 0;
 }
 
@@ -103,7 +165,7 @@ static void drain(vmmc_udp_link_t *l, uint32_t id, peer_t *p)
     while (p->dlv_nxt != p->rcv_nxt && !atomic_load(&l->stop) && !busy(p)) {
         rxslot_t *s = &p->rx[p->dlv_nxt % l->ring];
         p->dlv_nxt++; /* before the callback: a nested pass sees it as delivered */
-        if (deliver(l, id, p, &s->hdr, s->buf + s->hdr.hlen) != 0) {
+        if (deliver(l, id, p, &s->hdr, s->buf + s->hdr.hlen, &s->cur) != 0) {
             p->dlv_nxt--; /* keep it: offered again later */
             break;
         }
@@ -143,6 +205,7 @@ static void count_verdict(vmmc_udp_link_t *l, vmmc_udp_verdict_t v)
     case VMMC_UDP_BAD_VERSION: CNT_RX(l, drop_version, 1); break;
     case VMMC_UDP_BAD_HEADER: CNT_RX(l, drop_header, 1); break;
     case VMMC_UDP_BAD_AUTH: CNT_RX(l, drop_auth, 1); break;
+    case VMMC_UDP_BAD_RECORDS: CNT_RX(l, drop_records, 1); break;
     case VMMC_UDP_OK: break;
     }
 }
@@ -229,8 +292,7 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
             CNT_RX(l, drop_window, 1);
             return;
         }
-        if (h.region && l->p.accept &&
-            VMMC_UNLIKELY(l->p.accept(l->p.arg, id, h.region, h.gen, h.token) != 0)) {
+        if (l->p.accept && VMMC_UNLIKELY(accept_all(l, id, &h, buf + h.hlen) != 0)) {
             CNT_RX(l, drop_bad_token, 1);
             return;
         }
@@ -266,7 +328,8 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
     if (d == 0 && !nested && p->dlv_nxt == p->rcv_nxt && !busy(p)) {
         p->rcv_nxt++;
         p->dlv_nxt++;
-        if (VMMC_LIKELY(deliver(l, id, p, &h, buf + h.hlen) == 0)) {
+        uint32_t cur = 0;
+        if (VMMC_LIKELY(deliver(l, id, p, &h, buf + h.hlen, &cur) == 0)) {
             advance(l, p);
             if (p->rcv_nxt != p->dlv_nxt)
                 vmmc_udp__send_acks(l, 1, now); /* a hole filled: see below */
@@ -281,6 +344,7 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
         }
         memcpy(s->buf, buf, n);
         s->hdr = h;
+        s->cur = cur; /* records before it were taken */
         s->present = 1;
         l->rx_backlog = 1;
         return;
@@ -291,6 +355,7 @@ static void rx_one(vmmc_udp_link_t *l, const uint8_t *buf, size_t n, const void 
     }
     memcpy(s->buf, buf, n);
     s->hdr = h;
+    s->cur = 0;
     s->present = 1;
     l->rx_backlog = 1;
     if ((int32_t)(h.seq - p->rx_hi) > 0)

@@ -225,6 +225,9 @@ static inline int link_sendv(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec
         pthread_mutex_unlock(&p->lock);
         return st;
     }
+    /* Small messages posted before this one leave first. */
+    if (p->bat_n)
+        vmmc_udp__batch_close(l, p, vmmc_udp_now());
     if (nonblock) {
         uint32_t wnd = p->peer_wnd < l->window ? p->peer_wnd : l->window;
         size_t frags = len ? (len + l->payload - 1) / l->payload : 1;
@@ -371,6 +374,8 @@ static int vmmc_udp__wait(vmmc_udp_link_t *l, uint32_t id, int timeout_ms, int d
     int in_progress_thread = vmmc_udp__rx_owner(l), hooked = 0;
     int st = VMMC_OK;
     pthread_mutex_lock(&p->lock);
+    if (p->bat_n) /* what waits in the batch is part of "everything sent" */
+        vmmc_udp__batch_close(l, p, vmmc_udp_now());
     if (!in_progress_thread && outstanding(p, delivered)) {
         vmmc_udp_link_idle(l); /* the reports come through the progress thread */
         hooked = 1;             /* and the peer may wait for us: see wait_window */

@@ -169,7 +169,16 @@ static int udp_put(vmmc_tl_proxy_t *px, size_t off, const void *src, size_t len,
     int st = tx_lock(up, px, flags);
     if (st != VMMC_OK)
         return st;
-    st = vmmc_udp_link_send_ex(l, (uint32_t)px->rank, &rec, src, len, flags & VMMC_SEND_NONBLOCK);
+    /* A short write that asks for no notification nor remote completion
+     * may leave with the next ones in one datagram (vmmc_udp_link_post):
+     * its source is reusable on return all the same, and whatever the
+     * caller does next to this peer or to wait sends it first. */
+    if (!(flags & (VMMC_SEND_HEAD_LAST | VMMC_SEND_NOTIFY)) && !vmmc_udp_cfg_sync &&
+        px->rank != VMMC_TL_EP(px->ep)->rank)
+        st = vmmc_udp_link_post(l, (uint32_t)px->rank, &rec, src, len, flags & VMMC_SEND_NONBLOCK);
+    else
+        st = vmmc_udp_link_send_ex(l, (uint32_t)px->rank, &rec, src, len,
+                                   flags & VMMC_SEND_NONBLOCK);
     wrote(px, l, st, flags);
     pthread_mutex_unlock(&up->txlock);
     /* Remote completion (VMMC_UDP_SYNC, and always to this very process):
@@ -372,6 +381,7 @@ static int udp_signal(vmmc_ep_t *ep, vmmc_tl_peer_t *peer)
     udp_ep_t *u = U(ep);
     uint32_t r = (uint32_t)peer->rank;
     udp_peer_t *up = udp_peer_of(u, r);
+    vmmc_udp_link_push(u->link, r); /* the write it rides on leaves now */
     if (up && atomic_load_explicit(&up->wrote_at, memory_order_relaxed) ==
             vmmc_udp_link_sent(u->link, r) &&
         vmmc_udp_link_peer_alive(u->link, r) == 1)

@@ -121,7 +121,7 @@ vmmc_udp_verdict_t vmmc_udp_decode(const uint8_t *b, size_t len, vmmc_udp_hdr_t 
     if (type != VMMC_UDP_T_DATA && (length != 0 || (flags & ~wire_only)))
         return VMMC_UDP_BAD_HEADER;
     uint64_t offset = get64(b + 40);
-    if (type == VMMC_UDP_T_DATA && offset + length < offset)
+    if (type == VMMC_UDP_T_DATA && !(flags & VMMC_UDP_F_MULTI) && offset + length < offset)
         return VMMC_UDP_BAD_HEADER;
     h->type = type;
     h->flags = (uint8_t)(flags & ~wire_only);
@@ -148,7 +148,87 @@ vmmc_udp_verdict_t vmmc_udp_decode(const uint8_t *b, size_t len, vmmc_udp_hdr_t 
     if (((flags & VMMC_UDP_F_SACK) && !h->sack) || ((flags & VMMC_UDP_F_IMM) && !h->imm))
         return VMMC_UDP_BAD_HEADER;
     h->hlen = (uint8_t)hlen;
+    if (h->flags & VMMC_UDP_F_MULTI) {
+        /* Records: whole messages, so the datagram is one (FIRST|LAST); the
+         * header's per-message fields are unused, hence zero. */
+        static const uint8_t zero[VMMC_UDP_TOKEN_SIZE];
+        uint8_t need = VMMC_UDP_F_FIRST | VMMC_UDP_F_LAST;
+        if ((h->flags & need) != need || (h->flags & (VMMC_UDP_F_NOTIFY | VMMC_UDP_F_HEADLAST)) ||
+            h->kind || h->region || h->gen || h->imm || memcmp(h->token, zero, sizeof zero))
+            return VMMC_UDP_BAD_HEADER;
+        /* The count, then every record, checked against the payload. */
+        if (h->offset == 0 || h->offset > length / VMMC_UDP_REC_MIN)
+            return VMMC_UDP_BAD_RECORDS;
+        size_t p = 0;
+        vmmc_udp_wrec_t r;
+        for (uint64_t i = 0; i < h->offset; i++)
+            if (vmmc_udp_rec_decode(b + hlen, length, &p, &r) != 0)
+                return VMMC_UDP_BAD_RECORDS;
+        if (p != length)
+            return VMMC_UDP_BAD_RECORDS;
+    }
     return VMMC_UDP_OK;
+}
+
+unsigned vmmc_udp_rec_encode(uint8_t *b, const vmmc_udp_wrec_t *r)
+{
+    b[0] = r->kind;
+    b[1] = (uint8_t)((r->flags & VMMC_UDP_F_NOTIFY) | (r->imm ? VMMC_UDP_RF_IMM : 0) |
+                     (r->region ? VMMC_UDP_RF_TOKEN : 0));
+    put16(b + 2, r->length);
+    put32(b + 4, r->region);
+    put32(b + 8, r->gen);
+    put64(b + 12, r->offset);
+    unsigned pos = VMMC_UDP_REC_MIN;
+    if (r->imm) {
+        put64(b + pos, r->imm);
+        pos += 8;
+    }
+    if (r->region) {
+        memcpy(b + pos, r->token, VMMC_UDP_TOKEN_SIZE);
+        pos += VMMC_UDP_TOKEN_SIZE;
+    }
+    return pos;
+}
+
+int vmmc_udp_rec_decode(const uint8_t *b, size_t len, size_t *pos, vmmc_udp_wrec_t *r)
+{
+    size_t p = *pos;
+    if (p > len || len - p < VMMC_UDP_REC_MIN)
+        return -1;
+    const uint8_t *q = b + p;
+    uint8_t f = q[1];
+    if (f & ~(VMMC_UDP_F_NOTIFY | VMMC_UDP_RF_IMM | VMMC_UDP_RF_TOKEN))
+        return -1;
+    r->kind = q[0];
+    r->flags = (uint8_t)(f & VMMC_UDP_F_NOTIFY);
+    r->length = get16(q + 2);
+    r->region = get32(q + 4);
+    r->gen = get32(q + 8);
+    r->offset = get64(q + 12);
+    /* One encoding: the token is there exactly for a region. */
+    if (!(f & VMMC_UDP_RF_TOKEN) != !r->region)
+        return -1;
+    unsigned hl = VMMC_UDP_REC_MIN + (f & VMMC_UDP_RF_IMM ? 8u : 0u) +
+                  (f & VMMC_UDP_RF_TOKEN ? VMMC_UDP_TOKEN_SIZE : 0u);
+    if (len - p < hl || len - p - hl < r->length)
+        return -1;
+    unsigned o = VMMC_UDP_REC_MIN;
+    r->imm = 0;
+    if (f & VMMC_UDP_RF_IMM) {
+        r->imm = get64(q + o);
+        o += 8;
+        if (!r->imm)
+            return -1;
+    }
+    if (f & VMMC_UDP_RF_TOKEN)
+        memcpy(r->token, q + o, VMMC_UDP_TOKEN_SIZE);
+    else
+        memset(r->token, 0, VMMC_UDP_TOKEN_SIZE);
+    if (r->offset + r->length < r->offset)
+        return -1;
+    *pos = p + hl + r->length;
+    return 0;
 }
 
 vmmc_udp_verdict_t vmmc_udp_auth(const uint8_t *b, const vmmc_udp_hdr_t *h,
@@ -169,6 +249,7 @@ const char *vmmc_udp_verdict_str(vmmc_udp_verdict_t v)
     case VMMC_UDP_BAD_VERSION: return "bad version";
     case VMMC_UDP_BAD_HEADER: return "malformed header";
     case VMMC_UDP_BAD_AUTH: return "bad tag (corrupted or forged)";
+    case VMMC_UDP_BAD_RECORDS: return "malformed record in a multi-record datagram";
     }
     return "unknown";
 }

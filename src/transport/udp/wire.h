@@ -65,7 +65,11 @@ enum vmmc_udp_flags {
     /* DATA, a whole message in one datagram: apply all but its first 16
      * bytes, then word 0, then word 1 with release (VMMC_SEND_HEAD_LAST). */
     VMMC_UDP_F_HEADLAST = 1u << 6,
-    VMMC_UDP_F_ALL = 0x4Fu,
+    /* DATA, FIRST|LAST: the payload is a sequence of records (several small
+     * messages, see below), applied in order; offset holds their count, and
+     * kind, region, gen, token and imm are zero. */
+    VMMC_UDP_F_MULTI = 1u << 7,
+    VMMC_UDP_F_ALL = 0xCFu,
     /* On the wire only (set by encode, removed by decode): the optional
      * sack / imm field is present. */
     VMMC_UDP_F_SACK = 1u << 4,
@@ -94,8 +98,41 @@ typedef enum vmmc_udp_verdict {
     VMMC_UDP_BAD_MAGIC,
     VMMC_UDP_BAD_VERSION,
     VMMC_UDP_BAD_HEADER,     /* unknown type/flags, length mismatch, offset overflow */
-    VMMC_UDP_BAD_AUTH        /* vmmc_udp_auth(): wrong tag (corrupted, or made without the key) */
+    VMMC_UDP_BAD_AUTH,       /* vmmc_udp_auth(): wrong tag (corrupted, or made without the key) */
+    VMMC_UDP_BAD_RECORDS     /* F_MULTI: a record count or record that does not fit the payload */
 } vmmc_udp_verdict_t;
+
+/* A record of a multi-record (F_MULTI) datagram: one whole message. On the
+ * wire, little-endian, 20 to 44 bytes then the message's bytes:
+ *   0 u8 kind   1 u8 flags (NOTIFY; IMM and TOKEN: the optional fields that
+ *   follow)     2 u16 length of the message   4 u32 region   8 u32 gen
+ *  12 u64 offset, then u64 imm (only with IMM: not zero), then u8[16] token
+ *  (only with TOKEN, which is set exactly when region is not zero).
+ * The records fill the payload exactly, and their number is the header's
+ * offset field. */
+#define VMMC_UDP_REC_MIN 20u
+#define VMMC_UDP_REC_MAX 44u
+#define VMMC_UDP_RF_TOKEN (1u << 4)
+#define VMMC_UDP_RF_IMM (1u << 5)
+typedef struct vmmc_udp_wrec {
+    uint8_t kind, flags; /* flags: VMMC_UDP_F_NOTIFY or 0 (wire-only bits removed) */
+    uint16_t length;
+    uint32_t region, gen;
+    uint64_t offset, imm;
+    uint8_t token[VMMC_UDP_TOKEN_SIZE];
+} vmmc_udp_wrec_t;
+
+/* Length of @r's record header on the wire. */
+static inline unsigned vmmc_udp_rec_hlen(const vmmc_udp_wrec_t *r)
+{
+    return VMMC_UDP_REC_MIN + (r->imm ? 8u : 0u) + (r->region ? VMMC_UDP_TOKEN_SIZE : 0u);
+}
+/* Write @r's record header into @b; returns its length. */
+unsigned vmmc_udp_rec_encode(uint8_t *b, const vmmc_udp_wrec_t *r);
+/* Read the record at *@pos of the @len-byte payload @b into @r; its message
+ * is at b + *pos (after the call), r->length bytes, and *pos then moves past
+ * it. 0, or -1 if it is malformed or does not fit. */
+int vmmc_udp_rec_decode(const uint8_t *b, size_t len, size_t *pos, vmmc_udp_wrec_t *r);
 
 /* The key of one direction of a link (SipHash-2-4 key). */
 typedef struct vmmc_udp_key {

@@ -15,6 +15,7 @@
  * peer fail through the core's upcall, from the progress thread (a sender
  * may hold the core's locks). */
 #include "transport/fabric/fab_int.h"
+#include "util/clock.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -204,6 +205,9 @@ int vmmc_fab__sendv(fab_ep_t *f, int h, const fab_hdr_t *hdr, const struct iovec
             if (spin)
                 vmmc_fab__waiting(f, 0);
             atomic_fetch_add_explicit(&f->c_tx, 1, memory_order_relaxed);
+            /* Software providers move data when their queues are read:
+             * once now, or it waits for our progress thread's next wake. */
+            (void)vmmc_fab__tx_progress(f);
             return VMMC_OK;
         }
         if (rc != -FI_EAGAIN) {
@@ -332,6 +336,16 @@ void vmmc_fab__waiting(fab_ep_t *f, int begin)
 int vmmc_fab__wait_done(fab_ep_t *f, fab_wait_t *w)
 {
     vmmc_fab__waiting(f, 1);
+    /* The answer usually comes within a round trip: spin for it a while
+     * (VMMC_FABRIC_SPIN), driving the provider (reading the send queue
+     * progresses the endpoint) and yielding to our progress thread, which
+     * takes the answer, before sleeping on the condition it signals. */
+    for (uint64_t t0 = vmmc_now_ns();
+         __atomic_load_n(&w->status, __ATOMIC_ACQUIRE) == VMMC_INPROGRESS &&
+         !atomic_load(&f->stop) && vmmc_now_ns() - t0 < vmmc_fab_cfg_spin;) {
+        if (vmmc_fab__tx_progress(f) == 0)
+            sched_yield();
+    }
     pthread_mutex_lock(&f->lock);
     for (int ticks = 1; __atomic_load_n(&w->status, __ATOMIC_ACQUIRE) == VMMC_INPROGRESS;
          ticks++) {
@@ -481,6 +495,7 @@ static int rx_progress(fab_ep_t *f)
 static void *progress_main(void *arg)
 {
     fab_ep_t *f = arg;
+    uint64_t idle_since = 0;
     while (!atomic_load_explicit(&f->stop, memory_order_acquire)) {
         int started = atomic_load_explicit(&f->started, memory_order_acquire);
         int n = started ? rx_progress(f) : 0;
@@ -488,8 +503,23 @@ static void *progress_main(void *arg)
         report_failed(f);
         if (f->busy)
             n += rx_handle(f); /* the core may have taken notifications meanwhile */
-        if (n && !f->busy)
+        if (n && !f->busy) {
+            idle_since = 0;
             continue;
+        }
+        /* After activity, keep reading the queues for VMMC_FABRIC_SPIN
+         * (yielding between reads: the cpu is shared) before sleeping: a
+         * wake through the provider's wait fd costs tens of microseconds,
+         * paid by every request and answer that finds this thread asleep. */
+        if (started && !f->busy && vmmc_fab_cfg_spin) {
+            uint64_t now = vmmc_now_ns();
+            if (!idle_since)
+                idle_since = now;
+            if (now - idle_since < vmmc_fab_cfg_spin) {
+                sched_yield();
+                continue;
+            }
+        }
         struct fid *fids[2] = {&f->txcq->fid, &f->rxcq->fid};
         struct pollfd pf[3] = {{f->wakefd, POLLIN, 0}, {f->txfd, POLLIN, 0}, {f->rxfd, POLLIN, 0}};
         /* With the queue full, a drain (the wake fd) matters most. */

@@ -246,6 +246,7 @@ void vmmc_fab__waits_fail(fab_ep_t *f, int peer, int status);
 /* Tell every peer we sent to that this endpoint closes (best effort). */
 void vmmc_fab__goodbye(fab_ep_t *f);
 extern uint64_t vmmc_fab_cfg_send_timeout; /* VMMC_FABRIC_SEND_TIMEOUT, ns */
+extern uint64_t vmmc_fab_cfg_spin;         /* VMMC_FABRIC_SPIN, ns */
 /* Release a finished send (its registration, its buffer); a waited one
  * gets status @st instead (its waiter frees it). */
 void vmmc_fab__tx_done(fab_ep_t *f, fab_tx_t *tx, int st);

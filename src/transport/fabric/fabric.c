@@ -34,6 +34,7 @@ static const char *cfg_provider;
 static int cfg_mr_local;
 static int cfg_rma;
 uint64_t vmmc_fab_cfg_send_timeout;
+uint64_t vmmc_fab_cfg_spin;
 static const vmmc_cfg_entry_t fab_entries[] = {
     {"FABRIC", "auto", "open the libfabric transport: auto (only where RDMA hardware and a "
      "provider offloading to it are found, or VMMC_TRANSPORT=fabric), yes, no",
@@ -52,6 +53,10 @@ static const vmmc_cfg_entry_t fab_entries[] = {
     {"FABRIC_SEND_TIMEOUT", "10s", "a send that finds no room in the provider for this long "
      "fails its peer (it stopped taking messages)", VMMC_CFG_TIME, &vmmc_fab_cfg_send_timeout,
      1000000ull, 86400000000000ull},
+    {"FABRIC_SPIN", "50us", "how long the progress thread, and a thread waiting for a get, a "
+     "flush or an RMA completion, keep reading the provider's queues (yielding the cpu between "
+     "reads) before they sleep: a wake through the provider's wait fd costs tens of us",
+     VMMC_CFG_TIME, &vmmc_fab_cfg_spin, 0, 10000000000ull},
 };
 VMMC_CONFIG_TABLE(fab_cfg, "fabric transport", fab_entries);
 

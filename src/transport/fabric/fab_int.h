@@ -247,6 +247,24 @@ void vmmc_fab__waits_fail(fab_ep_t *f, int peer, int status);
 void vmmc_fab__goodbye(fab_ep_t *f);
 extern uint64_t vmmc_fab_cfg_send_timeout; /* VMMC_FABRIC_SEND_TIMEOUT, ns */
 extern uint64_t vmmc_fab_cfg_spin;         /* VMMC_FABRIC_SPIN, ns */
+
+/* fab_prov.c: the settings, and which provider. */
+extern const char *vmmc_fab_cfg_mode; /* VMMC_FABRIC: auto, yes, no */
+extern int vmmc_fab_cfg_mr_local;     /* VMMC_FABRIC_MR_LOCAL */
+extern int vmmc_fab_cfg_rma;          /* VMMC_FABRIC_RMA */
+/* What the RMA path needs ordered: writes after writes and sends (a put's
+ * data before a later one's), sends after writes (a notification, a flush,
+ * an atomic's request after the data), reads after writes and sends. */
+#define FAB_RMA_ORDER (FI_ORDER_WAW | FI_ORDER_WAS | FI_ORDER_SAW | FI_ORDER_RAW | FI_ORDER_RAS)
+#define FAB_RMA_CAPS (FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
+
+int vmmc_fab__soft_provider(const char *name); /* over the host's network stack: no offload */
+int vmmc_fab__rdma_hardware(void);             /* an RDMA device on this host */
+int vmmc_fab__forced(void);                    /* VMMC_TRANSPORT=fabric or VMMC_FABRIC=yes */
+/* The provider to use (fi_freeinfo it), or NULL with the error set: with an
+ * ordered RMA path if it has one (and VMMC_FABRIC_RMA), else messages. */
+struct fi_info *vmmc_fab__pick(void);
+void vmmc_fab__prov_word(const char *name, char *out, size_t cap); /* ';' as '+' */
 /* Release a finished send (its registration, its buffer); a waited one
  * gets status @st instead (its waiter frees it). */
 void vmmc_fab__tx_done(fab_ep_t *f, fab_tx_t *tx, int st);

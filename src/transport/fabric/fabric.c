@@ -2,9 +2,8 @@
  * reliable datagram endpoints (FI_EP_RDM with FI_MSG): `verbs;ofi_rxm`,
  * `efa`, `cxi`, and without RDMA hardware `tcp;ofi_rxm`.
  *
- * This file is the endpoint: which provider (VMMC_FABRIC_PROVIDER, else
- * FI_PROVIDER, else the first one libfabric offers that is not vmmc's own
- * provider, which would recurse), its objects, the address it publishes
+ * This file is the endpoint (its settings and the choice of provider are
+ * fab_prov.c's): its objects, the address it publishes
  * ("fab=<hex of fi_getname>;fabp=<provider, ';' as '+'>;"), which peers it
  * reaches (those that publish the same provider), and the peers' entries in
  * the address vector.
@@ -17,9 +16,7 @@
  * they are what udp already is, with more copies. */
 #include "transport/fabric/fab_int.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <glob.h>
 #include <sys/random.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,145 +25,6 @@
 
 #include "util/config.h"
 #include "util/str.h"
-
-static const char *cfg_mode;
-static const char *cfg_provider;
-static int cfg_mr_local;
-static int cfg_rma;
-uint64_t vmmc_fab_cfg_send_timeout;
-uint64_t vmmc_fab_cfg_spin;
-static const vmmc_cfg_entry_t fab_entries[] = {
-    {"FABRIC", "auto", "open the libfabric transport: auto (only where RDMA hardware and a "
-     "provider offloading to it are found, or VMMC_TRANSPORT=fabric), yes, no",
-     VMMC_CFG_STRING, &cfg_mode},
-    {"FABRIC_PROVIDER", "", "libfabric provider for the fabric transport (e.g. tcp;ofi_rxm, "
-     "verbs;ofi_rxm, efa; '+' may stand for ';'); empty: FI_PROVIDER, else the first FI_EP_RDM "
-     "provider with FI_MSG, ordered",
-     VMMC_CFG_STRING, &cfg_provider},
-    {"FABRIC_MR_LOCAL", "no", "register local buffers (sends, receives) through the "
-     "translation cache even where the provider does not need it (FI_MR_LOCAL): tests that path "
-     "on software providers", VMMC_CFG_BOOL, &cfg_mr_local},
-    {"FABRIC_RMA", "yes", "write and read imported regions with the provider's RMA (fi_write, "
-     "fi_read into the exporter's registered region) where the provider orders RMA and "
-     "messages; no: every put and get is a message the receiver applies",
-     VMMC_CFG_BOOL, &cfg_rma},
-    {"FABRIC_SEND_TIMEOUT", "10s", "a send that finds no room in the provider for this long "
-     "fails its peer (it stopped taking messages)", VMMC_CFG_TIME, &vmmc_fab_cfg_send_timeout,
-     1000000ull, 86400000000000ull},
-    {"FABRIC_SPIN", "50us", "how long the progress thread, and a thread waiting for a get, a "
-     "flush or an RMA completion, keep reading the provider's queues (yielding the cpu between "
-     "reads) before they sleep: a wake through the provider's wait fd costs tens of us",
-     VMMC_CFG_TIME, &vmmc_fab_cfg_spin, 0, 10000000000ull},
-};
-VMMC_CONFIG_TABLE(fab_cfg, "fabric transport", fab_entries);
-
-/* Providers that run over the host's network stack: no offload. */
-static int soft_provider(const char *name)
-{
-    static const char *const soft[] = {"tcp", "udp", "sockets", "shm", "sm2", "net", "vmmc", NULL};
-    size_t n = strcspn(name, ";");
-    for (int i = 0; soft[i]; i++)
-        if (strlen(soft[i]) == n && !strncmp(name, soft[i], n))
-            return 1;
-    return 0;
-}
-
-static int rdma_hardware(void)
-{
-    DIR *d = opendir("/sys/class/infiniband");
-    if (d) {
-        struct dirent *e;
-        int any = 0;
-        while ((e = readdir(d)))
-            any |= e->d_name[0] != '.';
-        closedir(d);
-        if (any)
-            return 1;
-    }
-    glob_t g;
-    int found = glob("/dev/cxi*", 0, NULL, &g) == 0 || glob("/dev/hfi1*", 0, NULL, &g) == 0;
-    if (found)
-        globfree(&g);
-    return found;
-}
-
-static int forced(void)
-{
-    const char *t = getenv("VMMC_TRANSPORT");
-    return (t && !strcmp(t, "fabric")) || (cfg_mode && !strcmp(cfg_mode, "yes"));
-}
-
-/* What the RMA path needs ordered: writes after writes and sends (a put's
- * data before a later one's), sends after writes (a notification, a flush,
- * an atomic's request after the data), reads after writes and sends. */
-#define FAB_RMA_ORDER (FI_ORDER_WAW | FI_ORDER_WAS | FI_ORDER_SAW | FI_ORDER_RAW | FI_ORDER_RAS)
-#define FAB_RMA_CAPS (FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
-
-static struct fi_info *pick_with(int rma);
-
-/* The provider to use (fi_freeinfo it), or NULL with the error set: with
- * an ordered RMA path if it has one (and VMMC_FABRIC_RMA), else messages. */
-static struct fi_info *pick(void)
-{
-    struct fi_info *i = cfg_rma ? pick_with(1) : NULL;
-    return i ? i : pick_with(0);
-}
-
-static struct fi_info *pick_with(int rma)
-{
-    struct fi_info *hints = fi_dupinfo(NULL), *list = NULL, *best = NULL;
-    if (!hints) {
-        vmmc_error(VMMC_ERR_NOMEM, "fabric: out of memory");
-        return NULL;
-    }
-    hints->caps = FI_MSG | FI_SOURCE | (rma ? FAB_RMA_CAPS : 0);
-    hints->mode = FI_CONTEXT | FI_CONTEXT2;
-    hints->ep_attr->type = FI_EP_RDM;
-    hints->domain_attr->threading = FI_THREAD_SAFE;
-    /* Local buffers are registered through the cache where the provider
-     * needs it (FI_MR_LOCAL). */
-    hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
-                                  FI_MR_PROV_KEY;
-    hints->tx_attr->msg_order = FI_ORDER_SAS | (rma ? FAB_RMA_ORDER : 0);
-    hints->rx_attr->msg_order = FI_ORDER_SAS | (rma ? FAB_RMA_ORDER : 0);
-    if (cfg_provider && cfg_provider[0]) {
-        /* '+' for ';' (a ';' is awkward in lists of settings) */
-        char *name = strdup(cfg_provider);
-        for (char *c = name; c && *c; c++)
-            if (*c == '+')
-                *c = ';';
-        hints->fabric_attr->prov_name = name;
-    }
-    int rc = fi_getinfo(FI_VERSION(1, 9), NULL, NULL, 0, hints, &list);
-    fi_freeinfo(hints);
-    if (rc) {
-        vmmc_error(VMMC_ERR_UNSUPPORTED, "fabric: no libfabric provider with reliable datagrams "
-                   "and ordered messages%s%s: %s", cfg_provider && cfg_provider[0] ? " named " : "",
-                   cfg_provider ? cfg_provider : "", fi_strerror(-rc));
-        return NULL;
-    }
-    for (struct fi_info *i = list; i && !best; i = i->next)
-        if (!strstr(i->fabric_attr->prov_name, "vmmc")) /* ours: would recurse */
-            best = i;
-    if (!best) {
-        fi_freeinfo(list);
-        vmmc_error(VMMC_ERR_UNSUPPORTED, "fabric: libfabric offers only vmmc's own provider");
-        return NULL;
-    }
-    struct fi_info *one = fi_dupinfo(best);
-    fi_freeinfo(list);
-    if (!one)
-        vmmc_error(VMMC_ERR_NOMEM, "fabric: out of memory");
-    return one;
-}
-
-static void prov_word(const char *name, char *out, size_t cap)
-{
-    snprintf(out, cap, "%s", name);
-    for (char *p = out; *p; p++)
-        if (*p == ';')
-            *p = '+';
-}
 
 static void fab_ep_close(vmmc_ep_t *ep);
 
@@ -200,15 +58,16 @@ static void fab_dereg(void *ctx, fab_reg_t *r)
 
 static int fab_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
 {
-    int force = forced();
-    if (!force && (!cfg_mode || strcmp(cfg_mode, "auto") || !rdma_hardware()))
+    int force = vmmc_fab__forced();
+    if (!force && (!vmmc_fab_cfg_mode || strcmp(vmmc_fab_cfg_mode, "auto") ||
+                   !vmmc_fab__rdma_hardware()))
         return VMMC_OK; /* not used here: not opened, reaches nobody */
     if (vmmc_fab__dl_load() != VMMC_OK)
         return force ? VMMC_ERR_UNSUPPORTED : VMMC_OK;
-    struct fi_info *info = pick();
+    struct fi_info *info = vmmc_fab__pick();
     if (!info)
         return force ? VMMC_ERR_UNSUPPORTED : VMMC_OK;
-    int hw = !soft_provider(info->fabric_attr->prov_name);
+    int hw = !vmmc_fab__soft_provider(info->fabric_attr->prov_name);
     if (!force && !hw) {
         fi_freeinfo(info);
         return VMMC_OK;
@@ -221,7 +80,7 @@ static int fab_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
     f->ep = ep;
     f->info = info;
     f->hw = hw;
-    f->rma = cfg_rma && (info->caps & FI_RMA) &&
+    f->rma = vmmc_fab_cfg_rma && (info->caps & FI_RMA) &&
              (info->tx_attr->msg_order & FAB_RMA_ORDER) == FAB_RMA_ORDER;
     f->virt_addr = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
     f->inject = info->tx_attr->inject_size;
@@ -274,7 +133,7 @@ static int fab_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
         return VMMC_OK;
     }
     f->addrlen = nl;
-    if ((info->domain_attr->mr_mode & FI_MR_LOCAL) || cfg_mr_local) {
+    if ((info->domain_attr->mr_mode & FI_MR_LOCAL) || vmmc_fab_cfg_mr_local) {
         f->cache = fab_cache_new(vmmc_fab_cfg_cache_bytes, vmmc_fab_cfg_cache_entries, fab_reg,
                                  fab_dereg, f);
         if (!f->cache)
@@ -283,7 +142,7 @@ static int fab_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
     char hex[256], prov[80];
     for (size_t i = 0; i < nl; i++)
         snprintf(hex + 2 * i, 3, "%02x", name[i]);
-    prov_word(info->fabric_attr->prov_name, prov, sizeof prov);
+    vmmc_fab__prov_word(info->fabric_attr->prov_name, prov, sizeof prov);
     if (getrandom(&f->sec, sizeof f->sec, 0) != (ssize_t)sizeof f->sec)
         return vmmc_error(VMMC_ERR_SYSTEM, "fabric: getrandom failed");
     int n = snprintf(card, cap, "fab=%s;fabp=%s;fsec=%016llx;", hex, prov,
@@ -406,7 +265,7 @@ static int fab_reach(vmmc_ep_t *ep, const char *card, int same_host)
     if (!f || !f->thread_up || !vmmc_card_get(card, "fab", v, sizeof v) ||
         !vmmc_card_get(card, "fabp", v, sizeof v))
         return -1;
-    prov_word(f->info->fabric_attr->prov_name, mine, sizeof mine);
+    vmmc_fab__prov_word(f->info->fabric_attr->prov_name, mine, sizeof mine);
     if (strcmp(v, mine))
         return -1;
     return f->hw ? 2 : 0;

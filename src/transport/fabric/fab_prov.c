@@ -1,0 +1,147 @@
+/* The fabric transport's settings and its choice of provider: which one
+ * (VMMC_FABRIC_PROVIDER, else FI_PROVIDER, else the first reliable-datagram
+ * provider libfabric offers that is not vmmc's own, which would recurse),
+ * with an ordered RMA path where it has one, and whether to open at all
+ * (VMMC_FABRIC: only where RDMA hardware is found, unless forced). */
+#include "transport/fabric/fab_int.h"
+
+#include <dirent.h>
+#include <glob.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/config.h"
+
+const char *vmmc_fab_cfg_mode;
+static const char *cfg_provider;
+int vmmc_fab_cfg_mr_local;
+int vmmc_fab_cfg_rma;
+uint64_t vmmc_fab_cfg_send_timeout;
+uint64_t vmmc_fab_cfg_spin;
+static const vmmc_cfg_entry_t fab_entries[] = {
+    {"FABRIC", "auto", "open the libfabric transport: auto (only where RDMA hardware and a "
+     "provider offloading to it are found, or VMMC_TRANSPORT=fabric), yes, no",
+     VMMC_CFG_STRING, &vmmc_fab_cfg_mode},
+    {"FABRIC_PROVIDER", "", "libfabric provider for the fabric transport (e.g. tcp;ofi_rxm, "
+     "verbs;ofi_rxm, efa; '+' may stand for ';'); empty: FI_PROVIDER, else the first FI_EP_RDM "
+     "provider with FI_MSG, ordered",
+     VMMC_CFG_STRING, &cfg_provider},
+    {"FABRIC_MR_LOCAL", "no", "register local buffers (sends, receives) through the "
+     "translation cache even where the provider does not need it (FI_MR_LOCAL): tests that path "
+     "on software providers", VMMC_CFG_BOOL, &vmmc_fab_cfg_mr_local},
+    {"FABRIC_RMA", "yes", "write and read imported regions with the provider's RMA (fi_write, "
+     "fi_read into the exporter's registered region) where the provider orders RMA and "
+     "messages; no: every put and get is a message the receiver applies",
+     VMMC_CFG_BOOL, &vmmc_fab_cfg_rma},
+    {"FABRIC_SEND_TIMEOUT", "10s", "a send that finds no room in the provider for this long "
+     "fails its peer (it stopped taking messages)", VMMC_CFG_TIME, &vmmc_fab_cfg_send_timeout,
+     1000000ull, 86400000000000ull},
+    {"FABRIC_SPIN", "50us", "how long the progress thread, and a thread waiting for a get, a "
+     "flush or an RMA completion, keep reading the provider's queues (yielding the cpu between "
+     "reads) before they sleep: a wake through the provider's wait fd costs tens of us",
+     VMMC_CFG_TIME, &vmmc_fab_cfg_spin, 0, 10000000000ull},
+};
+VMMC_CONFIG_TABLE(fab_cfg, "fabric transport", fab_entries);
+
+/* Providers that run over the host's network stack: no offload. */
+int vmmc_fab__soft_provider(const char *name)
+{
+    static const char *const soft[] = {"tcp", "udp", "sockets", "shm", "sm2", "net", "vmmc", NULL};
+    size_t n = strcspn(name, ";");
+    for (int i = 0; soft[i]; i++)
+        if (strlen(soft[i]) == n && !strncmp(name, soft[i], n))
+            return 1;
+    return 0;
+}
+
+int vmmc_fab__rdma_hardware(void)
+{
+    DIR *d = opendir("/sys/class/infiniband");
+    if (d) {
+        struct dirent *e;
+        int any = 0;
+        while ((e = readdir(d)))
+            any |= e->d_name[0] != '.';
+        closedir(d);
+        if (any)
+            return 1;
+    }
+    glob_t g;
+    int found = glob("/dev/cxi*", 0, NULL, &g) == 0 || glob("/dev/hfi1*", 0, NULL, &g) == 0;
+    if (found)
+        globfree(&g);
+    return found;
+}
+
+int vmmc_fab__forced(void)
+{
+    const char *t = getenv("VMMC_TRANSPORT");
+    return (t && !strcmp(t, "fabric")) || (vmmc_fab_cfg_mode && !strcmp(vmmc_fab_cfg_mode, "yes"));
+}
+
+static struct fi_info *pick_with(int rma);
+
+/* The provider to use (fi_freeinfo it), or NULL with the error set: with
+ * an ordered RMA path if it has one (and VMMC_FABRIC_RMA), else messages. */
+struct fi_info *vmmc_fab__pick(void)
+{
+    struct fi_info *i = vmmc_fab_cfg_rma ? pick_with(1) : NULL;
+    return i ? i : pick_with(0);
+}
+
+static struct fi_info *pick_with(int rma)
+{
+    struct fi_info *hints = fi_dupinfo(NULL), *list = NULL, *best = NULL;
+    if (!hints) {
+        vmmc_error(VMMC_ERR_NOMEM, "fabric: out of memory");
+        return NULL;
+    }
+    hints->caps = FI_MSG | FI_SOURCE | (rma ? FAB_RMA_CAPS : 0);
+    hints->mode = FI_CONTEXT | FI_CONTEXT2;
+    hints->ep_attr->type = FI_EP_RDM;
+    hints->domain_attr->threading = FI_THREAD_SAFE;
+    /* Local buffers are registered through the cache where the provider
+     * needs it (FI_MR_LOCAL). */
+    hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+                                  FI_MR_PROV_KEY;
+    hints->tx_attr->msg_order = FI_ORDER_SAS | (rma ? FAB_RMA_ORDER : 0);
+    hints->rx_attr->msg_order = FI_ORDER_SAS | (rma ? FAB_RMA_ORDER : 0);
+    if (cfg_provider && cfg_provider[0]) {
+        /* '+' for ';' (a ';' is awkward in lists of settings) */
+        char *name = strdup(cfg_provider);
+        for (char *c = name; c && *c; c++)
+            if (*c == '+')
+                *c = ';';
+        hints->fabric_attr->prov_name = name;
+    }
+    int rc = fi_getinfo(FI_VERSION(1, 9), NULL, NULL, 0, hints, &list);
+    fi_freeinfo(hints);
+    if (rc) {
+        vmmc_error(VMMC_ERR_UNSUPPORTED, "fabric: no libfabric provider with reliable datagrams "
+                   "and ordered messages%s%s: %s", cfg_provider && cfg_provider[0] ? " named " : "",
+                   cfg_provider ? cfg_provider : "", fi_strerror(-rc));
+        return NULL;
+    }
+    for (struct fi_info *i = list; i && !best; i = i->next)
+        if (!strstr(i->fabric_attr->prov_name, "vmmc")) /* ours: would recurse */
+            best = i;
+    if (!best) {
+        fi_freeinfo(list);
+        vmmc_error(VMMC_ERR_UNSUPPORTED, "fabric: libfabric offers only vmmc's own provider");
+        return NULL;
+    }
+    struct fi_info *one = fi_dupinfo(best);
+    fi_freeinfo(list);
+    if (!one)
+        vmmc_error(VMMC_ERR_NOMEM, "fabric: out of memory");
+    return one;
+}
+
+void vmmc_fab__prov_word(const char *name, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s", name);
+    for (char *p = out; *p; p++)
+        if (*p == ';')
+            *p = '+';
+}

@@ -179,22 +179,29 @@ static ssize_t tcp_recv(sock_conn_t *c, const struct iovec *iov, int iovcnt, int
 
 /* Direct bytes first (sock_zcopy.c): a record or spilled bytes wait, or
  * a posting must be withdrawn because the ring (or a record) has news.
- * 0: nothing to do; 1: *got moved (the caller continues or returns); -1:
- * failed. */
+ * ZC_NONE: nothing to do; ZC_AGAIN: *got may have moved, read on;
+ * ZC_RETURN: the call returns *out (what it got, or -1 with errno set). */
+enum { ZC_NONE, ZC_AGAIN, ZC_RETURN };
 static int zc_step(sock_conn_t *c, const struct iovec *dst, int iovcnt, size_t *got,
                    size_t total, int flags, uint64_t tail, ssize_t *out)
 {
     if (c->zposted ? !sock_zc_pending(c) && tail == c->head : !sock_zc_pending(c))
-        return 0;
+        return ZC_NONE;
     ssize_t k = sock_zc_read(c, dst, iovcnt, *got, total - *got, flags & MSG_PEEK, tail);
-    if (k < 0)
-        return -1;
+    if (k < 0) {
+        *out = *got ? (ssize_t)*got : -1;
+        return ZC_RETURN;
+    }
     if (k && (flags & MSG_PEEK)) {
         *out = k;
-        return 2;
+        return ZC_RETURN;
     }
     *got += (size_t)k;
-    return 1;
+    if (*got == total || (*got && !(flags & MSG_WAITALL))) {
+        *out = (ssize_t)*got;
+        return ZC_RETURN;
+    }
+    return ZC_AGAIN;
 }
 
 static ssize_t recv_loop(sock_conn_t *c, const struct iovec *iov, int iovcnt, int flags,
@@ -267,15 +274,10 @@ static ssize_t recv_loop(sock_conn_t *c, const struct iovec *iov, int iovcnt, in
             }
             ssize_t zr = 0;
             int z = zc_step(c, dst, iovcnt, &got, total, flags, atomic_load(&c->tail), &zr);
-            if (z < 0)
-                return got ? (ssize_t)got : -1;
-            if (z == 2)
+            if (z == ZC_RETURN)
                 return zr;
-            if (z == 1) {
-                if (got == total || (got && !(flags & MSG_WAITALL)))
-                    return (ssize_t)got;
+            if (z == ZC_AGAIN)
                 continue;
-            }
             if ((st & (C_REV_PEER | C_TX_TCP)) == C_REV_PEER)
                 sock_revert_answer_rx(c);
             sock_conn_maybe_retire(c, 0, 1);
@@ -326,15 +328,10 @@ static ssize_t recv_loop(sock_conn_t *c, const struct iovec *iov, int iovcnt, in
         if (VMMC_UNLIKELY(c->zposted) || VMMC_UNLIKELY(sock_zc_pending(c))) {
             ssize_t zr = 0;
             int z = zc_step(c, dst, iovcnt, &got, total, flags, tail, &zr);
-            if (z < 0)
-                return got ? (ssize_t)got : -1;
-            if (z == 2)
+            if (z == ZC_RETURN)
                 return zr;
-            if (z == 1) {
-                if (got == total || (got && !(flags & MSG_WAITALL)))
-                    return (ssize_t)got;
+            if (z == ZC_AGAIN)
                 continue;
-            }
         }
         uint64_t avail = tail - c->head;
         if (avail) {

@@ -18,6 +18,9 @@
 #include "util/clock.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdio.h>
@@ -97,8 +100,14 @@ void vmmc_fab__tx_done(fab_ep_t *f, fab_tx_t *tx, int st)
 {
     if (tx->waited) {
         int exp = VMMC_INPROGRESS;
-        if (atomic_compare_exchange_strong(&tx->wstat, &exp, st))
-            return; /* its waiter frees it */
+        if (atomic_compare_exchange_strong(&tx->wstat, &exp, st)) {
+            /* its waiter frees it: tx is not ours to touch any more */
+            atomic_fetch_add(&f->tx_seq, 1);
+            if (atomic_load(&f->tx_sleepers))
+                syscall(SYS_futex, (uint32_t *)&f->tx_seq, FUTEX_WAKE_PRIVATE, INT_MAX, NULL,
+                        NULL, 0);
+            return;
+        }
     }
     vmmc_fab__tx_free(f, tx);
 }
@@ -523,8 +532,13 @@ static void *progress_main(void *arg)
         struct fid *fids[2] = {&f->txcq->fid, &f->rxcq->fid};
         struct pollfd pf[3] = {{f->wakefd, POLLIN, 0}, {f->txfd, POLLIN, 0}, {f->rxfd, POLLIN, 0}};
         /* With the queue full, a drain (the wake fd) matters most. */
+        /* A wake is activity even when it completes nothing here: the
+         * provider may have taken a peer's RMA request, whose answer it
+         * sends from later reads of the queues (a read served for a peer
+         * completes nothing at this end): spin again after it. */
         if (!started || f->busy || fi_trywait(f->fabric, fids, 2) == FI_SUCCESS)
-            (void)poll(pf, 3, f->busy ? 10 : 1000);
+            if (poll(pf, 3, f->busy ? 10 : 1000) > 0)
+                idle_since = 0;
         if (pf[0].revents & POLLIN) {
             uint64_t v;
             ssize_t r = read(f->wakefd, &v, sizeof v);

@@ -184,6 +184,11 @@ typedef struct fab_ep {
     size_t nq_n, nq_cap;
     _Atomic size_t nq_count;
     _Atomic int waiting;     /* threads waiting for a peer (see vmmc_fab__waiting) */
+    /* Waited RMA operations (fab_rdma.c wait_tx): bumped when one completes;
+     * a waiter that stopped spinning sleeps on it (futex) while
+     * tx_sleepers > 0 tells the completing thread to wake it. */
+    _Atomic uint32_t tx_seq;
+    _Atomic int tx_sleepers;
     _Atomic uint64_t c_tx, c_rx, c_tx_again, c_refused, c_unknown, c_bad, c_tx_err;
     _Atomic uint64_t c_rma_writes, c_rma_reads, c_rma_refused, c_rma_regions;
 } fab_ep_t;

@@ -32,6 +32,9 @@
 #include <string.h>
 #include <sys/uio.h>
 #include <time.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* Post one operation (@tx NULL: fi_inject_write), retrying while the
  * provider has no room. */
@@ -107,10 +110,13 @@ static int after_messages(vmmc_tl_proxy_t *px)
  * endpoint closes): the completion frees it when it comes. */
 static int wait_tx(fab_ep_t *f, fab_tx_t *tx, int h)
 {
-    /* Drive the provider ourselves (VMMC_FABRIC_SPIN), then poll it at a
-     * slower pace: our progress thread reads the same queue and wakes on it. */
+    /* Drive the provider ourselves (VMMC_FABRIC_SPIN), then sleep until a
+     * waited operation completes (our progress thread reads the same queue
+     * and wakes on it; vmmc_fab__tx_done wakes us), looking at the peer's
+     * state every millisecond. */
     uint64_t t0 = vmmc_now_ns();
     for (;;) {
+        uint32_t seq = atomic_load(&f->tx_seq);
         int st = atomic_load_explicit(&tx->wstat, memory_order_acquire);
         if (st != VMMC_INPROGRESS)
             break;
@@ -118,8 +124,13 @@ static int wait_tx(fab_ep_t *f, fab_tx_t *tx, int h)
             if (vmmc_now_ns() - t0 < vmmc_fab_cfg_spin) {
                 sched_yield();
             } else {
-                struct timespec ts = {0, 20000};
-                nanosleep(&ts, NULL);
+                atomic_fetch_add(&f->tx_sleepers, 1);
+                if (atomic_load_explicit(&tx->wstat, memory_order_acquire) == VMMC_INPROGRESS) {
+                    struct timespec ts = {0, 1000000};
+                    syscall(SYS_futex, (uint32_t *)&f->tx_seq, FUTEX_WAIT_PRIVATE, seq, &ts,
+                            NULL, 0);
+                }
+                atomic_fetch_sub(&f->tx_sleepers, 1);
             }
         }
         st = vmmc_fab__peer_error(f, h);

@@ -186,6 +186,11 @@ typedef struct vmmc_dsm_stats {
     uint64_t spin_yields;       /**< times vmmc's spin in this rank gave its
                                      core away while an application thread
                                      waited in the DSM (VMMC_DSM_SPIN_YIELD) */
+    uint64_t bad_messages;      /**< messages from other ranks dropped
+                                     because they broke the protocol (a
+                                     field out of range, a type the sender
+                                     may not send, a step nobody asked
+                                     for); VMMC_DSM_DEBUG=1 prints each */
 } vmmc_dsm_stats_t;
 
 /** @brief Copy this rank's counters into @p s. */

@@ -45,7 +45,7 @@ run() {
             told=$(jq -r '.end.sum_sent.bytes' "$cj") || fail "$name: a JSON output does not parse"
         [ "$sent" = "$told" ] || fail "$name: the server sent $sent bytes but told the client $told"
     fi
-    [ "$sent" -ge "$BYTES" ] && [ "$sent" -lt $((BYTES + 128 * 1024)) ] ||
+    [ "$sent" -ge "$BYTES" ] && [ "$sent" -le $((BYTES + 128 * 1024)) ] ||
         fail "$name: the sender sent $sent bytes of $BYTES (at most one 128 KiB block more)"
     [ -z "$rev" ] || [ "$recv" = "$sent" ] || fail "$name: $sent bytes sent, $recv received"
     [ "$recv" -gt 0 ] && [ "$recv" -le "$sent" ] || fail "$name: $recv bytes received of $sent sent"

@@ -195,10 +195,12 @@ static void refuse(fab_ep_t *f, const unsigned char *raw)
         }
         desc = tx->reg->desc;
     }
+    /* counted first: once posted, the refused one may act on it before
+     * this thread runs again */
+    atomic_fetch_add_explicit(&f->c_refusals_sent, 1, memory_order_relaxed);
     for (int i = 0; i < 1000; i++) {
         ssize_t rc = fi_send(f->fep, tx->buf, tx->len, desc, fa, &tx->ctx);
         if (rc == 0) {
-            atomic_fetch_add_explicit(&f->c_refusals_sent, 1, memory_order_relaxed);
             (void)vmmc_fab__tx_progress(f);
             return;
         }
@@ -207,6 +209,7 @@ static void refuse(fab_ep_t *f, const unsigned char *raw)
         (void)vmmc_fab__tx_progress(f);
         sched_yield();
     }
+    atomic_fetch_sub_explicit(&f->c_refusals_sent, 1, memory_order_relaxed);
     vmmc_fab__tx_free(f, tx);
 }
 

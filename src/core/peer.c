@@ -227,8 +227,10 @@ int vmmc_peer_connect(vmmc_ep_t *ep, vmmc_peer_t *p, int timeout_ms)
         rc = vmmc_peer_error(p);
     else if (s != PEER_UP) {
         rc = p->tl->peer_connect(ep, &p->view, timeout_ms);
-        if (rc == VMMC_OK)
-            atomic_store_explicit(&p->state, PEER_UP, memory_order_release);
+        /* Up unless it died meanwhile: a transport's thread may have heard
+         * its refusal or death before peer_connect returned. */
+        if (rc == VMMC_OK && !atomic_compare_exchange_strong(&p->state, &s, PEER_UP))
+            rc = vmmc_peer_error(p);
     }
     pthread_mutex_unlock(&p->lock);
     return rc;

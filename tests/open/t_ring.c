@@ -76,6 +76,12 @@ int main(int argc, char **argv)
         unsetenv(vars[i]);
     int n = argc > 1 ? atoi(argv[1]) : 256;
     VT_CHECK(n >= 2 && n <= 4096);
+    /* The memory bounds below are shm's and udp's. Over the fabric
+     * transport the figures are printed, not bounded: they are the
+     * provider's (tcp;ofi_rxm posts 4096 receive buffers of 16 KiB per
+     * endpoint and more per connection), not what vmmc keeps. */
+    const char *tl = getenv("VMMC_TRANSPORT");
+    int bounded = !tl || strcmp(tl, "fabric") != 0;
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max; /* ~16 descriptors per endpoint */
@@ -103,7 +109,7 @@ int main(int argc, char **argv)
            vt_now() - t0, per_ep, (double)(resident() - re0) / n);
     /* Every open endpoint starts its udp link: its buffers and tables are
      * made as traffic needs them (they were 2.4 MB at once). */
-    VT_CHECK(per_ep <= 512 * 1024);
+    VT_CHECK(!bounded || per_ep <= 512 * 1024);
 
     /* Idle peers: endpoint 0 knows every other one, uses none. Measured
      * over four quarters of the handles, the least kept: what another
@@ -176,10 +182,10 @@ int main(int argc, char **argv)
      * glibc gives them the main arena (it shares arenas beyond 8 per core):
      * an idle handle costs under 1 KiB; with what those threads took in the
      * same interval, under 4 KiB. */
-    VT_CHECK(idle <= 4096);
+    VT_CHECK(idle <= 4096); /* the core's: whatever the transport */
     /* A udp link's windows hold buffers sized to what they carried, not
      * 63 KiB each (a link of this ring took 276 KB that way). */
-    VT_CHECK(per_link <= 128 * 1024);
+    VT_CHECK(!bounded || per_link <= 128 * 1024);
 
     for (int i = 0; i < n; i++)
         VT_OK(vmmc_unimport(nodes[i].next));

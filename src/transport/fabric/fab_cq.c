@@ -147,7 +147,7 @@ int vmmc_fab__tx_progress(fab_ep_t *f)
                 st = VMMC_ERR_PERMISSION;
             } else {
                 atomic_fetch_add_explicit(&f->c_tx_err, 1, memory_order_relaxed);
-                if (err.err != FI_ECANCELED)
+                if (err.err != FI_ECANCELED && tx->peer >= 0) /* < 0: a refusal */
                     note_failed(f, tx->peer, why);
             }
             vmmc_fab__tx_done(f, tx, st);
@@ -480,15 +480,9 @@ static int rx_progress(fab_ep_t *f)
     }
     for (ssize_t i = 0; i < n; i++) {
         fab_rxb_t *b = e[i].op_context;
-        int h = vmmc_fab__handle_of(f, src[i]);
-        if (h < 0 && src[i] == FI_ADDR_NOTAVAIL && e[i].len >= sizeof(fab_hdr_t)) {
-            fab_hdr_t hd;
-            memcpy(&hd, b->buf, sizeof hd);
-            h = vmmc_fab__handle_claimed(f, hd.src, hd.sec);
-        }
-        if (h < 0 || !fab_peer_of(f, h) || e[i].len < sizeof(fab_hdr_t)) {
-            /* not from a peer of ours, or too short to be a message */
-            atomic_fetch_add_explicit(h < 0 ? &f->c_unknown : &f->c_bad, 1, memory_order_relaxed);
+        /* who sent it (fab_accept.c: HELLOs and refusals are taken there) */
+        int h = vmmc_fab__rx_source(f, src[i], b->buf, e[i].len);
+        if (h == FAB_RX_DROP) {
             (void)post_rx(f, b);
             continue;
         }

@@ -2,7 +2,8 @@
  * endpoint: provider, address, peers, the ops table), fab_cq.c (the
  * completion queues, the progress thread, sends), fab_rx.c (what arrives:
  * writes applied through the core, control messages, reads, replies, the
- * notification queue) and fab_rma.c (the data path: put, get, flush). */
+ * notification queue), fab_rma.c (the data path: put, get, flush) and
+ * fab_accept.c (peers that reach us first: HELLO, refusals). */
 #ifndef VMMC_TRANSPORT_FABRIC_INT_H
 #define VMMC_TRANSPORT_FABRIC_INT_H
 
@@ -36,6 +37,8 @@ enum {
     F_PING = 9,     /* nothing: a waiting requester's probe (a dead peer fails the send) */
     F_BYE = 10,     /* the sender's endpoint closes: it has left */
     F_NOTE = 11,    /* notification of an RMA write before it: export id/gen (token), off, len, imm */
+    F_HELLO = 12,   /* first message to a peer that is not a rank: the sender's address (data) */
+    F_REFUSE = 13,  /* answer to a HELLO the receiver refused (it does not listen) */
 };
 enum { F_FIRST = 1, F_LAST = 2, F_NOTIFY = 4, F_HEADLAST = 8 };
 
@@ -125,6 +128,9 @@ typedef struct fab_peer {
     uint32_t rx_seq;         /* the next one to handle */
     uint64_t msg_off;
     int msg_ok;
+    /* open world (fab_accept.c): we sent it our HELLO (a refusal is taken
+     * only then), or it reached us with its own (none to send) */
+    _Atomic int hello;
 } fab_peer_t;
 
 #define FAB_PEER_CHUNK 256
@@ -191,6 +197,13 @@ typedef struct fab_ep {
     _Atomic int tx_sleepers;
     _Atomic uint64_t c_tx, c_rx, c_tx_again, c_refused, c_unknown, c_bad, c_tx_err;
     _Atomic uint64_t c_rma_writes, c_rma_reads, c_rma_refused, c_rma_regions;
+    /* open world (fab_accept.c) */
+    int ann_fd;              /* eventfd: new peers to announce (the control thread) */
+    struct fab_ann *ann;     /* their queue (lock) */
+    struct fab_known *known; /* peers that reached us by HELLO: secret -> handle (lock) */
+    size_t nknown, known_cap;
+    int nrefused;            /* addresses put into the AV only to refuse them (bounded) */
+    _Atomic uint64_t c_refusals_sent, c_refused_by_peer;
 } fab_ep_t;
 
 extern const int vmmc_tl_slot_fabric;
@@ -230,6 +243,17 @@ int vmmc_fab__dl_load(void);
 
 /* fabric.c */
 fab_peer_t *vmmc_fab__peer(fab_ep_t *f, int h, int *status);
+int vmmc_fab__reach(vmmc_ep_t *ep, const char *card, int same_host);
+/* fab_accept.c: peers that reach an endpoint first (vmmc_listen). */
+int vmmc_fab__listen(vmmc_ep_t *ep);
+/* The handle a received message (@buf, @len; provider source @src) comes
+ * from, or FAB_RX_DROP (counted; the buffer goes back to receiving): a
+ * HELLO from a new address is accepted or refused here, a REFUSE taken. */
+#define FAB_RX_DROP (-1)
+int vmmc_fab__rx_source(fab_ep_t *f, fi_addr_t src, const void *buf, size_t len);
+/* Peer @h is not a rank: send our HELLO first (once). */
+int vmmc_fab__hello(fab_ep_t *f, int h);
+void vmmc_fab__accept_close(fab_ep_t *f);
 int vmmc_fab__handle_of(fab_ep_t *f, fi_addr_t fa);
 int vmmc_fab__handle_claimed(fab_ep_t *f, int h, uint64_t sec);
 /* fab_cq.c */

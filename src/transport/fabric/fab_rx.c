@@ -246,6 +246,7 @@ int vmmc_fab__rx(fab_ep_t *f, int peer, fab_peer_t *p, const void *buf, size_t l
         vmmc_tl_wake(f->ep);
         return 0;
     case F_PING:
+    case F_HELLO: /* its sender was taken as it came (fab_accept.c) */
         return 0;
     case F_BYE:
         /* after everything it sent before (in order): it has left */

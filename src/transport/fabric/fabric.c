@@ -86,7 +86,7 @@ static int fab_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
     f->inject = info->tx_attr->inject_size;
     f->max_msg = info->ep_attr->max_msg_size ? info->ep_attr->max_msg_size : SIZE_MAX;
     pthread_mutex_init(&f->mrlock, NULL);
-    f->txfd = f->rxfd = f->wakefd = -1;
+    f->txfd = f->rxfd = f->wakefd = f->ann_fd = -1;
     pthread_mutex_init(&f->lock, NULL);
     pthread_mutex_init(&f->nlock, NULL);
     pthread_condattr_t ca;
@@ -212,6 +212,7 @@ static void fab_ep_close(vmmc_ep_t *ep)
     free(f->rx);
     free(f->held);
     free(f->held_peer);
+    vmmc_fab__accept_close(f);
     pthread_mutex_destroy(&f->lock);
     pthread_mutex_destroy(&f->nlock);
     pthread_mutex_destroy(&f->mrlock);
@@ -257,7 +258,7 @@ static int fab_addr_whole(const char *card, size_t len)
 /* Peers that publish an address of our provider: above udp (1) only when
  * the provider offloads, below it otherwise (VMMC_TRANSPORT=fabric keeps
  * only this one anyway); shm (10) stays first on this host. */
-static int fab_reach(vmmc_ep_t *ep, const char *card, int same_host)
+int vmmc_fab__reach(vmmc_ep_t *ep, const char *card, int same_host)
 {
     (void)same_host;
     fab_ep_t *f = F(ep);
@@ -418,6 +419,11 @@ static int fab_peer_connect(vmmc_ep_t *ep, vmmc_tl_peer_t *peer, int timeout_ms)
     int st = VMMC_OK;
     if (!vmmc_fab__peer(f, peer->rank, &st))
         return st;
+    /* Not a rank of our job: it may not know us. Our HELLO (our address)
+     * goes first, so that it can take what follows (fab_accept.c). */
+    vmmc_tl_ep_t *v = VMMC_TL_EP(ep);
+    if (peer->rank != v->rank && !(v->in_job && peer->rank < v->size))
+        return vmmc_fab__hello(f, peer->rank);
     return VMMC_OK;
 }
 
@@ -435,7 +441,8 @@ static int fab_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *va
                                         "fabric.from_unknown", "fabric.malformed",
                                         "fabric.send_errors", "fabric.rma_writes",
                                         "fabric.rma_reads", "fabric.rma_refused",
-                                        "fabric.rma_regions"};
+                                        "fabric.rma_regions", "fabric.refusals_sent",
+                                        "fabric.refused_by_peer"};
     fab_ep_t *f = F(ep);
     enum { OWN = sizeof names / sizeof names[0] };
     if (f && f->cache && i >= OWN)
@@ -444,7 +451,8 @@ static int fab_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *va
         return VMMC_ERR_NOT_FOUND;
     _Atomic uint64_t *c[] = {&f->c_tx, &f->c_rx, &f->c_tx_again, &f->c_refused, &f->c_unknown,
                              &f->c_bad, &f->c_tx_err, &f->c_rma_writes, &f->c_rma_reads,
-                             &f->c_rma_refused, &f->c_rma_regions};
+                             &f->c_rma_refused, &f->c_rma_regions, &f->c_refusals_sent,
+                             &f->c_refused_by_peer};
     *name = names[i];
     *value = atomic_load(c[i]);
     return VMMC_OK;
@@ -456,13 +464,14 @@ VMMC_TRANSPORT(fabric) = {
     .name = "fabric",
     .about = "yes (libfabric: reliable datagram endpoints of any provider)",
     .caps = VMMC_TL_CAP_LOCAL | VMMC_TL_CAP_REMOTE,
-    .reach = fab_reach,
+    .reach = vmmc_fab__reach,
     .addr_field = fab_addr_field,
     .addr_whole = fab_addr_whole,
     .ep_open = fab_ep_open,
     .ep_start = fab_ep_start,
     .ep_stop = fab_ep_stop,
     .ep_close = fab_ep_close,
+    .listen = vmmc_fab__listen,
     .peer_connect = fab_peer_connect,
     .peer_dead = fab_peer_dead,
     .ctl_send = vmmc_fab__ctl_send,

@@ -92,29 +92,57 @@ static pthread_mutex_t sleepers_lock = PTHREAD_MUTEX_INITIALIZER;
 static sleeper_t *sleepers;
 static _Atomic int nsleepers;
 
-/* The index of the endpoint's "atomics_served" counter (vmmc_counter_get),
- * or -1: how many peers' atomics this endpoint executed. A waiter that is
- * serving a stream of them (a peer's fetch-adds while this PE waits in a
- * barrier) keeps spinning (spin_phase), so that it answers them inline. */
-static int served_idx = -1;
+/* The endpoint's counters "atomics_served" (how many peers' atomics this
+ * endpoint executed) and "udp.delivered_frags" (datagrams the udp link
+ * delivered: peers' writes, reads and atomics, and answers), read with
+ * vmmc_counter_get. Their indexes are looked up by name, and again when
+ * the name at the index changed (the transports' counters follow the
+ * core's, those of each transport open on the endpoint in turn). A waiter
+ * that serves a stream of peers' requests (fetch-adds or gets while this
+ * PE waits in a barrier) keeps spinning (spin_phase), so that it answers
+ * them inline. */
+typedef struct counter_ref {
+    const char *name;
+    _Atomic int idx;       /* -1: not known (yet) */
+    _Atomic unsigned miss; /* reads since a lookup found nothing */
+} counter_ref_t;
+
+static counter_ref_t c_served = {"atomics_served", -1, 0};
+static counter_ref_t c_frags = {"udp.delivered_frags", -1, 0};
+
+static uint64_t counter(counter_ref_t *c)
+{
+    const char *name = NULL;
+    uint64_t v = 0;
+    int i = atomic_load_explicit(&c->idx, memory_order_relaxed);
+    if (i >= 0 && vmmc_counter_get(shm_g.ep, i, &name, &v) == VMMC_OK && name &&
+        !strcmp(name, c->name))
+        return v;
+    /* Not there (no udp link, say): look again now and then only. */
+    if (i < 0 && atomic_fetch_add_explicit(&c->miss, 1, memory_order_relaxed) % 1024)
+        return 0;
+    for (i = 0; i < 1024; i++) {
+        if (vmmc_counter_get(shm_g.ep, i, &name, &v) != VMMC_OK)
+            break;
+        if (name && !strcmp(name, c->name)) {
+            atomic_store_explicit(&c->idx, i, memory_order_relaxed);
+            return v;
+        }
+    }
+    atomic_store_explicit(&c->idx, -1, memory_order_relaxed);
+    atomic_store_explicit(&c->miss, 1, memory_order_relaxed);
+    return 0;
+}
 
 static uint64_t atomics_served(void)
 {
-    uint64_t v = 0;
-    if (served_idx >= 0)
-        (void)vmmc_counter_get(shm_g.ep, served_idx, NULL, &v);
-    return v;
+    return counter(&c_served);
 }
 
-static void served_find(void)
+/* Requests (and anything else) that peers on other hosts sent here. */
+static uint64_t activity(void)
 {
-    const char *name;
-    for (int i = 0; served_idx < 0 && i < 64; i++) {
-        if (vmmc_counter_get(shm_g.ep, i, &name, NULL) != VMMC_OK)
-            break;
-        if (name && !strcmp(name, "atomics_served"))
-            served_idx = i;
-    }
+    return counter(&c_served) + counter(&c_frags);
 }
 
 /* Progress hook (and its arm): 1 when a sleeper's condition holds, or a
@@ -141,7 +169,6 @@ void shm_wait_init(void)
 {
     if (!shm_g.any_remote || hooked)
         return;
-    served_find();
     int st = vmmc_progress_hook_add(shm_g.ep, sleeper_ready, sleeper_ready, NULL);
     if (st != VMMC_OK)
         shm_fatal_vmmc("shmem_init", "the progress hook of waits", st);
@@ -178,17 +205,17 @@ static int sleep_remote(int (*ready)(void *arg), void *arg, int ms)
 }
 
 /* Spin until @ready or VMMC_SHMEM_SPIN has passed: 1 if ready. With PEs on
- * other hosts, VMMC_SHMEM_SPIN after the last peer's atomic this thread
- * saw executed here: a stream of them (fetch-adds, locks) is answered
- * inline, where a waiter that slept between two of them had the next one
- * wait for the link thread to be woken (~10-50 us, against a ~4 us round
- * trip), then woke itself only to sleep again. Bounded all the same: it
- * ends VMMC_SHMEM_SPIN after the peers stop. */
+ * other hosts, VMMC_SHMEM_SPIN after the last peer's request this thread
+ * saw served here (activity()): a stream of them (fetch-adds, gets, locks)
+ * is answered inline, where a waiter that slept between two of them had
+ * the next one wait for the link thread to be woken (~10-50 us, against a
+ * ~4 us round trip; an atomic also woke the waiter only to sleep again).
+ * Bounded all the same: it ends VMMC_SHMEM_SPIN after the peers stop. */
 static int spin_phase(int (*ready)(void *arg), void *arg)
 {
     uint64_t start = vmmc_now_ns();
     int remote = shm_g.any_remote;
-    uint64_t served = remote ? atomics_served() : 0;
+    uint64_t served = remote ? activity() : 0;
     for (unsigned i = 1;; i++) {
         if (ready(arg))
             return 1;
@@ -209,7 +236,7 @@ static int spin_phase(int (*ready)(void *arg), void *arg)
             shm_exit_check();
             uint64_t now = vmmc_now_ns();
             if (remote) {
-                uint64_t s = atomics_served();
+                uint64_t s = activity();
                 if (s != served) {
                     served = s;
                     start = now;
@@ -246,12 +273,18 @@ void shm_wait(int (*ready)(void *arg), void *arg)
             return;
         }
         if (shm_g.any_remote) {
+            uint64_t act = activity();
             int rc = sleep_remote(ready, arg, ms);
             atomic_fetch_sub_explicit(&h->sleepers, 1, memory_order_relaxed);
             /* a PE that died after its last write to us is no error */
             if (rc < 0 && !ready(arg))
                 shm_fatal_vmmc("shmem", "waiting for symmetric memory", rc);
-            spin = rc > 0 || atomic_load_explicit(&h->doorbell, memory_order_relaxed) != seq;
+            /* Spin again after a sleep during which peers' requests were
+             * served (by the link thread: a get wakes nobody): more are
+             * likely to come, and answering them here spares the link
+             * thread's wake-ups. */
+            spin = rc > 0 || atomic_load_explicit(&h->doorbell, memory_order_relaxed) != seq ||
+                   activity() != act;
         } else {
             sleep_futex(h, seq);
             atomic_fetch_sub_explicit(&h->sleepers, 1, memory_order_relaxed);

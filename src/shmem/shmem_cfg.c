@@ -16,7 +16,8 @@ shm_cfg_t shm_cfg;
 static const vmmc_config_entry_t shmem_entries[] = {
     {"SHMEM_SPIN", "20us",
      "a PE waiting for symmetric memory to change (wait_until, barriers) spins this long "
-     "before it sleeps",
+     "before it sleeps (with PEs on other hosts: this long after the last request of a peer it "
+     "served)",
      VMMC_CONFIG_TIME, &shm_cfg.spin_ns, 0, 10000000000ull},
     {"SHMEM_SLEEP", "1ms",
      "longest sleep of a waiting PE before it looks again (a plain put rings no bell)",

@@ -15,3 +15,8 @@ endforeach()
 # waits released by puts, atomics and barrier flags with no spinning and 1 s sleeps
 vshmem_add_test(t_wait_wake NP 2 TIMEOUT 120
                 ENV VMMC_SHMEM_SPIN=0 VMMC_SPIN=0 VMMC_SHMEM_SLEEP=1s)
+# a waiter that a peer's atomics or gets keep busy keeps spinning (and answers them)
+vshmem_add_test(t_wait_serve_amo SOURCES t_wait_serve.c NP 2 TIMEOUT 120 ARGS amo
+                ENV VMMC_SPIN=0 VMMC_SHMEM_SPIN=100ms VMMC_SHMEM_SLEEP=1s)
+vshmem_add_test(t_wait_serve_get SOURCES t_wait_serve.c NP 2 TIMEOUT 120 ARGS get
+                ENV VMMC_SPIN=0 VMMC_SHMEM_SPIN=100ms VMMC_SHMEM_SLEEP=1ms)

@@ -420,6 +420,13 @@ static int udp_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *va
     if (!u || !u->link || i < 0)
         return VMMC_ERR_NOT_FOUND;
     enum { OWN = sizeof own / sizeof own[0] };
+    /* Either may be NULL, as for the core's counters (vmmc_counter_get). */
+    const char *name_tmp;
+    uint64_t value_tmp;
+    if (!name)
+        name = &name_tmp;
+    if (!value)
+        value = &value_tmp;
     if (i < OWN) {
         *name = own[i];
         *value = atomic_load(i < 4 ? &u->refused[i] : i == 4 ? &u->ctl_bad : &u->hello_refused);

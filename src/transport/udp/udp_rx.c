@@ -146,11 +146,11 @@ static void serve_get(udp_ep_t *u, uint32_t peer, const void *data, size_t len)
     }
 }
 
-static int serve_atomic(udp_ep_t *u, uint32_t peer, const void *data, size_t len)
+static void serve_atomic(udp_ep_t *u, uint32_t peer, const void *data, size_t len)
 {
     atomic_wire_t w;
     if (len != sizeof w)
-        return 0;
+        return;
     memcpy(&w, data, sizeof w);
     vmmc_udp_rec_t rec;
     memset(&rec, 0, sizeof rec);
@@ -167,11 +167,8 @@ static int serve_atomic(udp_ep_t *u, uint32_t peer, const void *data, size_t len
      * and a load when nobody sleeps), after the answer has gone: the
      * requester's vmmc_signal right behind it then needs no datagram
      * (udp_atomic, udp_signal). */
-    if (st == VMMC_OK && w.op != VMMC_ATOMIC_READ) {
+    if (st == VMMC_OK && w.op != VMMC_ATOMIC_READ)
         vmmc_tl_wake(u->ep);
-        return 1;
-    }
-    return 0;
 }
 
 
@@ -258,8 +255,8 @@ int vmmc_udp__deliver(void *arg, uint32_t peer, const vmmc_udp_rec_t *rec, const
         vmmc_udp_link_linger(u->link);
         return 0;
     case K_ATOMIC_REQ:
-        if (serve_atomic(u, peer, data, len) == 0)
-            vmmc_udp_link_linger(u->link);
+        serve_atomic(u, peer, data, len);
+        vmmc_udp_link_linger(u->link);
         return 0;
     case K_GET_REP:
     case K_GET_ERR: {

@@ -32,7 +32,8 @@ static const vmmc_cfg_entry_t fab_entries[] = {
      "on software providers", VMMC_CFG_BOOL, &vmmc_fab_cfg_mr_local},
     {"FABRIC_RMA", "yes", "write and read imported regions with the provider's RMA (fi_write, "
      "fi_read into the exporter's registered region) where the provider orders RMA and "
-     "messages; no: every put and get is a message the receiver applies",
+     "messages (not on udp;ofi_rxd, whose RMA fails under load); no: every put and get is a "
+     "message the receiver applies",
      VMMC_CFG_BOOL, &vmmc_fab_cfg_rma},
     {"FABRIC_SEND_TIMEOUT", "10s", "a send that finds no room in the provider for this long "
      "fails its peer (it stopped taking messages)", VMMC_CFG_TIME, &vmmc_fab_cfg_send_timeout,

@@ -58,6 +58,15 @@ for ((h = 0; h < hosts; h++)); do
     ip -n "$sw" link set "p$h$tag" master br0
     ip -n "$sw" link set "p$h$tag" up
 done
+# Each eth0 has its carrier before the ranks start (up to 5 s): until then
+# a provider that lists only running interfaces (libfabric's udp) offers a
+# rank loopback addresses alone, which its peers cannot reach.
+for ((h = 0; h < hosts; h++)); do
+    for ((w = 0; w < 50; w++)); do
+        ip -n "${tag}h$h" link show eth0 | grep -q NO-CARRIER || break
+        sleep 0.1
+    done
+done
 
 port=$((20000 + RANDOM % 20000))
 start=$(date +%s)

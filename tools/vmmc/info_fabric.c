@@ -116,6 +116,8 @@ static void print_list(void)
                (i->caps & FI_ATOMIC) ? "yes" : "no",
                (i->domain_attr->mr_mode & FI_MR_LOCAL) ? "needed" : "no", i->tx_attr->inject_size,
                strstr(p, "vmmc") ? "vmmc's own: never opened by the transport"
+               : i->ep_attr->protocol == FI_PROTO_RXD
+                   ? "software: no offload; messages only (its RMA fails under load)"
                : soft_provider(p) ? "software: no offload"
                                   : "offloads to hardware");
     }

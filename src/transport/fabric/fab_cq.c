@@ -128,8 +128,10 @@ int vmmc_fab__tx_progress(fab_ep_t *f)
     struct fi_cq_data_entry e[16];
     ssize_t n = fi_cq_read(f->txcq, e, 16);
     if (n > 0) {
-        for (ssize_t i = 0; i < n; i++)
+        for (ssize_t i = 0; i < n; i++) {
+            vmmc_fab__completed(f, ((fab_tx_t *)e[i].op_context)->peer);
             vmmc_fab__tx_done(f, e[i].op_context, VMMC_OK);
+        }
         return (int)n;
     }
     if (n == -FI_EAVAIL) {
@@ -137,6 +139,7 @@ int vmmc_fab__tx_progress(fab_ep_t *f)
         memset(&err, 0, sizeof err);
         if (fi_cq_readerr(f->txcq, &err, 0) == 1 && err.op_context) {
             fab_tx_t *tx = err.op_context;
+            vmmc_fab__completed(f, tx->peer);
             char why[96];
             snprintf(why, sizeof why, "fabric: a %s to it failed: %s",
                      tx->rma ? "RMA operation" : "send", fi_strerror(err.err));
@@ -207,13 +210,15 @@ int vmmc_fab__sendv(fab_ep_t *f, int h, const fab_hdr_t *hdr, const struct iovec
     pthread_mutex_lock(&p->seqlock);
     for (unsigned spin = 0;; spin++) {
         th->seq = p->tx_seq;
-        ssize_t rc = fi_send(f->fep, tx->buf, total, desc, p->fa, &tx->ctx);
+        ssize_t rc = vmmc_fab__window_full(f, p) ? -FI_EAGAIN
+                                              : fi_send(f->fep, tx->buf, total, desc, p->fa, &tx->ctx);
         if (rc == 0) {
             p->tx_seq++;
             pthread_mutex_unlock(&p->seqlock);
             if (spin)
                 vmmc_fab__waiting(f, 0);
             atomic_fetch_add_explicit(&f->c_tx, 1, memory_order_relaxed);
+            vmmc_fab__posted(f, p, 1);
             /* Software providers move data when their queues are read:
              * once now, or it waits for our progress thread's next wake. */
             (void)vmmc_fab__tx_progress(f);
@@ -466,6 +471,8 @@ static int rx_progress(fab_ep_t *f)
     struct fi_cq_data_entry e[16];
     fi_addr_t src[16];
     ssize_t n = fi_cq_readfrom(f->rxcq, e, 16, src);
+    for (ssize_t i = 0; f->nosrc && i < n; i++)
+        src[i] = FI_ADDR_NOTAVAIL; /* the sender's claim, checked below, says who */
     if (n == -FI_EAVAIL) {
         struct fi_cq_err_entry err;
         memset(&err, 0, sizeof err);
@@ -508,6 +515,7 @@ static void *progress_main(void *arg)
             n += rx_handle(f); /* the core may have taken notifications meanwhile */
         if (n && !f->busy) {
             idle_since = 0;
+            vmmc_fab__active(f);
             continue;
         }
         /* After activity, keep reading the queues for VMMC_FABRIC_SPIN
@@ -523,21 +531,12 @@ static void *progress_main(void *arg)
                 continue;
             }
         }
-        struct fid *fids[2] = {&f->txcq->fid, &f->rxcq->fid};
-        struct pollfd pf[3] = {{f->wakefd, POLLIN, 0}, {f->txfd, POLLIN, 0}, {f->rxfd, POLLIN, 0}};
-        /* With the queue full, a drain (the wake fd) matters most. */
         /* A wake is activity even when it completes nothing here: the
          * provider may have taken a peer's RMA request, whose answer it
          * sends from later reads of the queues (a read served for a peer
          * completes nothing at this end): spin again after it. */
-        if (!started || f->busy || fi_trywait(f->fabric, fids, 2) == FI_SUCCESS)
-            if (poll(pf, 3, f->busy ? 10 : 1000) > 0)
-                idle_since = 0;
-        if (pf[0].revents & POLLIN) {
-            uint64_t v;
-            ssize_t r = read(f->wakefd, &v, sizeof v);
-            (void)r;
-        }
+        if (vmmc_fab__sleep(f, started))
+            idle_since = 0;
     }
     return NULL;
 }

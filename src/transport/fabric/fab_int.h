@@ -124,6 +124,7 @@ typedef struct fab_peer {
      * the next RMA operation to this peer flushes first (the provider
      * orders only the messages' arrival before it, not their application) */
     _Atomic int msg_writes;
+    _Atomic int tx_out;      /* operations under way (providers that resend: fab_wait.c) */
     /* receive side (progress thread only) */
     uint32_t rx_seq;         /* the next one to handle */
     uint64_t msg_off;
@@ -144,7 +145,20 @@ typedef struct fab_ep {
     struct fid_av *av;
     struct fid_cq *txcq, *rxcq;
     struct fid_ep *fep;
-    int txfd, rxfd;          /* the CQs' wait fds (FI_WAIT_FD) */
+    /* the CQs' wait set where the provider gives no fd per CQ (fab_wait.c) */
+    struct fid_wait *ws;
+    int txfd, rxfd;          /* the CQs' wait fds (FI_WAIT_FD), or the set's and -1 */
+    /* The provider makes datagrams reliable itself (rxd, fab_wait.c): it
+     * resends on timers that run only when its queues are read, so the
+     * progress thread's next sleep is timed (nap_ms; 0: untimed); and it
+     * loses messages when thousands are queued in it (their sends complete
+     * all the same), so at most FAB_TX_WINDOW operations are under way
+     * to a peer (its tx_out) */
+    int resends;
+    _Atomic int nap_ms;
+    /* the provider's fi_cq_readfrom names no sender (rxd: 0 for every one):
+     * the sender's claim in the header (rank and secret) says who */
+    int nosrc;
     int wakefd;              /* eventfd: wake the progress thread */
     int hw;                  /* the provider offloads in hardware (not tcp/udp/sockets) */
     /* RMA path (fab_rma.c): the provider has FI_RMA and orders writes, reads
@@ -204,6 +218,7 @@ typedef struct fab_ep {
     size_t nknown, known_cap;
     int nrefused;            /* addresses put into the AV only to refuse them (bounded) */
     _Atomic uint64_t c_refusals_sent, c_refused_by_peer;
+    _Atomic uint64_t c_naps, c_wakes; /* the progress thread's sleeps: timed out, woken */
 } fab_ep_t;
 
 extern const int vmmc_tl_slot_fabric;
@@ -256,6 +271,22 @@ int vmmc_fab__hello(fab_ep_t *f, int h);
 void vmmc_fab__accept_close(fab_ep_t *f);
 int vmmc_fab__handle_of(fab_ep_t *f, fi_addr_t fa);
 int vmmc_fab__handle_claimed(fab_ep_t *f, int h, uint64_t sec);
+/* fab_wait.c: the CQs and their wait object; the progress thread's sleep */
+int vmmc_fab__cq_open(fab_ep_t *f);  /* txcq, rxcq (and the wait set they need) */
+int vmmc_fab__cq_fds(fab_ep_t *f);   /* txfd, rxfd: after fi_enable */
+void vmmc_fab__cq_close(fab_ep_t *f);
+void vmmc_fab__active(fab_ep_t *f);  /* the progress thread found work */
+/* a send or RMA operation to @p went to the provider (@completes: it has
+ * a completion); one to peer handle @h completed */
+void vmmc_fab__posted(fab_ep_t *f, fab_peer_t *p, int completes);
+void vmmc_fab__completed(fab_ep_t *f, int h);
+/* Providers that resend: FAB_TX_WINDOW operations to @p are under way, the
+ * next one waits as if the provider had no room. */
+int vmmc_fab__window_full(fab_ep_t *f, fab_peer_t *p);
+#define FAB_TX_WINDOW 64
+/* The progress thread's sleep: 1 if something woke it, 0 if it timed out
+ * or did not sleep. */
+int vmmc_fab__sleep(fab_ep_t *f, int started);
 /* fab_cq.c */
 int vmmc_fab__start(fab_ep_t *f);
 void vmmc_fab__stop(fab_ep_t *f);

@@ -45,7 +45,9 @@ static int post(fab_ep_t *f, vmmc_tl_proxy_t *px, fab_peer_t *p, int read, fab_t
     struct timespec t0 = {0, 0};
     for (unsigned spin = 0;; spin++) {
         ssize_t rc;
-        if (read)
+        if (tx && vmmc_fab__window_full(f, p))
+            rc = -FI_EAGAIN;
+        else if (read)
             rc = fi_read(f->fep, buf, len, desc, p->fa, raddr, r->key, &tx->ctx);
         else if (!tx)
             rc = fi_inject_write(f->fep, buf, len, p->fa, raddr, r->key);
@@ -54,6 +56,7 @@ static int post(fab_ep_t *f, vmmc_tl_proxy_t *px, fab_peer_t *p, int read, fab_t
         if (rc == 0) {
             atomic_fetch_add_explicit(read ? &f->c_rma_reads : &f->c_rma_writes, 1,
                                       memory_order_relaxed);
+            vmmc_fab__posted(f, p, tx != NULL);
             /* Software providers move data when their queues are read:
              * once now, or it waits for our progress thread's next wake. */
             (void)vmmc_fab__tx_progress(f);

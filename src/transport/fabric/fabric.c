@@ -103,9 +103,8 @@ static int fab_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
         what = "fi_av_open";
         rc = fi_av_open(f->domain, &av, &f->av, NULL);
     }
-    struct fi_cq_attr cq = {.format = FI_CQ_FORMAT_DATA, .wait_obj = FI_WAIT_FD, .size = 4096};
-    if (!rc && (what = "fi_cq_open", rc = fi_cq_open(f->domain, &cq, &f->txcq, NULL)) == 0)
-        rc = fi_cq_open(f->domain, &cq, &f->rxcq, NULL);
+    if (!rc)
+        what = "fi_cq_open", rc = vmmc_fab__cq_open(f);
     if (!rc && (what = "fi_endpoint", rc = fi_endpoint(f->domain, info, &f->fep, NULL)) == 0) {
         what = "fi_ep_bind";
         rc = fi_ep_bind(f->fep, &f->av->fid, 0);
@@ -116,8 +115,8 @@ static int fab_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
         if (!rc && (what = "fi_enable", 1))
             rc = fi_enable(f->fep);
     }
-    if (!rc && (what = "FI_GETWAIT", rc = fi_control(&f->txcq->fid, FI_GETWAIT, &f->txfd)) == 0)
-        rc = fi_control(&f->rxcq->fid, FI_GETWAIT, &f->rxfd);
+    if (!rc)
+        what = "FI_GETWAIT", rc = vmmc_fab__cq_fds(f);
     unsigned char name[128];
     size_t nl = sizeof name;
     if (!rc && (what = "fi_getname", rc = fi_getname(&f->fep->fid, name, &nl)) == 0 &&
@@ -183,10 +182,7 @@ static void fab_ep_close(vmmc_ep_t *ep)
             fab_cache_put(f->cache, f->rx_reg);
         fab_cache_free(f->cache); /* deregisters: before the domain closes */
     }
-    if (f->rxcq)
-        fi_close(&f->rxcq->fid);
-    if (f->txcq)
-        fi_close(&f->txcq->fid);
+    vmmc_fab__cq_close(f);
     if (f->av)
         fi_close(&f->av->fid);
     if (f->domain)
@@ -442,7 +438,7 @@ static int fab_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *va
                                         "fabric.send_errors", "fabric.rma_writes",
                                         "fabric.rma_reads", "fabric.rma_refused",
                                         "fabric.rma_regions", "fabric.refusals_sent",
-                                        "fabric.refused_by_peer"};
+                                        "fabric.refused_by_peer", "fabric.naps", "fabric.wakes"};
     fab_ep_t *f = F(ep);
     enum { OWN = sizeof names / sizeof names[0] };
     if (f && f->cache && i >= OWN)
@@ -452,7 +448,7 @@ static int fab_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *va
     _Atomic uint64_t *c[] = {&f->c_tx, &f->c_rx, &f->c_tx_again, &f->c_refused, &f->c_unknown,
                              &f->c_bad, &f->c_tx_err, &f->c_rma_writes, &f->c_rma_reads,
                              &f->c_rma_refused, &f->c_rma_regions, &f->c_refusals_sent,
-                             &f->c_refused_by_peer};
+                             &f->c_refused_by_peer, &f->c_naps, &f->c_wakes};
     *name = names[i];
     *value = atomic_load(c[i]);
     return VMMC_OK;

@@ -82,4 +82,25 @@ static inline unsigned long long vt_rand(unsigned long long *s)
     return x * 0x2545F4914F6CDD1DULL;
 }
 
+/* The value of @p ep's counter @p name (vmmc_counter_get); fails the test
+ * if the endpoint has no such counter. */
+static inline uint64_t vt_counter(vmmc_ep_t *ep, const char *name)
+{
+    const char *k;
+    uint64_t v;
+    for (int i = 0; vmmc_counter_get(ep, i, &k, &v) == VMMC_OK; i++)
+        if (!strcmp(k, name))
+            return v;
+    VT_FAIL("no counter %s", name);
+}
+
+/* @p ep's address into @p buf (VMMC_ADDR_MAX + 1 bytes), NUL-terminated: its length. */
+static inline size_t vt_ep_addr(vmmc_ep_t *ep, char *buf)
+{
+    size_t len = VMMC_ADDR_MAX;
+    VT_OK(vmmc_ep_addr(ep, buf, &len));
+    buf[len] = 0;
+    return len;
+}
+
 #endif

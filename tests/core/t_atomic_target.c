@@ -10,16 +10,6 @@
 #include "core/deliver.h"
 #include "vtest.h"
 
-static uint64_t counter(vmmc_ep_t *ep, const char *want)
-{
-    const char *name;
-    uint64_t v;
-    for (int i = 0; vmmc_counter_get(ep, i, &name, &v) == VMMC_OK; i++)
-        if (!strcmp(name, want))
-            return v;
-    VT_FAIL("no counter %s", want);
-}
-
 int main(void)
 {
     vmmc_ep_t *ep;
@@ -42,8 +32,8 @@ int main(void)
     p.importers = &me, p.num_importers = 1, p.name = "few", p.addr = mem + 28, p.length = 32;
     VT_OK(vmmc_export(ep, &p, &few));
 
-    uint64_t old = 99, served0 = counter(ep, "atomics_served");
-    uint64_t refused0 = counter(ep, "atomics_refused");
+    uint64_t old = 99, served0 = vt_counter(ep, "atomics_served");
+    uint64_t refused0 = vt_counter(ep, "atomics_refused");
     const uint64_t *tok = rw->token;
     uint64_t bad[2] = {tok[0] ^ 1, tok[1]};
     int refused = 0;
@@ -115,8 +105,8 @@ int main(void)
     VT_CHECK(vmmc_atomic_to_double(old) == 1.25);
     memcpy(&d, &mem[15], 8);
     VT_CHECK(d == 3.75);
-    VT_CHECK(counter(ep, "atomics_served") == served0 + 4);
-    VT_CHECK(counter(ep, "atomics_refused") == refused0 + (uint64_t)refused);
+    VT_CHECK(vt_counter(ep, "atomics_served") == served0 + 4);
+    VT_CHECK(vt_counter(ep, "atomics_refused") == refused0 + (uint64_t)refused);
     /* After unexport: stale. */
     VT_OK(vmmc_unexport(rw));
     REFUSE(VMMC_ERR_STALE, me, rw->id, rw->gen, tok, 0, VMMC_ATOMIC_ADD, 8, 1, 1, 0);

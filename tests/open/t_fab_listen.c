@@ -24,29 +24,11 @@
 
 extern char **environ;
 
-static uint64_t counter(vmmc_ep_t *ep, const char *name)
-{
-    const char *k;
-    uint64_t v;
-    for (int i = 0; vmmc_counter_get(ep, i, &k, &v) == VMMC_OK; i++)
-        if (!strcmp(k, name))
-            return v;
-    VT_FAIL("no counter %s", name);
-}
-
-static size_t addr_of(vmmc_ep_t *ep, char *buf)
-{
-    size_t len = VMMC_ADDR_MAX;
-    VT_OK(vmmc_ep_addr(ep, buf, &len));
-    buf[len] = 0;
-    return len;
-}
-
 /* Wait (bounded) until counter @name of @ep exceeds @was. */
 static void counted(vmmc_ep_t *ep, const char *name, uint64_t was)
 {
     double t0 = vt_now();
-    while (counter(ep, name) <= was) {
+    while (vt_counter(ep, name) <= was) {
         if (vt_now() - t0 > 20)
             VT_FAIL("%s was not counted", name);
         usleep(1000);
@@ -71,7 +53,7 @@ static int child(const char *mode, const char *text)
     if (!strcmp(mode, "refused")) {
         VT_CHECK(rc == VMMC_ERR_PEER_DEAD);
         VT_CHECK(strstr(vmmc_last_error(), "refused: not listening (fabric)") != NULL);
-        VT_CHECK(counter(ep, "fabric.refused_by_peer") == 1);
+        VT_CHECK(vt_counter(ep, "fabric.refused_by_peer") == 1);
         /* and every later operation, at once */
         VT_CHECK(vmmc_signal(ep, peer) == VMMC_ERR_PEER_DEAD);
         VT_CHECK(vmmc_import(ep, peer, "x", 60000, &px) == VMMC_ERR_PEER_DEAD);
@@ -151,7 +133,7 @@ static void raw_open(raw_t *r, vmmc_ep_t *target)
     VT_CHECK(fi_ep_bind(r->ep, &r->cq->fid, FI_TRANSMIT | FI_RECV) == 0);
     VT_CHECK(fi_enable(r->ep) == 0);
     char card[VMMC_ADDR_MAX + 1], hex[256];
-    addr_of(target, card);
+    vt_ep_addr(target, card);
     VT_CHECK(vmmc_card_get(card, "fab", hex, sizeof hex));
     unsigned char a[128];
     size_t n = strlen(hex) / 2;
@@ -224,25 +206,25 @@ static void forged(vmmc_ep_t *b)
     raw_open(&r, b);
     char me[256], card[VMMC_ADDR_MAX + 1], bc[VMMC_ADDR_MAX + 1], host[128];
     raw_name(&r, me, sizeof me);
-    addr_of(b, bc);
+    vt_ep_addr(b, bc);
     VT_CHECK(vmmc_card_get(bc, "host", host, sizeof host));
     const uint64_t sec = 0x0123456789abcdefull;
     int peers = vmmc_peer_count(b);
-    uint64_t acc0 = counter(b, "peers_accepted");
-    uint64_t refusals0 = counter(b, "fabric.refusals_sent");
+    uint64_t acc0 = vt_counter(b, "peers_accepted");
+    uint64_t refusals0 = vt_counter(b, "fabric.refusals_sent");
 
-    uint64_t u0 = counter(b, "fabric.from_unknown");
+    uint64_t u0 = vt_counter(b, "fabric.from_unknown");
     raw_send(&r, "garbage", 7); /* shorter than a header */
     counted(b, "fabric.from_unknown", u0);
-    u0 = counter(b, "fabric.from_unknown");
+    u0 = vt_counter(b, "fabric.from_unknown");
     fab_hdr_t h = {.kind = F_CTL, .src = 0, .sec = sec}; /* not a HELLO, claims a handle */
     raw_send(&r, &h, sizeof h);
     counted(b, "fabric.from_unknown", u0);
-    u0 = counter(b, "fabric.from_unknown");
+    u0 = vt_counter(b, "fabric.from_unknown");
     h = (fab_hdr_t){.kind = F_REFUSE};                   /* a refusal from nobody */
     raw_send(&r, &h, sizeof h);
     counted(b, "fabric.from_unknown", u0);
-    u0 = counter(b, "fabric.from_unknown");
+    u0 = vt_counter(b, "fabric.from_unknown");
     unsigned char junk[sizeof(fab_hdr_t) + 100];
     unsigned long long s = 42;
     for (size_t i = 0; i < sizeof junk; i++)
@@ -268,24 +250,24 @@ static void forged(vmmc_ep_t *b)
         {sec, 0, "host=abc;pid=77;fabp=tcp+ofi_rxm;fsec=0123456789abcdef;"}, /* no fab */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        uint64_t m0 = counter(b, "fabric.malformed");
+        uint64_t m0 = vt_counter(b, "fabric.malformed");
         hello(&r, bad[i].sec, bad[i].seq, bad[i].card);
         counted(b, "fabric.malformed", m0);
     }
     VT_CHECK(vmmc_peer_count(b) == peers);
-    VT_CHECK(counter(b, "peers_accepted") == acc0);
-    VT_CHECK(counter(b, "fabric.refusals_sent") == refusals0); /* none answered */
+    VT_CHECK(vt_counter(b, "peers_accepted") == acc0);
+    VT_CHECK(vt_counter(b, "fabric.refusals_sent") == refusals0); /* none answered */
 
     /* A good HELLO is taken (b listens). */
-    uint64_t a0 = counter(b, "peers_accepted");
+    uint64_t a0 = vt_counter(b, "peers_accepted");
     hello(&r, sec, 0, card);
     counted(b, "peers_accepted", a0);
     VT_CHECK(vmmc_peer_count(b) == peers + 1);
     raw_close(&r);
     printf("forged messages from an unknown fabric address: dropped and counted "
            "(from_unknown %llu, malformed %llu); a well-formed HELLO accepted\n",
-           (unsigned long long)counter(b, "fabric.from_unknown"),
-           (unsigned long long)counter(b, "fabric.malformed"));
+           (unsigned long long)vt_counter(b, "fabric.from_unknown"),
+           (unsigned long long)vt_counter(b, "fabric.malformed"));
 }
 
 static int accepted;
@@ -323,15 +305,15 @@ int main(int argc, char **argv)
     vmmc_export_t *ex;
     VT_OK(vmmc_export(b, &p, &ex));
     char ba[VMMC_ADDR_MAX + 1], text[2 * VMMC_ADDR_MAX + 1];
-    size_t bl = addr_of(b, ba);
+    size_t bl = vt_ep_addr(b, ba);
     VT_OK(vmmc_addr_format(ba, bl, text, sizeof text));
 
     /* Not listening: refused, answered. */
-    uint64_t ref0 = counter(b, "connections_refused");
+    uint64_t ref0 = vt_counter(b, "connections_refused");
     int st = child_status(spawn_child(argv[0], "refused", text));
     VT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 3);
-    VT_CHECK(counter(b, "connections_refused") > ref0);
-    VT_CHECK(counter(b, "fabric.refusals_sent") >= 1);
+    VT_CHECK(vt_counter(b, "connections_refused") > ref0);
+    VT_CHECK(vt_counter(b, "fabric.refusals_sent") >= 1);
     VT_CHECK(vmmc_peer_count(b) == 1);
     printf("a connector to an endpoint that does not listen: refused at once\n");
 

@@ -54,24 +54,6 @@ static void udp_refused(int rc, double secs)
         VT_FAIL("refused after %.2f s: the peer timeout was waited out", secs);
 }
 
-static uint64_t counter(vmmc_ep_t *ep, const char *name)
-{
-    const char *k;
-    uint64_t v;
-    for (int i = 0; vmmc_counter_get(ep, i, &k, &v) == VMMC_OK; i++)
-        if (!strcmp(k, name))
-            return v;
-    VT_FAIL("no counter %s", name);
-}
-
-static size_t addr_of(vmmc_ep_t *ep, char *buf)
-{
-    size_t len = VMMC_ADDR_MAX;
-    VT_OK(vmmc_ep_addr(ep, buf, &len));
-    buf[len] = 0;
-    return len;
-}
-
 /* Re-executed as "child ADDR": an unrelated process that tries to import
  * "x" from ADDR. Exit 0: imported; 3: refused (unreachable or dead). */
 static int child(const char *text)
@@ -134,7 +116,7 @@ static void on_accept(vmmc_ep_t *ep, int peer, void *arg)
 static void addresses(vmmc_ep_t *a)
 {
     char addr[VMMC_ADDR_MAX + 1], text[2 * VMMC_ADDR_MAX + 1], back[VMMC_ADDR_MAX];
-    size_t len = addr_of(a, addr);
+    size_t len = vt_ep_addr(a, addr);
     printf("address (%zu bytes): %s\n", len, addr);
     size_t small = 4;
     VT_STATUS(VMMC_ERR_TRUNCATED, vmmc_ep_addr(a, addr, &small));
@@ -181,7 +163,7 @@ static void malformed(vmmc_ep_t *f)
     /* Mutations of a good address: each is refused, or is a well-formed
      * address that formats back to itself. */
     char good[VMMC_ADDR_MAX + 1];
-    size_t glen = addr_of(f, good);
+    size_t glen = vt_ep_addr(f, good);
     unsigned long long seed = 0x5eed;
     int refused = 0, taken = 0;
     for (int i = 0; i < 20000; i++) {
@@ -221,7 +203,7 @@ static void malformed(vmmc_ep_t *f)
 static void handles(vmmc_ep_t *a, vmmc_ep_t *b)
 {
     char aa[VMMC_ADDR_MAX + 1], ba[VMMC_ADDR_MAX + 1], got[VMMC_ADDR_MAX];
-    size_t al = addr_of(a, aa), bl = addr_of(b, ba);
+    size_t al = vt_ep_addr(a, aa), bl = vt_ep_addr(b, ba);
     int h;
     VT_CHECK(vmmc_peer_count(a) == 1 && vmmc_rank(a) == 0 && vmmc_size(a) == 1);
     VT_OK(vmmc_connect(a, aa, al, &h));
@@ -266,8 +248,8 @@ static void listening(const char *self, vmmc_ep_t *a, vmmc_ep_t *b, vmmc_ep_t *r
     vmmc_export_t *ex;
     VT_OK(vmmc_export(b, &p, &ex));
     char ba[VMMC_ADDR_MAX + 1];
-    size_t bl = addr_of(b, ba);
-    uint64_t refused0 = counter(b, "connections_refused");
+    size_t bl = vt_ep_addr(b, ba);
+    uint64_t refused0 = vt_counter(b, "connections_refused");
     int h;
     VT_OK(vmmc_connect(r, ba, bl, &h));
     vmmc_proxy_t *px;
@@ -278,17 +260,17 @@ static void listening(const char *self, vmmc_ep_t *a, vmmc_ep_t *b, vmmc_ep_t *r
     VT_CHECK(rc == VMMC_ERR_PEER_UNREACHABLE || rc == VMMC_ERR_PEER_DEAD);
     if (vt_remote()) {
         udp_refused(rc, vt_now() - t0);
-        VT_CHECK(counter(b, "udp.refusals_sent") > 0);
-        VT_CHECK(counter(r, "udp.refused_by_peer") == 1);
+        VT_CHECK(vt_counter(b, "udp.refusals_sent") > 0);
+        VT_CHECK(vt_counter(r, "udp.refused_by_peer") == 1);
         /* And every later operation to it, at once. */
         VT_CHECK(vmmc_signal(r, h) == VMMC_ERR_PEER_DEAD);
         VT_CHECK(vmmc_import(r, h, "x", 5000, &px) == VMMC_ERR_PEER_DEAD);
         VT_CHECK(strstr(vmmc_last_error(), "refused: not listening") != NULL);
     }
-    VT_CHECK(counter(b, "connections_refused") > refused0);
-    uint64_t refused1 = counter(b, "connections_refused");
+    VT_CHECK(vt_counter(b, "connections_refused") > refused0);
+    uint64_t refused1 = vt_counter(b, "connections_refused");
     VT_CHECK(run_child(self, ba) == 3);
-    VT_CHECK(counter(b, "connections_refused") > refused1);
+    VT_CHECK(vt_counter(b, "connections_refused") > refused1);
     VT_CHECK(vmmc_peer_count(b) == 1 && naccepted == 0);
 
     VT_OK(vmmc_listen(b, on_accept, b));
@@ -298,7 +280,7 @@ static void listening(const char *self, vmmc_ep_t *a, vmmc_ep_t *b, vmmc_ep_t *r
     landed(b, region, "from a");
     VT_CHECK(vmmc_peer_count(b) == 2);
     char aa[VMMC_ADDR_MAX + 1], got[VMMC_ADDR_MAX];
-    size_t al = addr_of(a, aa), gl = sizeof got;
+    size_t al = vt_ep_addr(a, aa), gl = sizeof got;
     VT_OK(vmmc_peer_addr(b, 1, got, &gl));
     VT_CHECK(gl == al && !memcmp(got, aa, al));
     VT_CHECK(run_child(self, ba) == 0);
@@ -318,7 +300,7 @@ static void dead_endpoint(vmmc_ep_t *a)
     vmmc_ep_t *d;
     VT_OK(vmmc_ep_open(NULL, &d));
     char da[VMMC_ADDR_MAX + 1];
-    size_t dl = addr_of(d, da);
+    size_t dl = vt_ep_addr(d, da);
     VT_OK(vmmc_ep_close(d));
     int h;
     VT_OK(vmmc_connect(a, da, dl, &h));
@@ -337,7 +319,7 @@ static void dead_endpoint(vmmc_ep_t *a)
 static void hostile_hello(vmmc_ep_t *b)
 {
     char ba[VMMC_ADDR_MAX + 1], name[96];
-    addr_of(b, ba);
+    vt_ep_addr(b, ba);
     VT_CHECK(vmmc_card_get(ba, "shm", name, sizeof name));
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     int n = snprintf(sa.sun_path + 1, sizeof sa.sun_path - 1, "%s", name);
@@ -350,8 +332,8 @@ static void hostile_hello(vmmc_ep_t *b)
         int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
         VT_CHECK(fd >= 0);
         VT_CHECK(connect(fd, (struct sockaddr *)&sa, sl) == 0);
-        uint64_t bad0 = counter(b, "control_messages_dropped");
-        uint64_t ref0 = counter(b, "connections_refused");
+        uint64_t bad0 = vt_counter(b, "control_messages_dropped");
+        uint64_t ref0 = vt_counter(b, "connections_refused");
         size_t len;
         memset(&hello, 0, sizeof hello);
         hello.m.magic = VMMC_CTL_MAGIC;
@@ -374,9 +356,9 @@ static void hostile_hello(vmmc_ep_t *b)
         VT_CHECK(recv(fd, &c, 1, 0) == 0); /* closed on us, nothing answered */
         close(fd);
         if (round == 1)
-            VT_CHECK(counter(b, "connections_refused") > ref0);
+            VT_CHECK(vt_counter(b, "connections_refused") > ref0);
         else
-            VT_CHECK(counter(b, "control_messages_dropped") > bad0);
+            VT_CHECK(vt_counter(b, "control_messages_dropped") > bad0);
     }
     printf("hostile HELLOs: closed and counted\n");
 }
@@ -388,7 +370,7 @@ static void hostile_hello(vmmc_ep_t *b)
 static int udp_hello(vmmc_ep_t *b, int mode, int fd)
 {
     char ba[VMMC_ADDR_MAX + 1], v[96], ip[96];
-    addr_of(b, ba);
+    vt_ep_addr(b, ba);
     VT_CHECK(vmmc_card_get(ba, "udp", v, sizeof v));
     char *colon = strrchr(v, ':');
     *colon = 0;
@@ -447,7 +429,7 @@ static int udp_hello(vmmc_ep_t *b, int mode, int fd)
 static void counted(vmmc_ep_t *ep, const char *name, uint64_t was)
 {
     double t0 = vt_now();
-    while (counter(ep, name) <= was) {
+    while (vt_counter(ep, name) <= was) {
         if (vt_now() - t0 > 10)
             VT_FAIL("%s stayed at %llu", name, (unsigned long long)was);
         usleep(1000);
@@ -460,11 +442,11 @@ static void udp_strangers(vmmc_ep_t *b, int listening_now)
 {
     int fds[4];
     if (!listening_now) {
-        uint64_t r0 = counter(b, "connections_refused");
+        uint64_t r0 = vt_counter(b, "connections_refused");
         fds[0] = udp_hello(b, 0, -1);
         counted(b, "connections_refused", r0);
         for (int mode = 1; mode <= 3; mode++) {
-            uint64_t h0 = counter(b, "udp.hello_refused");
+            uint64_t h0 = vt_counter(b, "udp.hello_refused");
             fds[mode] = udp_hello(b, mode, -1);
             counted(b, "udp.hello_refused", h0);
         }
@@ -476,7 +458,7 @@ static void udp_strangers(vmmc_ep_t *b, int listening_now)
     int before = vmmc_peer_count(b), acc = __atomic_load_n(&naccepted, __ATOMIC_ACQUIRE);
     /* Forged ones are refused even by a listening endpoint, and add no peer. */
     for (int mode = 1; mode <= 3; mode++) {
-        uint64_t h0 = counter(b, "udp.hello_refused");
+        uint64_t h0 = vt_counter(b, "udp.hello_refused");
         close(udp_hello(b, mode, -1));
         counted(b, "udp.hello_refused", h0);
     }
@@ -510,7 +492,7 @@ typedef struct fake {
 static void fake_open(vmmc_ep_t *a, fake_t *f, uint32_t uid)
 {
     char aa[VMMC_ADDR_MAX + 1], v[96], hex[33], card[VMMC_ADDR_MAX];
-    addr_of(a, aa);
+    vt_ep_addr(a, aa);
     VT_CHECK(vmmc_card_get(aa, "udp", v, sizeof v));
     *strrchr(v, ':') = 0;
     memset(f, 0, sizeof *f);
@@ -576,31 +558,31 @@ static void udp_refusals(vmmc_ep_t *a)
     int other = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in oa = {.sin_family = AF_INET, .sin_addr = f.me.sin_addr};
     VT_CHECK(other >= 0 && bind(other, (struct sockaddr *)&oa, sizeof oa) == 0);
-    uint64_t auth0 = counter(a, "udp.drop_auth"), unk0 = counter(a, "udp.drop_unknown_peer");
-    uint64_t ref0 = counter(a, "udp.refused_by_peer");
+    uint64_t auth0 = vt_counter(a, "udp.drop_auth"), unk0 = vt_counter(a, "udp.drop_unknown_peer");
+    uint64_t ref0 = vt_counter(a, "udp.refused_by_peer");
     fake_send(&f, f.fd, VMMC_UDP_T_REFUSE, 1, 1); /* forged: not made with the key */
     counted(a, "udp.drop_auth", auth0);
     fake_send(&f, other, VMMC_UDP_T_REFUSE, 1, 0); /* from another address */
     counted(a, "udp.drop_unknown_peer", unk0);
     VT_CHECK(vmmc_peer_alive(a, f.h) == 1);
-    VT_CHECK(counter(a, "udp.refused_by_peer") == ref0);
+    VT_CHECK(vt_counter(a, "udp.refused_by_peer") == ref0);
     double t0 = vt_now();
     fake_send(&f, f.fd, VMMC_UDP_T_REFUSE, 1, 0); /* the peer's own */
     while (vmmc_peer_alive(a, f.h) == 1 && vt_now() - t0 < 10)
         usleep(1000);
     VT_CHECK(vmmc_peer_alive(a, f.h) == 0);
-    VT_CHECK(counter(a, "udp.refused_by_peer") == ref0 + 1);
+    VT_CHECK(vt_counter(a, "udp.refused_by_peer") == ref0 + 1);
     vmmc_proxy_t *px;
     udp_refused(vmmc_import(a, f.h, "x", 5000, &px), 0);
     /* A peer that answered us (an ACK) took our handshake: a refusal after
      * that is old news (a replay), ignored. */
     fake_open(a, &g, 0x5eedf00eu);
-    uint64_t rep0 = counter(a, "udp.drop_replay");
+    uint64_t rep0 = vt_counter(a, "udp.drop_replay");
     fake_send(&g, g.fd, VMMC_UDP_T_ACK, 1, 0);
     fake_send(&g, g.fd, VMMC_UDP_T_REFUSE, 2, 0);
     counted(a, "udp.drop_replay", rep0);
     VT_CHECK(vmmc_peer_alive(a, g.h) == 1);
-    VT_CHECK(counter(a, "udp.refused_by_peer") == ref0 + 1);
+    VT_CHECK(vt_counter(a, "udp.refused_by_peer") == ref0 + 1);
     close(other);
     close(f.fd);
     close(g.fd);

@@ -20,17 +20,6 @@
 
 #define N 200
 
-static uint64_t counter(vmmc_ep_t *ep, const char *want)
-{
-    const char *name;
-    uint64_t v;
-    for (int i = 0; vmmc_counter_get(ep, i, &name, &v) == VMMC_OK; i++)
-        if (!strcmp(name, want))
-            return v;
-    VT_CHECK(!"counter not found");
-    return 0;
-}
-
 int main(void)
 {
     vmmc_ep_t *ep;
@@ -56,14 +45,14 @@ int main(void)
     if (me == 0) {
         vmmc_proxy_t *px;
         VT_OK(vmmc_import(ep, 1, "serve", 5000, &px));
-        uint64_t tx0 = counter(ep, "udp.tx_data");
+        uint64_t tx0 = vt_counter(ep, "udp.tx_data");
         for (int i = 0; i < N; i++) {
             uint64_t old = ~0ull;
             VT_OK(vmmc_atomic(px, 0, VMMC_ATOMIC_ADD, 8, 3, 0, &old));
             VT_CHECK(old == 3ull * (uint64_t)i);
             VT_OK(vmmc_signal(ep, 1));
         }
-        uint64_t tx = counter(ep, "udp.tx_data") - tx0;
+        uint64_t tx = vt_counter(ep, "udp.tx_data") - tx0;
         printf("rank 0: %llu data datagrams for %d atomics and signals\n",
                (unsigned long long)tx, N);
         VT_CHECK(tx == N);
@@ -86,7 +75,7 @@ int main(void)
             nanosleep(&ts, NULL);
         }
         VT_CHECK(mem[0] == 3ull * N);
-        uint64_t lg = counter(ep, "udp.linger_delivered");
+        uint64_t lg = vt_counter(ep, "udp.linger_delivered");
         printf("rank 1: %llu of %d requests delivered while lingering\n",
                (unsigned long long)lg, 2 * N);
         VT_CHECK(lg >= 3 * N / 2);

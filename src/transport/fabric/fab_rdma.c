@@ -2,7 +2,7 @@
  * gave direct access to (fab_mr.c) go straight into its registered region,
  * with no receiver's thread in the way:
  *   a put is fi_write (fi_inject_write up to the provider's inject_size; a
- *   copy into a buffer of our own up to FAB_CHUNK, freed by its completion;
+ *   copy into a buffer of our own up to FAB_COPY_MAX, freed by its completion;
  *   beyond that the caller's buffer itself, registered through the
  *   translation cache where the provider needs local registrations, and
  *   waited for), so the source is reusable on return as for every put;
@@ -35,6 +35,11 @@
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+/* Writes up to this size are copied into a buffer of our own and not
+ * waited for; larger ones go from the caller's buffer and are waited for
+ * (the copy of 64 KiB cost more than the wait for its local completion). */
+#define FAB_COPY_MAX (16u * 1024)
 
 /* Post one operation (@tx NULL: fi_inject_write), retrying while the
  * provider has no room. */
@@ -210,7 +215,7 @@ static int rma_write(vmmc_tl_proxy_t *px, size_t off, const char *src, size_t le
          * write waited ~30 us in the provider (vmmc bench fabric, 64 B put
          * 33.7 us against 6.8 us for a write with a completion); the copy
          * below costs less. */
-        if (n <= FAB_CHUNK) {
+        if (n <= FAB_COPY_MAX) {
             /* a copy of our own: the caller's buffer is free on return */
             fab_tx_t *tx = tx_new(f, px->rank, n, 0);
             void *desc = NULL;

@@ -103,4 +103,15 @@ static inline size_t vt_ep_addr(vmmc_ep_t *ep, char *buf)
     return len;
 }
 
+/* Connect @p ep to the endpoint whose printed address is @p text: the peer handle. */
+static inline int vt_connect_text(vmmc_ep_t *ep, const char *text)
+{
+    char addr[VMMC_ADDR_MAX];
+    size_t len = sizeof addr;
+    int peer;
+    VT_OK(vmmc_addr_parse(text, addr, &len));
+    VT_OK(vmmc_connect(ep, addr, len, &peer));
+    return peer;
+}
+
 #endif

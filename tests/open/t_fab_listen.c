@@ -42,11 +42,7 @@ static int child(const char *mode, const char *text)
 {
     vmmc_ep_t *ep;
     VT_OK(vmmc_ep_open(NULL, &ep));
-    char addr[VMMC_ADDR_MAX];
-    size_t len = sizeof addr;
-    int peer;
-    VT_OK(vmmc_addr_parse(text, addr, &len));
-    VT_OK(vmmc_connect(ep, addr, len, &peer));
+    int peer = vt_connect_text(ep, text);
     vmmc_proxy_t *px;
     int rc = vmmc_import(ep, peer, "x", 60000, &px);
     printf("child (%s): import: %s (%s)\n", mode, vmmc_strerror(rc), rc ? vmmc_last_error() : "");

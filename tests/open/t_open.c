@@ -60,11 +60,7 @@ static int child(const char *text)
 {
     vmmc_ep_t *ep;
     VT_OK(vmmc_ep_open(NULL, &ep));
-    char addr[VMMC_ADDR_MAX];
-    size_t len = sizeof addr;
-    int peer;
-    VT_OK(vmmc_addr_parse(text, addr, &len));
-    VT_OK(vmmc_connect(ep, addr, len, &peer));
+    int peer = vt_connect_text(ep, text);
     VT_CHECK(peer == 1);
     vmmc_proxy_t *px;
     double t0 = vt_now();

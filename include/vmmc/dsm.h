@@ -191,6 +191,11 @@ typedef struct vmmc_dsm_stats {
                                      field out of range, a type the sender
                                      may not send, a step nobody asked
                                      for); VMMC_DSM_DEBUG=1 prints each */
+    uint64_t wait_timeouts;     /**< waits of an application thread (a fault,
+                                     a lock, the barrier) that reached the
+                                     100 ms death check before their answer
+                                     woke them: a wait that long, or an
+                                     answer whose wake-up was lost */
 } vmmc_dsm_stats_t;
 
 /** @brief Copy this rank's counters into @p s. */

@@ -22,12 +22,12 @@ static int ask(int dest, uint64_t imm, int *done)
     pthread_mutex_lock(&dsm.lock);
     *done = 0;
     dsm_post(dest >= 0 ? dest : dsm_route(IMM_ID(imm)), imm);
-    pthread_mutex_unlock(&dsm.lock);
+    dsm_unlock();
     dsm_flush();
     pthread_mutex_lock(&dsm.lock);
     while (!*done && st == VMMC_OK)
         st = dsm_wait_locked();
-    pthread_mutex_unlock(&dsm.lock);
+    dsm_unlock();
     return st;
 }
 

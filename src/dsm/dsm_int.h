@@ -96,6 +96,7 @@ typedef struct dsm_mgr dsm_mgr_t; /* manager.c (rank 0) */
 typedef struct dsm_state {
     pthread_mutex_t lock;
     pthread_cond_t cond;  /* any change an application thread may wait for */
+    int wake_pending;     /* dsm_wake() since the lock was taken: broadcast at dsm_unlock() */
     int active;
     int me, n;
     int page_mode;
@@ -137,7 +138,7 @@ typedef struct dsm_state {
     _Atomic uint64_t st_read_faults, st_write_faults, st_served, st_inval, st_forwards,
         st_bytes_in, st_delay_sum, st_delay_max, st_delay_count, st_hist[16], st_bad_msgs,
         st_serve_sum, st_serve_max, st_serve_count, st_serve_wait_sum, st_serve_wait_max,
-        st_serve_hist[16], st_spin_yields;
+        st_serve_hist[16], st_spin_yields, st_wait_timeouts;
     uint8_t *same_clock;  /* same_clock[r]: rank r stamps with this host's clock */
 } dsm_state_t;
 
@@ -178,6 +179,7 @@ void dsm_notify(vmmc_ep_t *ep, const vmmc_notification_t *n, void *arg);
  * an error (a dead rank). */
 int dsm_wait_locked(void);
 void dsm_wake(void); /* lock held: something a waiter may wait for changed */
+void dsm_unlock(void); /* drop dsm.lock, then wake the waiters if dsm_wake() was called */
 int dsm_wait_hook(int add); /* the yielding progress hook (VMMC_DSM_SPIN_YIELD) */
 int dsm_spin_yield_mode(void); /* 0 n, 1 y, 2 auto; -1 a bad value */
 /* cpus.c: publish this rank's affinity; do ranks share its processors? */

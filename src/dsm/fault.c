@@ -63,7 +63,7 @@ int dsm_acquire(void *addr, int write, int from_fault)
             else
                 dsm_post(dsm_route(id),
                          dsm_imm(write ? M_REQ_W : M_REQ_R, (unsigned)dsm.me, id, 0));
-            pthread_mutex_unlock(&dsm.lock);
+            dsm_unlock();
             dsm_flush();
             pthread_mutex_lock(&dsm.lock);
             continue;
@@ -74,7 +74,7 @@ int dsm_acquire(void *addr, int write, int from_fault)
     }
     if (sent && st == VMMC_OK)
         dsm_stats_delay(dsm_now_ns() - t0);
-    pthread_mutex_unlock(&dsm.lock);
+    dsm_unlock();
     return st;
 }
 

@@ -71,7 +71,7 @@ void dsm_flush(void)
 {
     pthread_mutex_lock(&dsm.lock);
     if (flushing) {
-        pthread_mutex_unlock(&dsm.lock);
+        dsm_unlock();
         return;
     }
     flushing = 1;
@@ -80,7 +80,7 @@ void dsm_flush(void)
         if (o.dest == dsm.me) {
             dispatch(o.dest, o.imm, o.off, o.len); /* may post more */
         } else {
-            pthread_mutex_unlock(&dsm.lock);
+            dsm_unlock();
             int st = vmmc_send_imm(dsm.px[o.dest], o.off, o.len ? dsm.priv + o.off : NULL, o.len,
                                    VMMC_SEND_NOTIFY, dsm_stamp(o.imm, dsm_now_ns()));
             const char *why = st != VMMC_OK ? vmmc_last_error() : NULL;
@@ -92,7 +92,7 @@ void dsm_flush(void)
     }
     ob_head = ob_n = 0;
     flushing = 0;
-    pthread_mutex_unlock(&dsm.lock);
+    dsm_unlock();
 }
 
 void dsm_outbox_free(void)
@@ -253,7 +253,7 @@ void dsm_notify(vmmc_ep_t *ep, const vmmc_notification_t *n, void *arg)
     if (active)
         dispatch(n->sender, n->imm, n->offset, n->length);
     int woke = active && dsm.waiters > 0 && wakes_waiter(IMM_TYPE(n->imm));
-    pthread_mutex_unlock(&dsm.lock);
+    dsm_unlock();
     dsm_flush();
     if (woke && dsm_cfg.yield)
         sched_yield(); /* the thread just woken may share this core (see wakes_waiter) */

@@ -140,6 +140,7 @@ int vmmc_dsm_stats(vmmc_dsm_stats_t *s)
     s->serve_wait_ns_max = atomic_load(&dsm.st_serve_wait_max);
     s->spin_yields = atomic_load(&dsm.st_spin_yields);
     s->bad_messages = atomic_load(&dsm.st_bad_msgs);
+    s->wait_timeouts = atomic_load(&dsm.st_wait_timeouts);
     for (int i = 0; i < 16; i++)
         s->serve_hist[i] = atomic_load(&dsm.st_serve_hist[i]);
     return VMMC_OK;

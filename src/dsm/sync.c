@@ -134,19 +134,19 @@ int vmmc_dsm_lock(int id)
                          VMMC_DSM_LOCKS - 1);
     pthread_mutex_lock(&dsm.lock);
     if (dsm.lock_held[id]) {
-        pthread_mutex_unlock(&dsm.lock);
+        dsm_unlock();
         return dsm_error(VMMC_ERR_BUSY, "vmmc_dsm_lock: this rank holds lock %d already", id);
     }
     dsm.lock_granted[id] = 0;
     dsm_post(dsm_manager(), dsm_imm(M_LOCK, (unsigned)dsm.me, 0, (uint32_t)id));
-    pthread_mutex_unlock(&dsm.lock);
+    dsm_unlock();
     dsm_flush();
     pthread_mutex_lock(&dsm.lock);
     while (!dsm.lock_granted[id] && st == VMMC_OK)
         st = dsm_wait_locked();
     if (st == VMMC_OK)
         dsm.lock_held[id] = 1;
-    pthread_mutex_unlock(&dsm.lock);
+    dsm_unlock();
     return st;
 }
 
@@ -160,12 +160,12 @@ int vmmc_dsm_unlock(int id)
                          VMMC_DSM_LOCKS - 1);
     pthread_mutex_lock(&dsm.lock);
     if (!dsm.lock_held[id]) {
-        pthread_mutex_unlock(&dsm.lock);
+        dsm_unlock();
         return dsm_error(VMMC_ERR_INVALID, "vmmc_dsm_unlock: this rank does not hold lock %d", id);
     }
     dsm.lock_held[id] = 0;
     dsm_post(dsm_manager(), dsm_imm(M_UNLOCK, (unsigned)dsm.me, 0, (uint32_t)id));
-    pthread_mutex_unlock(&dsm.lock);
+    dsm_unlock();
     dsm_flush();
     return dsm.broken ? dsm_error(VMMC_ERR_PEER_DEAD, "%s", dsm.broken_why) : VMMC_OK;
 }
@@ -176,12 +176,12 @@ int dsm_barrier_internal(void)
     pthread_mutex_lock(&dsm.lock);
     uint64_t e = dsm.bar_epoch;
     dsm_post(dsm_manager(), dsm_imm(M_BAR, (unsigned)dsm.me, 0, 0));
-    pthread_mutex_unlock(&dsm.lock);
+    dsm_unlock();
     dsm_flush();
     pthread_mutex_lock(&dsm.lock);
     while (dsm.bar_epoch == e && st == VMMC_OK)
         st = dsm_wait_locked();
-    pthread_mutex_unlock(&dsm.lock);
+    dsm_unlock();
     return st;
 }
 
@@ -214,7 +214,7 @@ int vmmc_dsm_bcast_ptr(void **p, int root)
         for (int r = 0; r < dsm.n; r++)
             if (r != root)
                 dsm_post(r, (uint64_t)M_BCAST | v << 6);
-        pthread_mutex_unlock(&dsm.lock);
+        dsm_unlock();
         dsm_flush();
     } else {
         pthread_mutex_lock(&dsm.lock);
@@ -224,7 +224,7 @@ int vmmc_dsm_bcast_ptr(void **p, int root)
             *p = dsm.bcast_val ? dsm.base + (dsm.bcast_val - 1) : NULL;
             dsm.bcast_have = 0;
         }
-        pthread_mutex_unlock(&dsm.lock);
+        dsm_unlock();
         if (st)
             return st;
     }

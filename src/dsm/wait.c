@@ -42,7 +42,7 @@ static int yield_hook(void *arg)
     int waiting = dsm.waiters > 0 && dsm_now_ns() - dsm.wait_since < dsm_cfg.yield_window;
     if (waiting)
         atomic_fetch_add_explicit(&dsm.st_spin_yields, 1, memory_order_relaxed);
-    pthread_mutex_unlock(&dsm.lock);
+    dsm_unlock();
     if (waiting)
         sched_yield();
     return 0;
@@ -85,9 +85,25 @@ int dsm_wait_hook(int add)
     return VMMC_OK;
 }
 
+/* A waiter is woken only once the lock is dropped: broadcast under the
+ * lock, it wakes, finds the lock taken and sleeps again on it, two more
+ * context switches per answer when the handler and the waiter share a
+ * core (a rank bound to one cpu). So dsm_wake() only notes the change
+ * and dsm_unlock() broadcasts after the unlock; a waiter that checked its
+ * condition before the change is already in the condition's wait set, so
+ * the later broadcast still reaches it. */
 void dsm_wake(void)
 {
-    pthread_cond_broadcast(&dsm.cond);
+    dsm.wake_pending = 1;
+}
+
+void dsm_unlock(void)
+{
+    int wake = dsm.wake_pending;
+    dsm.wake_pending = 0;
+    pthread_mutex_unlock(&dsm.lock);
+    if (wake)
+        pthread_cond_broadcast(&dsm.cond);
 }
 
 int dsm_wait_locked(void)
@@ -102,11 +118,16 @@ int dsm_wait_locked(void)
         ts.tv_nsec -= 1000000000L;
     }
     /* (atomic: the hook looks at it without the lock first) */
+    if (dsm.wake_pending) { /* a change this thread made: other waiters must see it */
+        dsm.wake_pending = 0;
+        pthread_cond_broadcast(&dsm.cond);
+    }
     if (__atomic_fetch_add(&dsm.waiters, 1, __ATOMIC_RELAXED) == 0)
         dsm.wait_since = dsm_now_ns();
     int rc = pthread_cond_timedwait(&dsm.cond, &dsm.lock, &ts);
     __atomic_fetch_sub(&dsm.waiters, 1, __ATOMIC_RELAXED);
     if (rc == ETIMEDOUT) {
+        atomic_fetch_add_explicit(&dsm.st_wait_timeouts, 1, memory_order_relaxed);
         for (int r = 0; r < dsm.n && !dsm.broken; r++)
             if (r != dsm.me && vmmc_peer_alive(dsm.ep, r) == 0)
                 dsm_break("rank %d died (or left the job) while this rank waited for the DSM", r);

@@ -28,6 +28,15 @@ int main(void)
         DT_OK(vmmc_dsm_barrier());
     }
     DT_PASS("every round's writes seen after the barrier");
+    /* Every answer wakes its waiter at once: a lost wake-up shows as a wait
+     * that ran into the 100 ms death check (nearly every one of the 2 *
+     * ROUNDS barriers). A few may on a loaded machine. */
+    vmmc_dsm_stats_t st;
+    DT_OK(vmmc_dsm_stats(&st));
+    if (st.wait_timeouts > ROUNDS / 10)
+        DT_FAIL("%llu waits ended at the 100 ms check, not woken by their answer (%d barriers)",
+                (unsigned long long)st.wait_timeouts, 2 * ROUNDS);
+    DT_PASS("every barrier wait woken by its answer");
     DT_OK(vmmc_dsm_finalize());
     return 0;
 }

@@ -235,6 +235,7 @@ fail:
 
 static void wake_thread(vmmc_udp_link_t *l)
 {
+    __atomic_fetch_add(&l->c.thread_wakes, 1, __ATOMIC_RELAXED);
     uint64_t one = 1;
     ssize_t w = write(l->evfd, &one, sizeof one);
     (void)w;
@@ -280,10 +281,19 @@ VMMC_COLD int vmmc_udp__slot_grow(const vmmc_udp_link_t *l, uint8_t **buf, uint3
     return 0;
 }
 
+/* The receive callback has room again. Every drain of notifications says
+ * so; the progress thread is woken only if data was refused since the last
+ * retry (a drain by a polling application would otherwise wake it for
+ * every notification: a context switch on the poller's core each time). A
+ * refusal that races with this retry is offered again by its peer's
+ * back-off timer (VMMC_UDP_BUSY_RETRY) at the latest. */
 void vmmc_udp_link_retry(vmmc_udp_link_t *l)
 {
     atomic_store(&l->retry, 1);
-    wake_thread(l);
+    if (atomic_exchange(&l->held, 0)) {
+        __atomic_fetch_add(&l->c.retry_wakes, 1, __ATOMIC_RELAXED);
+        wake_thread(l);
+    }
 }
 
 void vmmc_udp_link_close(vmmc_udp_link_t *l, int timeout_ms)
@@ -374,6 +384,7 @@ static const struct {
     C(peers_dead), C(loss_probes),
     C(send_errors), C(window_waits), C(deliver_busy), C(refusals_sent), C(refused_by_peer),
     C(linger_delivered), C(tx_coalesced), C(tx_batches), C(rx_records), C(drop_records),
+    C(thread_wakes), C(retry_wakes),
 };
 #undef C
 

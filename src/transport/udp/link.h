@@ -249,6 +249,9 @@ typedef struct vmmc_udp_counters {
      * such a batch (sender); records delivered from batches, and
      * multi-record datagrams refused for a malformed record (receiver). */
     uint64_t tx_coalesced, tx_batches, rx_records, drop_records;
+    /* Times another thread woke the progress thread (its eventfd), and of
+     * those, how many to offer data held back for room (a retry). */
+    uint64_t thread_wakes, retry_wakes;
 } vmmc_udp_counters_t;
 void vmmc_udp_link_counters(vmmc_udp_link_t *l, vmmc_udp_counters_t *c);
 int vmmc_udp_link_counter_get(vmmc_udp_link_t *l, int i, const char **name, uint64_t *value);

@@ -185,6 +185,10 @@ struct vmmc_udp_link {
     /* The receive callback has room again (vmmc_udp_link_retry): the receive
      * owner ends every peer's busy back-off and offers held data at once. */
     atomic_int retry;
+    /* The receive callback refused data since the last retry: only then
+     * does a retry wake the progress thread (a drain that finds nothing
+     * held back costs no wake-up, no context switch). */
+    atomic_int held;
 
     vmmc_udp_counters_t c;               /* receive owner's counters, and peers_dead */
 };

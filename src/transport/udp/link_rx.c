@@ -57,6 +57,7 @@ static void to_rec(const vmmc_udp_hdr_t *h, vmmc_udp_rec_t *r)
 static int refused(vmmc_udp_link_t *l, peer_t *p)
 {
     CNT_RX(l, deliver_busy, 1);
+    atomic_store_explicit(&l->held, 1, memory_order_release);
     if (!p->busy_until)
         ack_later(l, p); /* tell the sender */
     unsigned k = p->busy_streak < 6 ? p->busy_streak++ : 6;

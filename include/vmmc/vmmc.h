@@ -353,7 +353,8 @@ typedef struct vmmc_export_params {
  *    vmmc_mem_alloc());
  *  - @c fd is a memfd open for reading and writing, sealed with F_SEAL_SHRINK
  *    (otherwise a peer holding it could truncate it and make this process
- *    fault on its next access), at least fd_offset + length bytes long;
+ *    fault on its next access) but not against writing, at least fd_offset +
+ *    length bytes long;
  *    sealing F_SEAL_SEAL too stops holders adding seals of their own (such
  *    as F_SEAL_FUTURE_WRITE, which refuses new writable mappings of it);
  *  - the region is not inside vmmc_mem_alloc() memory (export the allocation).

@@ -53,6 +53,15 @@ int vmmc_export_fd_take(vmmc_ep_t *ep, const vmmc_export_params_t *pa, unsigned 
                           "export '%s': fd %d is not sealed with F_SEAL_SHRINK (an importer "
                           "holding it could truncate it and make this process fault)",
                           name, pa->fd);
+#ifdef F_SEAL_FUTURE_WRITE
+    seals &= F_SEAL_WRITE | F_SEAL_FUTURE_WRITE;
+#else
+    seals &= F_SEAL_WRITE;
+#endif
+    if (seals)
+        return vmmc_error(VMMC_ERR_INVALID,
+                          "export '%s': fd %d is sealed against writing (importers could not map "
+                          "it)", name, pa->fd);
     struct stat st;
     if (fstat(pa->fd, &st) != 0)
         return vmmc_error(VMMC_ERR_INVALID, "export '%s': fstat of fd %d: %s", name, pa->fd,

@@ -4,7 +4,8 @@
  * 1. Refusals (rank 0): no VMMC_EXPORT_READ, unaligned address or offset,
  *    an unsealed memfd, one too small, -1, a closed number, a pipe, a
  *    socket, a read-only descriptor, vmmc_mem_alloc() memory: each
- *    VMMC_ERR_INVALID with a message naming the rule.
+ *    VMMC_ERR_INVALID with a message naming the rule; so is a memfd sealed
+ *    against writing.
  * 2. Rank 0 exports 2 pages (less 100 bytes) of a memfd at offset 4096 and
  *    closes its own descriptor; rank 1 imports it and maps it (the mapped
  *    kind), sends with notifications, fetches, stores through the mapping;
@@ -182,6 +183,10 @@ static void refusals(vmmc_ep_t *ep)
     int unsealed = sealed_memfd("t-ref-u", 4 * PG, F_SEAL_GROW);
     p = fd_params("ref", a, PG, unsealed, 0);
     REFUSED(p, "F_SEAL_SHRINK");
+    int wsealed = sealed_memfd("t-ref-w", 4 * PG, F_SEAL_SHRINK | F_SEAL_FUTURE_WRITE);
+    p = fd_params("ref", a, PG, wsealed, 0);
+    REFUSED(p, "sealed against writing");
+    close(wsealed);
     int plain = memfd_create("t-ref-p", MFD_CLOEXEC); /* no sealing at all */
     VT_CHECK(plain >= 0 && ftruncate(plain, 4 * PG) == 0);
     p = fd_params("ref", a, PG, plain, 0);

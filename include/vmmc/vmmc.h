@@ -354,9 +354,9 @@ typedef struct vmmc_export_params {
  *  - @c fd is a memfd open for reading and writing, sealed with F_SEAL_SHRINK
  *    (otherwise a peer holding it could truncate it and make this process
  *    fault on its next access) but not against writing, at least fd_offset +
- *    length bytes long;
- *    sealing F_SEAL_SEAL too stops holders adding seals of their own (such
- *    as F_SEAL_FUTURE_WRITE, which refuses new writable mappings of it);
+ *    length bytes long (seal F_SEAL_SEAL too, so that holders cannot add
+ *    seals of their own, such as F_SEAL_FUTURE_WRITE, which refuses new
+ *    writable mappings of it);
  *  - the region is not inside vmmc_mem_alloc() memory (export the allocation).
  *  The library keeps a duplicate of @c fd until the export ends; the caller
  *  keeps, and closes, its own.

@@ -200,9 +200,13 @@ VMMC_API int vmmc_peer_count(const vmmc_ep_t *ep);
  *  importers on this host, so a send into it is a plain copy with no system
  *  call, and importers may map it for automatic update (a mapping grants
  *  whole pages with read and write rights, so nothing less can be mapped).
- *  Every other export (part of an allocation, no VMMC_EXPORT_READ, stack,
- *  static, malloc) is written with process_vm_writev (one kernel copy) and
- *  read with process_vm_readv, which reach exactly the exported bytes.
+ *  So is an export of a caller's own sealed memfd (VMMC_EXPORT_PARAM_FD, see
+ *  vmmc_export()). Every other export (part of an allocation, no
+ *  VMMC_EXPORT_READ, stack, static, malloc) is written with process_vm_writev
+ *  (one kernel copy) and read with process_vm_readv, which reach exactly the
+ *  exported bytes. Importers check a descriptor they are given before they
+ *  map it: it must hold the region and be sealed against shrinking, else the
+ *  import fails with VMMC_ERR_PROTOCOL.
  *  @{ */
 
 /** @brief Allocate @p size bytes of page-aligned, zeroed, shareable memory.
@@ -303,7 +307,8 @@ enum {
     VMMC_EXPORT_PARAM_IMPORTERS = 1u << 0, /**< importers/num_importers set */
     VMMC_EXPORT_PARAM_HANDLER = 1u << 1,   /**< handler/handler_arg set */
     VMMC_EXPORT_PARAM_FLAGS = 1u << 2,     /**< flags set */
-    VMMC_EXPORT_PARAM_CQ = 1u << 3         /**< cq/cq_context set */
+    VMMC_EXPORT_PARAM_CQ = 1u << 3,        /**< cq/cq_context set */
+    VMMC_EXPORT_PARAM_FD = 1u << 4         /**< fd/fd_offset set (see below) */
 };
 
 /** @brief Export description; zero-initialise, then set what you need. */
@@ -325,11 +330,46 @@ typedef struct vmmc_export_params {
                                   slots its polls free before new operations
                                   can (other exports' notifications go on) */
     void *cq_context;        /**< context of those completions */
+    int fd;                  /**< with VMMC_EXPORT_PARAM_FD: [addr, addr +
+                                  length) is a MAP_SHARED mapping of this
+                                  memfd ... */
+    uint64_t fd_offset;      /**< ... at this offset in it */
 } vmmc_export_params_t;
 
 /** @brief Export a region. Fails with VMMC_ERR_EXISTS if the name is taken,
  *  VMMC_ERR_BOUNDS if the region starts inside a vmmc_mem_alloc() allocation
- *  and ends past it. */
+ *  and ends past it.
+ *
+ *  **Exports of a caller's memfd (VMMC_EXPORT_PARAM_FD).** The caller
+ *  promises that [addr, addr + length) is a MAP_SHARED mapping of @c fd at
+ *  @c fd_offset (vmmc cannot check it: if the promise is false, importers
+ *  write into the memfd and the caller reads other memory). Importers on this
+ *  host then get the descriptor and map it, as for a whole vmmc_mem_alloc()
+ *  allocation: a send is a copy with no system call, and vmmc_proxy_map()
+ *  works. Refused with VMMC_ERR_INVALID and a message naming the rule unless:
+ *  - the export grants VMMC_EXPORT_READ (a mapping grants read and write);
+ *  - addr and fd_offset are page-aligned; importers map whole pages, so they
+ *    may reach up to the end of the last page of the region (as with
+ *    vmmc_mem_alloc());
+ *  - @c fd is a memfd open for reading and writing, sealed with F_SEAL_SHRINK
+ *    (otherwise a peer holding it could truncate it and make this process
+ *    fault on its next access) but not against writing, at least fd_offset +
+ *    length bytes long (seal F_SEAL_SEAL too, so that holders cannot add
+ *    seals of their own, such as F_SEAL_FUTURE_WRITE, which refuses new
+ *    writable mappings of it);
+ *  - the region is not inside vmmc_mem_alloc() memory (export the allocation).
+ *  The library keeps a duplicate of @c fd until the export ends; the caller
+ *  keeps, and closes, its own.
+ *
+ *  Revocation is weaker than for vmmc_mem_alloc() memory, whose pages move to
+ *  a fresh memfd at unexport: the caller owns the mappings of its memfd, so
+ *  they stay. vmmc_unexport() makes importers' proxies stale and importers on
+ *  this host replace their mapping by private memory before they acknowledge,
+ *  so nothing sent through vmmc lands afterwards; but a hostile process that
+ *  kept the descriptor it was given keeps read and write access to the whole
+ *  memfd for as long as it lives. Handing over the descriptor opts into that:
+ *  export a memfd only to importers trusted with it, and put nothing in the
+ *  memfd that they may not see. */
 VMMC_API int vmmc_export(vmmc_ep_t *ep, const vmmc_export_params_t *params,
                          vmmc_export_t **ex);
 /**
@@ -340,7 +380,10 @@ VMMC_API int vmmc_export(vmmc_ep_t *ep, const vmmc_export_params_t *params,
  * VMMC_CONNECT_TIMEOUT; a dead importer is not waited for), and a mapped
  * export's allocation moves to fresh pages at the same address, so old
  * mappings and descriptors reach nothing of this process (other threads must
- * not store into that allocation meanwhile: such stores may be lost). Sends
+ * not store into that allocation meanwhile: such stores may be lost). An
+ * export of a caller's memfd (VMMC_EXPORT_PARAM_FD) is not moved: importers
+ * on this host drop their mapping before they acknowledge, but a process
+ * that kept the descriptor still reaches the memfd (see vmmc_export()). Sends
  * racing with the call may land before it returns. The handle stays valid
  * until vmmc_finalize(): later calls with it return VMMC_ERR_STALE.
  */
@@ -435,8 +478,9 @@ VMMC_API unsigned vmmc_proxy_flags(const vmmc_proxy_t *px);
  * @brief Automatic update: map the imported region into this process, so
  * ordinary stores land in the exporter's memory. A mapping grants whole pages
  * with read and write rights, so only an export of one whole vmmc_mem_alloc()
- * allocation that grants VMMC_EXPORT_READ, on the same host, can be mapped
- * (and only through one export of an allocation at a time); any other gets
+ * allocation that grants VMMC_EXPORT_READ (and only through one export of an
+ * allocation at a time), or of a caller's memfd (VMMC_EXPORT_PARAM_FD), on
+ * the same host, can be mapped; any other gets
  * VMMC_ERR_UNSUPPORTED with the reason, and vmmc_send()/vmmc_fetch() still
  * work. Stay within [*ptr, *ptr + length). Ordering: stores become visible
  * in program order (x86 TSO); use a release store for flags.

@@ -99,8 +99,11 @@ struct vmmc_export {
     int num_importers;
     vmmc_notify_fn_t handler;
     void *handler_arg;
-    int memfd;                 /* backing memfd if inside vmmc_mem_alloc memory, else -1 */
+    int memfd;                 /* backing memfd if inside vmmc_mem_alloc memory (or the
+                                * library's duplicate of the caller's, own_fd), else -1 */
     size_t memfd_off;          /* offset of addr in that memfd */
+    int own_fd;                /* VMMC_EXPORT_PARAM_FD: memfd is ours to close, and the
+                                * mappings are the caller's (never re-backed) */
     uint64_t token[2];         /* capability for transports without fd passing */
     struct vmmc_redir_ctl *rctl;/* redirect control block (shared), if REDIRECTABLE */
     int rctl_fd;
@@ -128,6 +131,7 @@ struct vmmc_proxy {
     int status;                /* final status if FAILED */
     char errmsg[160];
     uint64_t deadline_ns;      /* import deadline */
+    uint32_t map_flags;        /* CTL_MAP_* of the import's reply */
     struct vmmc_proxy *next;   /* ep->proxies list */
 };
 

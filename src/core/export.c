@@ -56,6 +56,8 @@ static void reply(vmmc_ep_t *ep, int rank, uint64_t id, vmmc_export_t *ex, int s
             m.kind = ex->memfd >= 0 ? PX_KIND_MAPPED : PX_KIND_PVW;
             if (ex->memfd >= 0)
                 fds[nfds++] = ex->memfd;
+            if (ex->own_fd)
+                m.map_flags = CTL_MAP_CALLER_FD;
             if (ex->rctl_fd >= 0)
                 fds[nfds++] = ex->rctl_fd;
         } else {
@@ -194,6 +196,8 @@ vmmc_export_t *vmmc_export_by_id(vmmc_ep_t *ep, uint32_t id, uint32_t gen)
  * export that starts inside an allocation must end inside it. */
 static int share_memory(vmmc_ep_t *ep, vmmc_export_t *ex)
 {
+    if (ex->own_fd) /* the caller's memfd (export_fd.c), checked already */
+        return VMMC_OK;
     vmmc_mem_t *m = vmmc_mem_at(ep, ex->addr);
     if (!m)
         return VMMC_OK;
@@ -214,6 +218,8 @@ static int share_memory(vmmc_ep_t *ep, vmmc_export_t *ex)
 /* Undo share_memory() for an export that was not registered. */
 static void unshare_memory(vmmc_ep_t *ep, vmmc_export_t *ex)
 {
+    if (ex->own_fd)
+        return;
     vmmc_mem_t *m = ex->memfd >= 0 ? vmmc_mem_at(ep, ex->addr) : NULL;
     if (m && m->fdex == ex)
         m->fdex = NULL;
@@ -222,6 +228,17 @@ static void unshare_memory(vmmc_ep_t *ep, vmmc_export_t *ex)
 
 static int export_create(vmmc_ep_t *ep, const vmmc_export_params_t *pa, int mkey,
                          vmmc_export_t **out);
+
+/* Free an export that never entered the table. */
+static int export_discard(vmmc_export_t *ex, int rc)
+{
+    vmmc_redir_destroy(ex);
+    if (ex->own_fd)
+        close(ex->memfd);
+    free(ex->importers);
+    free(ex);
+    return rc;
+}
 
 int vmmc_export(vmmc_ep_t *ep, const vmmc_export_params_t *pa, vmmc_export_t **out)
 {
@@ -256,7 +273,7 @@ static int export_create(vmmc_ep_t *ep, const vmmc_export_params_t *pa, int mkey
     unsigned flags = (pa->field_mask & VMMC_EXPORT_PARAM_FLAGS) ? pa->flags : 0;
     if (flags & ~(unsigned)(VMMC_EXPORT_READ | VMMC_EXPORT_REDIRECTABLE))
         return vmmc_error(VMMC_ERR_INVALID, "export '%s': unknown flags 0x%x", pa->name, flags);
-    int nimp = 0;
+    int nimp = 0, rc;
     if (pa->field_mask & VMMC_EXPORT_PARAM_IMPORTERS) {
         nimp = pa->num_importers;
         if (nimp < 0 || (nimp > 0 && !pa->importers))
@@ -266,9 +283,16 @@ static int export_create(vmmc_ep_t *ep, const vmmc_export_params_t *pa, int mkey
                 return vmmc_error(VMMC_ERR_INVALID, "export '%s': importer %d is not a peer handle "
                                   "(0..%d)", pa->name, pa->importers[i], vmmc_peer_count_int(ep) - 1);
     }
+    int fd = -1;
+    if ((pa->field_mask & VMMC_EXPORT_PARAM_FD) &&
+        (rc = vmmc_export_fd_take(ep, pa, flags, &fd)) != VMMC_OK)
+        return rc;
     vmmc_export_t *ex = calloc(1, sizeof *ex);
-    if (!ex)
+    if (!ex) {
+        if (fd >= 0)
+            close(fd);
         return vmmc_error(VMMC_ERR_NOMEM, "out of memory for export '%s'", pa->name);
+    }
     ex->ep = ep;
     snprintf(ex->name, sizeof ex->name, "%s", pa->name);
     ex->addr = pa->addr;
@@ -276,12 +300,18 @@ static int export_create(vmmc_ep_t *ep, const vmmc_export_params_t *pa, int mkey
     ex->flags = flags;
     ex->mkey = mkey;
     ex->memfd = ex->rctl_fd = -1;
+    if (fd >= 0) {
+        /* Importers map the caller's memfd; nothing can re-back it. */
+        ex->memfd = fd;
+        ex->memfd_off = (size_t)pa->fd_offset;
+        ex->own_fd = 1;
+        ex->no_reback = 1;
+    }
     if (nimp) {
         ex->importers = malloc(sizeof(int) * (size_t)nimp);
-        if (!ex->importers) {
-            free(ex);
-            return vmmc_error(VMMC_ERR_NOMEM, "out of memory for export '%s'", pa->name);
-        }
+        if (!ex->importers)
+            return export_discard(ex, vmmc_error(VMMC_ERR_NOMEM, "out of memory for export '%s'",
+                                                 pa->name));
         memcpy(ex->importers, pa->importers, sizeof(int) * (size_t)nimp);
         ex->num_importers = nimp;
     }
@@ -297,20 +327,13 @@ static int export_create(vmmc_ep_t *ep, const vmmc_export_params_t *pa, int mkey
         ex->token[0] = (uint64_t)vmmc_now_ns() * 0x9E3779B97F4A7C15ull;
         ex->token[1] = ((uint64_t)getpid() << 32) ^ (uintptr_t)ex;
     }
-    int rc;
-    if ((flags & VMMC_EXPORT_REDIRECTABLE) && (rc = vmmc_redir_create(ex)) != VMMC_OK) {
-        free(ex->importers);
-        free(ex);
-        return rc;
-    }
+    if ((flags & VMMC_EXPORT_REDIRECTABLE) && (rc = vmmc_redir_create(ex)) != VMMC_OK)
+        return export_discard(ex, rc);
 
     pthread_mutex_lock(&ep->mem_lock);
     if ((rc = share_memory(ep, ex)) != VMMC_OK) {
         pthread_mutex_unlock(&ep->mem_lock);
-        vmmc_redir_destroy(ex);
-        free(ex->importers);
-        free(ex);
-        return rc;
+        return export_discard(ex, rc);
     }
     pthread_mutex_lock(&ep->lock);
     uint32_t id = ep->max_exports;
@@ -319,11 +342,8 @@ static int export_create(vmmc_ep_t *ep, const vmmc_export_params_t *pa, int mkey
             unshare_memory(ep, ex);
             pthread_mutex_unlock(&ep->lock);
             pthread_mutex_unlock(&ep->mem_lock);
-            vmmc_redir_destroy(ex);
-            free(ex->importers);
-            free(ex);
-            return vmmc_error(VMMC_ERR_EXISTS, "'%s' is already exported by rank %d", pa->name,
-                              ep->rank);
+            return export_discard(ex, vmmc_error(VMMC_ERR_EXISTS, "'%s' is already exported by "
+                                                 "rank %d", pa->name, ep->rank));
         }
         if (!ep->exports[i] && id == ep->max_exports)
             id = i;
@@ -332,10 +352,8 @@ static int export_create(vmmc_ep_t *ep, const vmmc_export_params_t *pa, int mkey
         unshare_memory(ep, ex);
         pthread_mutex_unlock(&ep->lock);
         pthread_mutex_unlock(&ep->mem_lock);
-        vmmc_redir_destroy(ex);
-        free(ex->importers);
-        free(ex);
-        return vmmc_error(VMMC_ERR_AGAIN, "too many exports (VMMC_MAX_EXPORTS=%u)", ep->max_exports);
+        return export_discard(ex, vmmc_error(VMMC_ERR_AGAIN, "too many exports "
+                                             "(VMMC_MAX_EXPORTS=%u)", ep->max_exports));
     }
     ex->id = id;
     ex->gen = ++ep->export_gen;
@@ -371,6 +389,10 @@ static void export_release(vmmc_export_t *ex)
         ex->cq = NULL;
     }
     vmmc_redir_destroy(ex);
+    if (ex->own_fd && ex->memfd >= 0) { /* the library's duplicate of the caller's memfd */
+        close(ex->memfd);
+        ex->memfd = -1;
+    }
     free(ex->imported_by);
     free(ex->importers);
     ex->imported_by = ex->importers = NULL;
@@ -493,7 +515,7 @@ int vmmc_unexport(vmmc_export_t *ex)
     vmmc_tl_export_end(ep, ex->id, ex->gen);
 
     int rc = VMMC_OK;
-    if (ex->memfd >= 0) {
+    if (ex->memfd >= 0 && !ex->own_fd) {
         pthread_mutex_lock(&ep->mem_lock);
         vmmc_mem_t *m = vmmc_mem_at(ep, ex->addr);
         if (m && m->fdex == ex) {

@@ -26,6 +26,10 @@ void vmmc_demand_destroy(vmmc_ep_t *ep);
 /* export.c: answer @rank's request @id with a refusal. Caller holds ep->lock. */
 void vmmc_export_refuse(vmmc_ep_t *ep, int rank, uint64_t id, int status, const char *text);
 
+/* export_fd.c: check a VMMC_EXPORT_PARAM_FD export's descriptor (rights
+ * @flags) and duplicate it into *@out (the export's to close). */
+int vmmc_export_fd_take(vmmc_ep_t *ep, const vmmc_export_params_t *pa, unsigned flags, int *out);
+
 /* Control-thread handlers for incoming control messages. */
 void vmmc_export_serve_import(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m);
 void vmmc_export_revoke_acked(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m);

@@ -1,5 +1,6 @@
 /* Imports: asking a peer for a region by name and turning the answer into a
  * proxy with bounds and a put function chosen once, here. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,6 +190,7 @@ int vmmc_import_complete(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m, const
         px->gen = m->gen;
         px->token[0] = m->token[0];
         px->token[1] = m->token[1];
+        px->map_flags = m->map_flags;
         int rc = px->peer->tl->proxy_setup(&px->view, m, fds, nfds);
         used = 1;
         if (rc != VMMC_OK) {
@@ -217,6 +219,24 @@ static int revoked_inflight(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m)
     return n;
 }
 
+/* The exporter withdrew an export of its caller's memfd, which it cannot
+ * re-back: put private pages where the mapping was, so that nothing of this
+ * process reaches the memfd any more (a pointer from vmmc_proxy_map() stays
+ * valid and reaches a dead copy, as after a re-back; a store racing with
+ * this lands before the call returns, hence before the acknowledgement). */
+static void forget_caller_fd(vmmc_proxy_t *px)
+{
+    if (mmap(px->map_base, px->map_len, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
+        vmmc_warn("revocation of '%s': cannot replace its mapping (%s); unmapping it", px->name,
+                  strerror(errno));
+    else
+        return;
+    munmap(px->map_base, px->map_len);
+    px->map_base = NULL;
+    px->base = NULL;
+}
+
 /* The exporter withdrew (id, gen): make the proxies stale, wait until no
  * copy-path write through them is under way, then acknowledge, so that the
  * exporter's vmmc_unexport returns only when nothing of ours can land. */
@@ -228,6 +248,8 @@ void vmmc_import_revoked(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m)
             atomic_load(&px->state) == PX_ACTIVE) {
             snprintf(px->errmsg, sizeof px->errmsg, "rank %d unexported '%s'", rank, px->name);
             atomic_store(&px->state, PX_STALE); /* seq_cst: see vmmc_proxy_enter() */
+            if ((px->map_flags & CTL_MAP_CALLER_FD) && px->map_base)
+                forget_caller_fd(px);
         }
     }
     /* A copy is one system call: this wait is short. */
@@ -368,8 +390,9 @@ int vmmc_proxy_map(vmmc_proxy_t *px, void **ptr)
         return vmmc_error(VMMC_ERR_UNSUPPORTED,
                           "'%s' at rank %d cannot be mapped: a mapping grants whole pages with "
                           "read and write rights, so only an export of one whole vmmc_mem_alloc() "
-                          "allocation with VMMC_EXPORT_READ can be mapped (and only by the "
-                          "importers of one export of it at a time); use vmmc_send/vmmc_fetch",
+                          "allocation with VMMC_EXPORT_READ (and only by the importers of one "
+                          "export of it at a time) or of a caller's memfd can be mapped; use "
+                          "vmmc_send/vmmc_fetch",
                           px->name, px->rank);
     if (px->flags & VMMC_EXPORT_REDIRECTABLE)
         return vmmc_error(VMMC_ERR_UNSUPPORTED,

@@ -101,11 +101,17 @@ static int setup(void)
         return dsm_error(VMMC_ERR_NOMEM, "vmmc_dsm_init: out of memory for the minipage table");
     dsm_sync_reset();
     vmmc_export_params_t ep = {0};
-    ep.field_mask = VMMC_EXPORT_PARAM_HANDLER;
+    /* With the memfd behind it: ranks on this host map the privileged view
+     * (a DATA message is a memcpy plus the notification). A mapping grants
+     * reading and writing, hence VMMC_EXPORT_READ. */
+    ep.field_mask = VMMC_EXPORT_PARAM_HANDLER | VMMC_EXPORT_PARAM_FLAGS | VMMC_EXPORT_PARAM_FD;
     ep.name = "vmmc.dsm.area";
     ep.addr = dsm.priv;
     ep.length = dsm.size;
     ep.handler = dsm_notify;
+    ep.flags = VMMC_EXPORT_READ;
+    ep.fd = dsm.memfd;
+    ep.fd_offset = 0;
     st = vmmc_export(dsm.ep, &ep, &dsm.ex);
     if (st)
         return dsm_error_vmmc(st, "vmmc_dsm_init: exporting the area");

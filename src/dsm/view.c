@@ -5,13 +5,17 @@
  *                     protocol opens a minipage in it (page by page)
  *   base + views*size the privileged view, always read-write: the library
  *                     reads and receives minipages through it, and it is
- *                     the region exported to the other ranks
+ *                     the region exported to the other ranks (with the
+ *                     memfd itself, sealed against resizing, so that ranks
+ *                     on this host map it and a minipage sent to this rank
+ *                     is a memcpy, not a system call)
  *
  * A page's minipages are reached through different views, so each has its
  * own protection. Rank 0 finds a free range (a PROT_NONE reservation the
  * kernel places); the others reserve the same range with
  * MAP_FIXED_NOREPLACE, so nothing of theirs is ever replaced. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -97,13 +101,21 @@ int dsm_view_reserve(size_t size, unsigned views, void **base)
 
 int dsm_view_map(void *base, size_t size, unsigned views, int page_mode, int me)
 {
-    int fd = memfd_create("vmmc-dsm", MFD_CLOEXEC);
+    int fd = memfd_create("vmmc-dsm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
         return dsm_error(VMMC_ERR_SYSTEM, "vmmc_dsm_init: memfd_create: %s", strerror(errno));
     if (ftruncate(fd, (off_t)size) != 0) {
         int e = errno;
         close(fd);
         return dsm_error(VMMC_ERR_NOMEM, "vmmc_dsm_init: a memfd of %zu bytes: %s", size,
+                         strerror(e));
+    }
+    /* The other ranks on this host map it (the export of the privileged
+     * view): none of them may shrink it under us, grow it or add seals. */
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        int e = errno;
+        close(fd);
+        return dsm_error(VMMC_ERR_SYSTEM, "vmmc_dsm_init: sealing the area's memfd: %s",
                          strerror(e));
     }
     for (unsigned v = 0; v <= views; v++) {

@@ -55,7 +55,12 @@ typedef struct vmmc_ctl_msg {
      * for direct access to the region (export_grant; addr is its address) */
     uint64_t rkey;
     uint32_t rkey_ok;
-    uint32_t pad;
+    uint32_t map_flags; /* CTL_IMPORT_REP of PX_KIND_MAPPED: CTL_MAP_* */
 } vmmc_ctl_msg_t;
+
+/* map_flags: the memfd is the exporter's caller's (VMMC_EXPORT_PARAM_FD),
+ * which the exporter cannot re-back at unexport: on CTL_REVOKE the importer
+ * replaces its mapping by private memory before it acknowledges. */
+#define CTL_MAP_CALLER_FD 1u
 
 #endif

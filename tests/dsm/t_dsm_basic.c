@@ -2,10 +2,37 @@
  * pointer, write in one rank and read in the other (read fault), write
  * where another rank wrote (write fault and invalidation), a large
  * allocation spanning pages, free and reuse, and the counters that show
- * the faults happened through the protocol. */
+ * the faults happened through the protocol. On one host, each rank maps
+ * every other rank's area (data messages are copies, not system calls). */
+#include <stdio.h>
 #include <string.h>
 
 #include "dsm_test.h"
+
+/* How many memfds named vmmc-dsm this process maps (distinct inodes): its
+ * own area, and each other rank's on this host (the area is exported with
+ * its memfd, so that data messages between them are copies). */
+static int dsm_memfds(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        DT_FAIL("cannot read /proc/self/maps");
+    unsigned long inodes[64];
+    int n = 0;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        unsigned long ino = 0;
+        if (!strstr(line, "/memfd:vmmc-dsm") || sscanf(line, "%*s %*s %*s %*s %lu", &ino) != 1)
+            continue;
+        int seen = 0;
+        for (int i = 0; i < n && !seen; i++)
+            seen = inodes[i] == ino;
+        if (!seen && n < 64)
+            inodes[n++] = ino;
+    }
+    fclose(f);
+    return n;
+}
 
 int main(void)
 {
@@ -16,6 +43,12 @@ int main(void)
     if (strcmp(vmmc_dsm_mode(),
                getenv("VMMC_DSM_PAGE") && atoi(getenv("VMMC_DSM_PAGE")) ? "page" : "minipage") != 0)
         DT_FAIL("mode %s", vmmc_dsm_mode());
+    /* Every rank on one host (not a netns run with VMMC_BOOTSTRAP, where
+     * some peers are across udp): every other rank's area is mapped. */
+    if (!getenv("VMMC_BOOTSTRAP"))
+        DT_EQ(dsm_memfds(), n);
+    else if (dsm_memfds() < 1)
+        DT_FAIL("this rank does not map its own area");
 
     /* rank 0 allocates and fills; everyone reads */
     long *a = NULL;

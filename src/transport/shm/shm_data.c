@@ -4,6 +4,7 @@
 #include "transport/shm/shm_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -17,6 +18,15 @@ static int fd_covers(int fd, uint64_t off, uint64_t len)
 {
     struct stat st;
     return fstat(fd, &st) == 0 && off + len >= off && (uint64_t)st.st_size >= off + len;
+}
+
+/* ... and that the peer cannot make it smaller afterwards (a memfd sealed
+ * with F_SEAL_SHRINK): otherwise a hostile exporter could truncate it while
+ * a copy into the mapping runs, and this process would fault. */
+static int fd_unshrinkable(int fd)
+{
+    int seals = fcntl(fd, F_GET_SEALS);
+    return seals >= 0 && (seals & F_SEAL_SHRINK);
 }
 
 
@@ -185,6 +195,12 @@ int vmmc_shm_proxy_setup(vmmc_tl_proxy_t *px, const vmmc_ctl_msg_t *m, const int
         if (!fd_covers(memfd, m->map_off, m->length)) {
             rc = vmmc_error(VMMC_ERR_PROTOCOL, "rank %d's descriptor for '%s' is smaller than %zu bytes",
                             px->rank, m->name, (size_t)m->length);
+            goto out;
+        }
+        if (!fd_unshrinkable(memfd)) {
+            rc = vmmc_error(VMMC_ERR_PROTOCOL, "rank %d's descriptor for '%s' is not a memfd "
+                            "sealed against shrinking (it could fault this process): refused",
+                            px->rank, m->name);
             goto out;
         }
         void *b = mmap(NULL, px->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, (off_t)pg_off);

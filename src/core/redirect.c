@@ -11,6 +11,7 @@
  * installs the slot. So each byte is delivered exactly once, whichever side
  * wins the race, including a write that straddles the posting. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -62,11 +63,14 @@ static int lock(struct vmmc_redir_ctl *rc)
 
 int vmmc_redir_create(vmmc_export_t *ex)
 {
-    ex->rctl_fd = memfd_create("vmmc-redirect", MFD_CLOEXEC);
+    /* Sealed against resizing: importers map it, and one that truncated it
+     * would make every other importer (and this process) fault. */
+    ex->rctl_fd = memfd_create("vmmc-redirect", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (ex->rctl_fd < 0)
         return vmmc_error_sys("memfd_create for redirect control of '%s'", ex->name);
-    if (ftruncate(ex->rctl_fd, REDIR_SIZE) != 0) {
-        int rc = vmmc_error_sys("ftruncate redirect control block");
+    if (ftruncate(ex->rctl_fd, REDIR_SIZE) != 0 ||
+        fcntl(ex->rctl_fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        int rc = vmmc_error_sys("sizing and sealing the redirect control block");
         close(ex->rctl_fd);
         ex->rctl_fd = -1;
         return rc;

@@ -17,8 +17,9 @@
  * 4. A hostile exporter (rank 1 lies about seals through an interposed
  *    fcntl(), so its library sends what it should not): an unsealed memfd,
  *    an unsealed vmmc_mem_alloc() allocation, a memfd truncated after the
- *    export. Rank 0's imports are refused (VMMC_ERR_PROTOCOL), never mapped,
- *    so it cannot take SIGBUS. */
+ *    export, a redirectable export with an unsealed control block. Rank 0's
+ *    imports are refused (VMMC_ERR_PROTOCOL), never mapped, so it cannot
+ *    take SIGBUS. */
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -274,6 +275,16 @@ static void hostile_exports(vmmc_ep_t *ep, vmmc_export_t **xs)
     p = fd_params("h_short", sa, 2 * PG, s, 0);
     VT_OK(vmmc_export(ep, &p, &xs[2]));
     VT_CHECK(ftruncate(s, PG) == 0);
+    /* A redirectable export, whose control block (a memfd importers map)
+     * this process did not seal. */
+    p = (vmmc_export_params_t){0};
+    p.field_mask = VMMC_EXPORT_PARAM_FLAGS;
+    p.name = "h_redirect";
+    p.addr = calloc(1, 2 * PG);
+    VT_CHECK(p.addr);
+    p.length = 2 * PG;
+    p.flags = VMMC_EXPORT_REDIRECTABLE;
+    VT_OK(vmmc_export(ep, &p, &xs[3]));
     atomic_store(&lie_seals, 0);
 }
 
@@ -376,7 +387,7 @@ int main(void)
     }
 
     /* 4 */
-    vmmc_export_t *hx[3] = {NULL, NULL, NULL};
+    vmmc_export_t *hx[4] = {NULL, NULL, NULL, NULL};
     if (me == 1)
         hostile_exports(ep, hx);
     VT_OK(vmmc_barrier(ep));
@@ -384,10 +395,11 @@ int main(void)
         import_refused(ep, "h_unsealed", "sealed against shrinking");
         import_refused(ep, "h_mem", "sealed against shrinking");
         import_refused(ep, "h_short", "smaller");
+        import_refused(ep, "h_redirect", "redirect control block");
     }
     VT_OK(vmmc_barrier(ep));
     if (me == 1)
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < 4; i++)
             VT_OK(vmmc_unexport(hx[i]));
     VT_OK(vmmc_finalize(ep));
     printf("rank %d: ok\n", me);

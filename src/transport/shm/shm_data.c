@@ -230,6 +230,12 @@ int vmmc_shm_proxy_setup(vmmc_tl_proxy_t *px, const vmmc_ctl_msg_t *m, const int
             rc = vmmc_error(VMMC_ERR_PROTOCOL, "redirect control block of '%s' is too small", m->name);
             goto out;
         }
+        if (!fd_unshrinkable(rfd)) {
+            rc = vmmc_error(VMMC_ERR_PROTOCOL, "rank %d's redirect control block for '%s' is not "
+                            "sealed against shrinking (it could fault this process): refused",
+                            px->rank, m->name);
+            goto out;
+        }
         void *c = mmap(NULL, VMMC_TL_UP(px->ep)->redir_ctl_size(), PROT_READ | PROT_WRITE, MAP_SHARED, rfd, 0);
         if (c == MAP_FAILED) {
             rc = vmmc_error_sys("mmap redirect control block of '%s'", m->name);

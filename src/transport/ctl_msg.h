@@ -55,7 +55,10 @@ typedef struct vmmc_ctl_msg {
      * for direct access to the region (export_grant; addr is its address) */
     uint64_t rkey;
     uint32_t rkey_ok;
-    uint32_t pad;
+    /* with rkey_ok: a transport's word for the importer (fabric: its
+     * notification slot, docs/fabric.md), 0 for none; other transports
+     * leave it 0 and ignore it */
+    uint32_t nslot;
 } vmmc_ctl_msg_t;
 
 #endif

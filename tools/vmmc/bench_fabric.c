@@ -33,7 +33,9 @@
  *                          (fi_writedata: 64 B and 4 KiB do, 64 KiB does not),
  *                          reference fabric_notify_msg_lat
  *   fabric_notify_msg_lat us  the same job with VMMC_FABRIC_CQ_DATA=no: the
- *                          data by fi_write, then a NOTE message
+ *                          data by fi_write, then a NOTE message; jobs of
+ *                          the two kinds run in turns, 3 of each, and each
+ *                          row is the median of all their repetitions
  *
  * Rows that cannot be measured (no fabric transport in this build, no
  * fi_pingpong, a provider missing) are left out with a note saying why.
@@ -127,8 +129,9 @@ static int wait_note(vmmc_ep_t *ep, uint64_t val)
     }
 }
 
-/* What a job measures. */
+/* What a job measures: everything but notifications, or only them. */
 enum { JOB_ALL = 0, JOB_NOTIFY_ONLY = 1 };
+#define NOTIFY_ROUNDS 3
 
 /* A rank of a measuring job: @cqd is VMMC_FABRIC_CQ_DATA. */
 static int rank_main(bench_ctx_t *c, const char *tr, const char *prov, int rma, int cqd, int what,
@@ -182,7 +185,7 @@ static int rank_main(bench_ctx_t *c, const char *tr, const char *prov, int rma, 
     memset(src, 7, sizeof src);
     /* Notification latency: each side sends with VMMC_SEND_NOTIFY and
      * waits for the peer's notification to run its handler. */
-    if (!strcmp(tr, "fabric") && rma) {
+    if (what == JOB_NOTIFY_ONLY) {
         uint64_t nseq = 0;
         for (int si = 0; si < NSIZES; si++) {
             size_t n = sizes[si];
@@ -520,7 +523,6 @@ static int fabric_run(bench_ctx_t *c)
     c->transport = "fabric";
     if (run_job(c, "fabric", prov, 1, 1, JOB_ALL, s) == 0) {
         report_lat(c, "fabric_lat", s, have_fi ? "fabric/fi_pingpong_lat" : NULL);
-        report_notify(c, "fabric_notify_lat", s, "fabric/fabric_notify_msg_lat");
         report_get(c, "fabric_get_lat", s, "fabric/udp_get_lat");
         bench_report(c, "fabric_bw", BW_MSG, "GB/s", bench_stats(s->bw, s->nbw), "fabric/udp_bw");
         ok++;
@@ -528,15 +530,31 @@ static int fabric_run(bench_ctx_t *c)
         bench_note(c, "fabric: no fabric_lat/fabric_bw rows: the job with VMMC_TRANSPORT=fabric "
                    "FI_PROVIDER=%s failed: %s", prov, s->err);
     }
-    /* Notifications as NOTE messages after the RMA data, for what remote
-     * CQ data saves. */
-    if (run_job(c, "fabric", prov, 1, 0, JOB_NOTIFY_ONLY, s) == 0) {
-        report_notify(c, "fabric_notify_msg_lat", s, NULL);
+    /* Notifications as remote CQ data, and as NOTE messages after the RMA
+     * data (VMMC_FABRIC_CQ_DATA=no) for what CQ data saves: jobs of each
+     * kind in turns (NOTIFY_ROUNDS each), so that a change in the
+     * machine's load weighs on both. */
+    samples_t *nq = calloc(2, sizeof *nq);
+    int nfail = !nq;
+    for (int round = 0; nq && round < NOTIFY_ROUNDS && !nfail; round++)
+        for (int cqd = 1; cqd >= 0 && !nfail; cqd--) {
+            if (run_job(c, "fabric", prov, 1, cqd, JOB_NOTIFY_ONLY, s) != 0) {
+                bench_note(c, "fabric: no notification rows: the job with "
+                           "VMMC_FABRIC_CQ_DATA=%s failed: %s", cqd ? "yes" : "no", s->err);
+                nfail = 1;
+                break;
+            }
+            samples_t *t = &nq[cqd];
+            for (int i = 0; i < NSIZES; i++)
+                for (int k = 0; k < s->nnlat[i] && t->nnlat[i] < MAX_REPS; k++)
+                    t->nlat_us[i][t->nnlat[i]++] = s->nlat_us[i][k];
+        }
+    if (nq && !nfail) {
+        report_notify(c, "fabric_notify_lat", &nq[1], "fabric/fabric_notify_msg_lat");
+        report_notify(c, "fabric_notify_msg_lat", &nq[0], NULL);
         ok++;
-    } else {
-        bench_note(c, "fabric: no fabric_notify_msg_lat rows: the job with "
-                   "VMMC_FABRIC_CQ_DATA=no failed: %s", s->err);
     }
+    free(nq);
     /* The message path on the same provider, for what the RMA path saves. */
     if (run_job(c, "fabric", prov, 0, 1, JOB_ALL, s) == 0) {
         report_lat(c, "fabric_msg_lat", s, "fabric/fabric_lat");

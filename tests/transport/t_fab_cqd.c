@@ -95,9 +95,7 @@ static uint64_t flood_imm(int i)
 
 static void order_exporter(void)
 {
-    unsigned char *r = calloc(1, REGION);
-    uint64_t *ack = calloc(1, 64);
-    VT_CHECK(r && ack);
+    static unsigned char r[REGION]; /* (static: exported until the end) */
     conf_region_t reg = {.p = r, .len = REGION};
     conf_export(ep, &reg, "r", 0, on_note, NULL);
     VT_OK(vmmc_barrier(ep)); /* 1: exported */
@@ -155,8 +153,8 @@ static void order_exporter(void)
 static void order_importer(void)
 {
     unsigned char *src = malloc(REGION);
-    volatile uint64_t *ack = calloc(1, 64);
-    VT_CHECK(src && ack);
+    static volatile uint64_t ack[8]; /* (static: exported until the end) */
+    VT_CHECK(src != NULL);
     VT_OK(vmmc_barrier(ep)); /* 1 */
     vmmc_proxy_t *px = conf_import(ep, 0, "r");
     conf_region_t reg = {.p = (void *)ack, .len = 64};
@@ -227,8 +225,7 @@ static void path_of(char *buf, size_t cap)
 
 static void hostile_exporter(void)
 {
-    unsigned char *x = calloc(1, 16384), *y = calloc(1, 4096);
-    VT_CHECK(x && y);
+    static unsigned char x[16384], y[4096]; /* (static: exported until the end) */
     conf_region_t rx = {.p = x, .len = 16384}, ry = {.p = y, .len = 4096};
     conf_export(ep, &rx, "x", 0, on_note, NULL);
     vmmc_export_t *ey = conf_export(ep, &ry, "y", 0, on_note, NULL);

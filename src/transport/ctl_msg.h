@@ -56,6 +56,11 @@ typedef struct vmmc_ctl_msg {
     uint64_t rkey;
     uint32_t rkey_ok;
     uint32_t map_flags; /* CTL_IMPORT_REP of PX_KIND_MAPPED: CTL_MAP_* */
+    /* with rkey_ok: a transport's word for the importer (fabric: its
+     * notification slot, docs/fabric.md), 0 for none; other transports
+     * leave it 0 and ignore it */
+    uint32_t nslot;
+    uint32_t pad;
 } vmmc_ctl_msg_t;
 
 /* map_flags: the memfd is the exporter's caller's (VMMC_EXPORT_PARAM_FD),

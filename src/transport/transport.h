@@ -306,8 +306,8 @@ typedef struct vmmc_tl_ops {
      * CTL_IMPORT_REP of PX_KIND_REMOTE with export id, gen, flags, length
      * and addr filled in). The transport may give the peer direct access to
      * the region (register it, once per export) by setting rep->rkey and
-     * rep->rkey_ok; it leaves them 0 to keep the peer on the path through
-     * the core. Called with the core's endpoint lock held: no lock of the
+     * rep->rkey_ok (and rep->nslot, a word of its own for that importer);
+     * it leaves them 0 to keep the peer on the path through the core. Called with the core's endpoint lock held: no lock of the
      * core. May be NULL. */
     void (*export_grant)(struct vmmc_ep *ep, struct vmmc_tl_peer *peer,
                          struct vmmc_ctl_msg *rep);

@@ -25,6 +25,17 @@
  *                          RMA rows: the ratio is what the RMA path saves
  *   udp_bw           GB/s  a stream of 1 MiB sends, then a barrier
  *   fabric_bw        GB/s  the same over the fabric, reference fabric/udp_bw
+ *   fabric_notify_lat us   a ping-pong of notified sends (vmmc_send with
+ *                          VMMC_SEND_NOTIFY, immediate 0): each side waits
+ *                          for its export's handler to run, not for a word
+ *                          to change; on the RMA path, a notification that
+ *                          fits goes as the write's remote CQ data
+ *                          (fi_writedata: 64 B and 4 KiB do, 64 KiB does not),
+ *                          reference fabric_notify_msg_lat
+ *   fabric_notify_msg_lat us  the same job with VMMC_FABRIC_CQ_DATA=no: the
+ *                          data by fi_write, then a NOTE message; jobs of
+ *                          the two kinds run in turns, 3 of each, and each
+ *                          row is the median of all their repetitions
  *
  * Rows that cannot be measured (no fabric transport in this build, no
  * fi_pingpong, a provider missing) are left out with a note saying why.
@@ -59,7 +70,8 @@ static const size_t sizes[NSIZES] = {64, 4096, 65536};
 /* What a rank 0 tells the suite: a sample, or why it failed. */
 typedef struct rec {
     int kind; /* 0: latency sample (us) of sizes[idx]; 1: bandwidth (GB/s); 2: error;
-               * 3: fetch latency sample (us) of sizes[idx] */
+               * 3: fetch latency sample (us) of sizes[idx];
+               * 4: notification latency sample (us) of sizes[idx] */
     int idx;
     double v;
     char msg[240];
@@ -91,9 +103,39 @@ static int wait_word(vmmc_ep_t *ep, volatile uint64_t *p, uint64_t val)
     }
 }
 
-/* A rank of a measuring job. */
-static int rank_main(bench_ctx_t *c, const char *tr, const char *prov, int rma, int rank, int port,
-                     int out)
+/* Notifications that ran on this rank's export (its handler). */
+static volatile uint64_t notes_seen;
+
+static void on_note(vmmc_ep_t *ep, const vmmc_notification_t *n, void *arg)
+{
+    (void)ep;
+    (void)n;
+    (void)arg;
+    notes_seen++;
+}
+
+static int wait_note(vmmc_ep_t *ep, uint64_t val)
+{
+    double t0 = bench_now_ns();
+    for (unsigned long spins = 0;; spins++) {
+        if (notes_seen >= val)
+            return 0;
+        if (vmmc_progress(ep) == 0 && (spins & 63) == 63)
+            sched_yield();
+        if ((spins & 0xfff) == 0xfff && bench_now_ns() - t0 > 30e9) {
+            wait_failed = "the peer's notification did not come within 30 s";
+            return -1;
+        }
+    }
+}
+
+/* What a job measures: everything but notifications, or only them. */
+enum { JOB_ALL = 0, JOB_NOTIFY_ONLY = 1 };
+#define NOTIFY_ROUNDS 3
+
+/* A rank of a measuring job: @cqd is VMMC_FABRIC_CQ_DATA. */
+static int rank_main(bench_ctx_t *c, const char *tr, const char *prov, int rma, int cqd, int what,
+                     int rank, int port, int out)
 {
     char v[64];
     snprintf(v, sizeof v, "127.0.0.1:%d", port);
@@ -105,6 +147,7 @@ static int rank_main(bench_ctx_t *c, const char *tr, const char *prov, int rma, 
     if (prov)
         setenv("FI_PROVIDER", prov, 1);
     setenv("VMMC_FABRIC_RMA", rma ? "yes" : "no", 1);
+    setenv("VMMC_FABRIC_CQ_DATA", cqd ? "yes" : "no", 1);
     unsetenv("VMMC_LAUNCHER");
     unsetenv("VMMC_JOB");
     bench_pin_cpu(rank);
@@ -122,8 +165,9 @@ static int rank_main(bench_ctx_t *c, const char *tr, const char *prov, int rma, 
     snprintf(name, sizeof name, "fab.bench.%d", rank);
     vmmc_export_params_t p = {0};
     p.name = name;
-    p.field_mask = VMMC_EXPORT_PARAM_FLAGS;
+    p.field_mask = VMMC_EXPORT_PARAM_FLAGS | VMMC_EXPORT_PARAM_HANDLER;
     p.flags = VMMC_EXPORT_READ;
+    p.handler = on_note; /* runs for notified sends only (the notify rows) */
     if (vmmc_mem_alloc(ep, REGION, (void **)&buf) != VMMC_OK)
         goto err;
     memset(buf, 0, REGION);
@@ -139,7 +183,32 @@ static int rank_main(bench_ctx_t *c, const char *tr, const char *prov, int rma, 
     uint64_t seq = 0;
     uint8_t src[65536];
     memset(src, 7, sizeof src);
-    for (int si = 0; si < NSIZES; si++) {
+    /* Notification latency: each side sends with VMMC_SEND_NOTIFY and
+     * waits for the peer's notification to run its handler. */
+    if (what == JOB_NOTIFY_ONLY) {
+        uint64_t nseq = 0;
+        for (int si = 0; si < NSIZES; si++) {
+            size_t n = sizes[si];
+            if (c->quick && si == NSIZES - 1)
+                break;
+            for (int r = -1; r < reps; r++) {
+                double t0 = bench_now_ns();
+                for (long i = 0; i < iters; i++) {
+                    ++nseq;
+                    if (rank == 1 && wait_note(ep, nseq))
+                        goto err;
+                    if (vmmc_send(px, 0, src, n, VMMC_SEND_NOTIFY) != VMMC_OK)
+                        goto err;
+                    if (rank == 0 && wait_note(ep, nseq))
+                        goto err;
+                }
+                double us = (bench_now_ns() - t0) / (double)iters / 2 / 1e3;
+                if (rank == 0 && r >= 0)
+                    say(out, 4, si, us, NULL);
+            }
+        }
+    }
+    for (int si = 0; si < NSIZES && what == JOB_ALL; si++) {
         size_t n = sizes[si];
         if (c->quick && si == NSIZES - 1)
             break;
@@ -163,7 +232,7 @@ static int rank_main(bench_ctx_t *c, const char *tr, const char *prov, int rma, 
     }
     /* Fetch latency: rank 0 reads n bytes of rank 1's export, one at a
      * time, while rank 1 waits in the barrier. */
-    for (int si = 0; si < NSIZES; si++) {
+    for (int si = 0; si < NSIZES && what == JOB_ALL; si++) {
         size_t n = sizes[si];
         if (c->quick && si == NSIZES - 1)
             break;
@@ -183,7 +252,7 @@ static int rank_main(bench_ctx_t *c, const char *tr, const char *prov, int rma, 
     /* Bandwidth: rank 0 streams into rank 1's export, the barrier waits
      * until every byte landed. */
     size_t total = c->quick ? 16u << 20 : 64u << 20;
-    for (int r = -1; r < reps; r++) {
+    for (int r = -1; r < reps && what == JOB_ALL; r++) {
         double t0 = bench_now_ns();
         if (rank == 0)
             for (size_t done = 0; done < total; done += BW_MSG)
@@ -225,8 +294,8 @@ static int free_port(void)
 }
 
 typedef struct samples {
-    double lat[NSIZES][MAX_REPS], glat[NSIZES][MAX_REPS];
-    int nlat[NSIZES], nglat[NSIZES];
+    double lat[NSIZES][MAX_REPS], glat[NSIZES][MAX_REPS], nlat_us[NSIZES][MAX_REPS];
+    int nlat[NSIZES], nglat[NSIZES], nnlat[NSIZES];
     double bw[MAX_REPS];
     int nbw;
     char err[240];
@@ -254,7 +323,8 @@ static int reap(pid_t pid, double deadline)
 }
 
 /* One vmmc job over @tr; fills @s, returns 0 if every figure came. */
-static int run_job(bench_ctx_t *c, const char *tr, const char *prov, int rma, samples_t *s)
+static int run_job(bench_ctx_t *c, const char *tr, const char *prov, int rma, int cqd, int what,
+                   samples_t *s)
 {
     memset(s, 0, sizeof *s);
     int port = free_port(), pfd[2];
@@ -270,7 +340,7 @@ static int run_job(bench_ctx_t *c, const char *tr, const char *prov, int rma, sa
             if (getppid() != parent)
                 _exit(1);
             close(pfd[0]);
-            _exit(rank_main(c, tr, prov, rma, r, port, pfd[1]));
+            _exit(rank_main(c, tr, prov, rma, cqd, what, r, port, pfd[1]));
         }
     }
     close(pfd[1]);
@@ -294,6 +364,8 @@ static int run_job(bench_ctx_t *c, const char *tr, const char *prov, int rma, sa
             s->lat[r.idx][s->nlat[r.idx]++] = r.v;
         else if (r.kind == 3 && r.idx >= 0 && r.idx < NSIZES && s->nglat[r.idx] < MAX_REPS)
             s->glat[r.idx][s->nglat[r.idx]++] = r.v;
+        else if (r.kind == 4 && r.idx >= 0 && r.idx < NSIZES && s->nnlat[r.idx] < MAX_REPS)
+            s->nlat_us[r.idx][s->nnlat[r.idx]++] = r.v;
         else if (r.kind == 1 && s->nbw < MAX_REPS)
             s->bw[s->nbw++] = r.v;
         else if (r.kind == 2)
@@ -401,6 +473,13 @@ static void report_get(bench_ctx_t *c, const char *metric, samples_t *s, const c
             bench_report(c, metric, sizes[i], "us", bench_stats(s->glat[i], s->nglat[i]), ref);
 }
 
+static void report_notify(bench_ctx_t *c, const char *metric, samples_t *s, const char *ref)
+{
+    for (int i = 0; i < NSIZES; i++)
+        if (s->nnlat[i])
+            bench_report(c, metric, sizes[i], "us", bench_stats(s->nlat_us[i], s->nnlat[i]), ref);
+}
+
 static int fabric_run(bench_ctx_t *c)
 {
     const char *prov = getenv("FI_PROVIDER");
@@ -433,7 +512,7 @@ static int fabric_run(bench_ctx_t *c)
         ok++;
     }
     c->transport = "udp";
-    if (run_job(c, "udp", NULL, 0, s) == 0) {
+    if (run_job(c, "udp", NULL, 0, 1, JOB_ALL, s) == 0) {
         report_lat(c, "udp_lat", s, NULL);
         report_get(c, "udp_get_lat", s, NULL);
         bench_report(c, "udp_bw", BW_MSG, "GB/s", bench_stats(s->bw, s->nbw), NULL);
@@ -442,7 +521,7 @@ static int fabric_run(bench_ctx_t *c)
         bench_note(c, "fabric: the job over udp failed: %s", s->err);
     }
     c->transport = "fabric";
-    if (run_job(c, "fabric", prov, 1, s) == 0) {
+    if (run_job(c, "fabric", prov, 1, 1, JOB_ALL, s) == 0) {
         report_lat(c, "fabric_lat", s, have_fi ? "fabric/fi_pingpong_lat" : NULL);
         report_get(c, "fabric_get_lat", s, "fabric/udp_get_lat");
         bench_report(c, "fabric_bw", BW_MSG, "GB/s", bench_stats(s->bw, s->nbw), "fabric/udp_bw");
@@ -451,8 +530,33 @@ static int fabric_run(bench_ctx_t *c)
         bench_note(c, "fabric: no fabric_lat/fabric_bw rows: the job with VMMC_TRANSPORT=fabric "
                    "FI_PROVIDER=%s failed: %s", prov, s->err);
     }
+    /* Notifications as remote CQ data, and as NOTE messages after the RMA
+     * data (VMMC_FABRIC_CQ_DATA=no) for what CQ data saves: jobs of each
+     * kind in turns (NOTIFY_ROUNDS each), so that a change in the
+     * machine's load weighs on both. */
+    samples_t *nq = calloc(2, sizeof *nq);
+    int nfail = !nq;
+    for (int round = 0; nq && round < NOTIFY_ROUNDS && !nfail; round++)
+        for (int cqd = 1; cqd >= 0 && !nfail; cqd--) {
+            if (run_job(c, "fabric", prov, 1, cqd, JOB_NOTIFY_ONLY, s) != 0) {
+                bench_note(c, "fabric: no notification rows: the job with "
+                           "VMMC_FABRIC_CQ_DATA=%s failed: %s", cqd ? "yes" : "no", s->err);
+                nfail = 1;
+                break;
+            }
+            samples_t *t = &nq[cqd];
+            for (int i = 0; i < NSIZES; i++)
+                for (int k = 0; k < s->nnlat[i] && t->nnlat[i] < MAX_REPS; k++)
+                    t->nlat_us[i][t->nnlat[i]++] = s->nlat_us[i][k];
+        }
+    if (nq && !nfail) {
+        report_notify(c, "fabric_notify_lat", &nq[1], "fabric/fabric_notify_msg_lat");
+        report_notify(c, "fabric_notify_msg_lat", &nq[0], NULL);
+        ok++;
+    }
+    free(nq);
     /* The message path on the same provider, for what the RMA path saves. */
-    if (run_job(c, "fabric", prov, 0, s) == 0) {
+    if (run_job(c, "fabric", prov, 0, 1, JOB_ALL, s) == 0) {
         report_lat(c, "fabric_msg_lat", s, "fabric/fabric_lat");
         report_get(c, "fabric_msg_get_lat", s, "fabric/fabric_get_lat");
         bench_report(c, "fabric_msg_bw", BW_MSG, "GB/s", bench_stats(s->bw, s->nbw),

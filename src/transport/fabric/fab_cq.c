@@ -428,11 +428,12 @@ static int rx_handle(fab_ep_t *f)
     f->busy = 0;
     for (int i = 0; i < f->nheld;) {
         struct fi_cq_data_entry *e = &f->held[i];
-        fab_rxb_t *b = e->op_context;
+        fab_rxb_t *b = e->op_context; /* NULL: remote CQ data (no buffer) */
         fab_peer_t *p = fab_peer_of(f, f->held_peer[i]);
         fab_hdr_t h;
-        memcpy(&h, b->buf, sizeof h);
-        if (h.seq != p->rx_seq) {
+        if (b)
+            memcpy(&h, b->buf, sizeof h);
+        if (b ? h.seq != p->rx_seq : !vmmc_fab__rx_cqd_due(p, e->data)) {
             vmmc_tl_peer_t *tp = vmmc_tl_peer_at(f->ep, f->held_peer[i]);
             if (tp && atomic_load_explicit(&tp->state, memory_order_acquire) == PEER_DEAD) {
                 /* Its turn never comes: the peer died before the message
@@ -444,21 +445,25 @@ static int rx_handle(fab_ep_t *f)
                 memmove(f->held_peer + i, f->held_peer + i + 1,
                         (size_t)(f->nheld - i) * sizeof *f->held_peer);
                 atomic_fetch_add_explicit(&f->c_bad, 1, memory_order_relaxed);
-                (void)post_rx(f, b);
+                if (b)
+                    (void)post_rx(f, b);
                 continue;
             }
             i++;
             continue;
         }
-        if (vmmc_fab__rx(f, f->held_peer[i], p, b->buf, e->len)) {
+        if (b ? vmmc_fab__rx(f, f->held_peer[i], p, b->buf, e->len)
+              : vmmc_fab__rx_cqd(f, f->held_peer[i], e->data)) {
             f->busy = 1; /* nothing of anyone's before the queue has room (order) */
             return done;
         }
-        p->rx_seq++;
+        if (b)
+            vmmc_fab__rx_handled(f, f->held_peer[i], p);
         f->nheld--;
         memmove(f->held + i, f->held + i + 1, (size_t)(f->nheld - i) * sizeof *f->held);
         memmove(f->held_peer + i, f->held_peer + i + 1, (size_t)(f->nheld - i) * sizeof *f->held_peer);
-        (void)post_rx(f, b);
+        if (b)
+            (void)post_rx(f, b);
         done++;
         i = 0; /* one of this sender's that waited may be next now */
     }
@@ -470,7 +475,9 @@ static int rx_progress(fab_ep_t *f)
     int done = 0;
     struct fi_cq_data_entry e[16];
     fi_addr_t src[16];
-    ssize_t n = fi_cq_readfrom(f->rxcq, e, 16, src);
+    /* never more than held[] takes (fab_rx.c) */
+    int room = vmmc_fab__rx_room(f);
+    ssize_t n = room > 0 ? fi_cq_readfrom(f->rxcq, e, room < 16 ? (size_t)room : 16, src) : 0;
     for (ssize_t i = 0; f->nosrc && i < n; i++)
         src[i] = FI_ADDR_NOTAVAIL; /* the sender's claim, checked below, says who */
     if (n == -FI_EAVAIL) {
@@ -487,6 +494,11 @@ static int rx_progress(fab_ep_t *f)
     }
     for (ssize_t i = 0; i < n; i++) {
         fab_rxb_t *b = e[i].op_context;
+        if (!b) { /* a remote write's CQ data */
+            vmmc_fab__rx_cqd_hold(f, &e[i]);
+            done++;
+            continue;
+        }
         /* who sent it (fab_accept.c: HELLOs and refusals are taken there) */
         int h = vmmc_fab__rx_source(f, src[i], b->buf, e[i].len);
         if (h == FAB_RX_DROP) {
@@ -545,8 +557,9 @@ int vmmc_fab__start(fab_ep_t *f)
 {
     f->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     f->rx = calloc(FAB_NRX, sizeof *f->rx);
-    f->held = calloc(FAB_NRX, sizeof *f->held);
-    f->held_peer = calloc(FAB_NRX, sizeof *f->held_peer);
+    f->held_cap = FAB_NRX + (f->cq_data ? 1024 : 0);
+    f->held = calloc((size_t)f->held_cap, sizeof *f->held);
+    f->held_peer = calloc((size_t)f->held_cap, sizeof *f->held_peer);
     if (f->wakefd < 0 || !f->rx || !f->held || !f->held_peer)
         return vmmc_error(VMMC_ERR_NOMEM, "fabric: out of memory or descriptors");
     /* one registration for every receive buffer, held while the endpoint lives */

@@ -39,6 +39,7 @@ enum {
     F_NOTE = 11,    /* notification of an RMA write before it: export id/gen (token), off, len, imm */
     F_HELLO = 12,   /* first message to a peer that is not a rank: the sender's address (data) */
     F_REFUSE = 13,  /* answer to a HELLO the receiver refused (it does not listen) */
+    F_SEQACK = 14,  /* id: the receiver handled every message of ours numbered below it */
 };
 enum { F_FIRST = 1, F_LAST = 2, F_NOTIFY = 4, F_HEADLAST = 8 };
 
@@ -68,6 +69,9 @@ typedef struct fab_hdr {
 #define FAB_CHUNK (64u * 1024)
 #define FAB_RXBUF (sizeof(fab_hdr_t) + FAB_CHUNK)
 #define FAB_NRX 32 /* receive buffers posted */
+/* held[]: FAB_NRX messages and remote CQ data waiting for its turn (or
+ * for room in the notification queue): FAB_HELD_MAX entries at most */
+#define FAB_HELD_MAX 65536
 
 /* A message being sent: freed when its completion comes. */
 typedef struct fab_tx {
@@ -90,7 +94,57 @@ typedef struct fab_tx {
 typedef struct fab_rpx {
     uint64_t key;
     uint64_t base; /* the address of offset 0 (FI_MR_VIRT_ADDR), else 0 */
+    uint32_t nslot; /* the exporter's notification slot for us (fab_nslot.c), 0: none */
 } fab_rpx_t;
+
+/* Remote CQ data of a notifying RMA write (fab_nslot.c, fab_rdma.c), 64 bits:
+ *   [63:54] slot  [53:46] check  [45:36] seq  [35:22] offset  [21:8] length - 1  [7:0] imm
+ * slot and check: the exporter's notification slot (the import reply's
+ * nslot: FAB_NSLOT_VALID | check << 16 | slot); seq: the low bits of the
+ * sender's next message number to the target (the target handles the
+ * notification after every message sent before it); offset, length and
+ * imm: the notification's (the provider reports no length: measured 0). */
+#define FAB_CQD_SLOTS 1024
+#define FAB_NSLOT_VALID 0x80000000u
+#define FAB_CQD_OFF_MAX (1u << 14) /* offsets below 16 KiB */
+#define FAB_CQD_LEN_MAX (1u << 14) /* lengths 1 .. 16 KiB */
+#define FAB_CQD_IMM_MAX (1u << 8)  /* immediates below 256 */
+#define FAB_CQD_SEQ_MASK 0x3ffu
+/* A receiver acknowledges every FAB_SEQACK_EVERY messages it handled from
+ * a peer (F_SEQACK); a sender carries a notification as CQ data only while
+ * fewer than FAB_CQD_WINDOW of its messages may be unhandled at the target,
+ * so that the sequence field (10 bits) never wraps: the target's
+ * serial-number comparison (fab_rx.c) is exact within half its range. */
+#define FAB_SEQACK_EVERY 64u
+#define FAB_CQD_WINDOW 256u
+#define FAB_CQD_SLOT(d) ((unsigned)((d) >> 54) & (FAB_CQD_SLOTS - 1u))
+#define FAB_CQD_CHECK(d) ((uint8_t)((d) >> 46))
+#define FAB_CQD_SEQ(d) ((uint32_t)((d) >> 36) & FAB_CQD_SEQ_MASK)
+#define FAB_CQD_OFF(d) (((d) >> 22) & (FAB_CQD_OFF_MAX - 1))
+#define FAB_CQD_LEN(d) ((((d) >> 8) & (FAB_CQD_LEN_MAX - 1)) + 1)
+#define FAB_CQD_IMM(d) ((d) & (FAB_CQD_IMM_MAX - 1))
+
+static inline int fab_cqd_fits(uint32_t nslot, size_t off, size_t len, uint64_t imm)
+{
+    return (nslot & FAB_NSLOT_VALID) && off < FAB_CQD_OFF_MAX && len && len <= FAB_CQD_LEN_MAX &&
+           imm < FAB_CQD_IMM_MAX;
+}
+
+/* Everything but the sequence number (the sender adds it as it posts). */
+static inline uint64_t fab_cqd_make(uint32_t nslot, size_t off, size_t len, uint64_t imm)
+{
+    return (uint64_t)(nslot & (FAB_CQD_SLOTS - 1u)) << 54 | (uint64_t)((nslot >> 16) & 0xff) << 46 |
+           (uint64_t)off << 22 | (uint64_t)(len - 1) << 8 | imm;
+}
+
+/* One (export, importer) grant's notification slot (fab_nslot.c). */
+typedef struct fab_nslot {
+    uint32_t export_id, gen;
+    uint64_t token[2]; /* the import's capability token (what its NOTE would carry) */
+    int importer;      /* its peer handle */
+    uint8_t check;     /* random: what its CQ data must carry */
+    uint8_t used;
+} fab_nslot_t;
 
 /* An export registered for a peer's direct access (fab_mr.c). */
 typedef struct fab_xmr {
@@ -127,6 +181,10 @@ typedef struct fab_peer {
     _Atomic int tx_out;      /* operations under way (providers that resend: fab_wait.c) */
     /* receive side (progress thread only) */
     uint32_t rx_seq;         /* the next one to handle */
+    /* send side: the peer handled our messages numbered below this
+     * (F_SEQACK): notifications go as remote CQ data only while fewer than
+     * FAB_CQD_WINDOW of ours may be unhandled there (fab_rdma.c) */
+    _Atomic uint32_t acked_seq;
     uint64_t msg_off;
     int msg_ok;
     /* open world (fab_accept.c): we sent it our HELLO (a refusal is taken
@@ -169,6 +227,11 @@ typedef struct fab_ep {
     size_t max_msg;          /* its max_msg_size: one RMA operation at most */
     pthread_mutex_t mrlock;  /* mrs */
     fab_xmr_t *mrs;          /* exports registered for direct access */
+    /* notifications as remote CQ data (fab_nslot.c): the provider carries
+     * 8 bytes of it and VMMC_FABRIC_CQ_DATA allows it (on the RMA path) */
+    int cq_data;
+    pthread_mutex_t nslock;  /* nslots */
+    fab_nslot_t *nslots;     /* FAB_CQD_SLOTS, made at the first grant */
     size_t addrlen;
     uint64_t sec;            /* fsec= of our address */
     pthread_t thread;
@@ -189,6 +252,7 @@ typedef struct fab_ep {
     struct fi_cq_data_entry *held;
     int *held_peer;
     int nheld;
+    int held_cap;            /* held[]'s size (grows with remote CQ data: fab_rx.c) */
     int busy;                /* the last try found the notification queue full */
     fab_peer_t **_Atomic peers[FAB_PEER_CHUNKS];
     /* fi_addr -> handle (the AV is a table: fi_addr is an index) */
@@ -219,6 +283,9 @@ typedef struct fab_ep {
     int nrefused;            /* addresses put into the AV only to refuse them (bounded) */
     _Atomic uint64_t c_refusals_sent, c_refused_by_peer;
     _Atomic uint64_t c_naps, c_wakes; /* the progress thread's sleeps: timed out, woken */
+    /* notifications taken from remote CQ data; CQ data dropped (no such
+     * slot, a wrong check, not its importer's, the held queue full) */
+    _Atomic uint64_t c_notes_cqd, c_bad_cqd;
 } fab_ep_t;
 
 extern const int vmmc_tl_slot_fabric;
@@ -312,6 +379,7 @@ extern uint64_t vmmc_fab_cfg_spin;         /* VMMC_FABRIC_SPIN, ns */
 extern const char *vmmc_fab_cfg_mode; /* VMMC_FABRIC: auto, yes, no */
 extern int vmmc_fab_cfg_mr_local;     /* VMMC_FABRIC_MR_LOCAL */
 extern int vmmc_fab_cfg_rma;          /* VMMC_FABRIC_RMA */
+extern int vmmc_fab_cfg_cq_data;      /* VMMC_FABRIC_CQ_DATA */
 /* What the RMA path needs ordered: writes after writes and sends (a put's
  * data before a later one's), sends after writes (a notification, a flush,
  * an atomic's request after the data), reads after writes and sends. */
@@ -337,8 +405,27 @@ int vmmc_fab__peer_error(fab_ep_t *f, int h);
 void vmmc_fab__export_grant(vmmc_ep_t *ep, vmmc_tl_peer_t *peer, vmmc_ctl_msg_t *rep);
 void vmmc_fab__export_end(vmmc_ep_t *ep, uint32_t export_id, uint32_t gen);
 void vmmc_fab__mrs_close(fab_ep_t *f);
+/* fab_nslot.c: notification slots (remote CQ data) */
+uint32_t vmmc_fab__nslot_grant(fab_ep_t *f, int importer, const vmmc_ctl_msg_t *rep);
+void vmmc_fab__nslot_end(fab_ep_t *f, uint32_t export_id, uint32_t gen);
+void vmmc_fab__nslots_close(fab_ep_t *f);
+int vmmc_fab__nslot_owner(fab_ep_t *f, uint64_t data);
+int vmmc_fab__nslot_note(fab_ep_t *f, uint64_t data, int peer, fab_hdr_t *h);
 /* fab_rx.c */
 int vmmc_fab__rx(fab_ep_t *f, int peer, fab_peer_t *p, const void *buf, size_t len);
+/* A notifying write's remote CQ data @data from @peer (its slot's
+ * importer): due (1) once the messages sent before it were handled; then
+ * handled as a NOTE message: 0 done (queued, refused or dropped, counted),
+ * 1 not now (the notification queue is full). */
+int vmmc_fab__rx_cqd_due(const fab_peer_t *p, uint64_t data);
+int vmmc_fab__rx_cqd(fab_ep_t *f, int peer, uint64_t data);
+/* Message @peer's rx_seq was handled: count it (and acknowledge, F_SEQACK). */
+void vmmc_fab__rx_handled(fab_ep_t *f, int peer, fab_peer_t *p);
+/* A completion of remote CQ data read from the queue: into held[] (its
+ * sender named by its slot), or dropped and counted. */
+void vmmc_fab__rx_cqd_hold(fab_ep_t *f, const struct fi_cq_data_entry *e);
+/* Room in held[] for the next read of the receive queue (it may grow). */
+int vmmc_fab__rx_room(fab_ep_t *f);
 int vmmc_fab__drain(vmmc_ep_t *ep, void (*push)(vmmc_ep_t *ep, const vmmc_nrec_t *rec));
 /* fab_rma.c */
 int vmmc_fab__ctl_send(vmmc_ep_t *ep, vmmc_tl_peer_t *peer, const vmmc_ctl_msg_t *msg,

@@ -16,7 +16,11 @@
  * an ordered RMA path. Where the provider lets us choose keys (no
  * FI_MR_PROV_KEY) they are random 64-bit numbers: a peer that was never
  * given one cannot guess it. A peer that was given one keeps it, but the
- * region it names closes with the export. */
+ * region it names closes with the export.
+ *
+ * Each grant also gets a notification slot (fab_nslot.c), whose number
+ * travels in the reply (nslot): notifications that fit go as remote CQ
+ * data of the write itself. */
 #include "transport/fabric/fab_int.h"
 
 #include <stdlib.h>
@@ -36,6 +40,7 @@ void vmmc_fab__export_grant(vmmc_ep_t *ep, vmmc_tl_peer_t *peer, vmmc_ctl_msg_t 
     fab_ep_t *f = F(ep);
     rep->rkey = 0;
     rep->rkey_ok = 0;
+    rep->nslot = 0;
     if (!f || !f->rma || (rep->flags & VMMC_EXPORT_REDIRECTABLE) || !rep->length ||
         peer->pid == VMMC_TL_EP(ep)->pid)
         return;
@@ -74,6 +79,8 @@ void vmmc_fab__export_grant(vmmc_ep_t *ep, vmmc_tl_peer_t *peer, vmmc_ctl_msg_t 
     rep->rkey = x->key;
     rep->rkey_ok = 1;
     pthread_mutex_unlock(&f->mrlock);
+    /* its notifications as remote CQ data, where they fit (fab_nslot.c) */
+    rep->nslot = vmmc_fab__nslot_grant(f, peer->rank, rep);
 }
 
 void vmmc_fab__export_end(vmmc_ep_t *ep, uint32_t export_id, uint32_t gen)
@@ -81,6 +88,7 @@ void vmmc_fab__export_end(vmmc_ep_t *ep, uint32_t export_id, uint32_t gen)
     fab_ep_t *f = F(ep);
     if (!f)
         return;
+    vmmc_fab__nslot_end(f, export_id, gen);
     pthread_mutex_lock(&f->mrlock);
     fab_xmr_t *x = NULL;
     for (fab_xmr_t **pp = &f->mrs; *pp; pp = &(*pp)->next)
@@ -109,4 +117,5 @@ void vmmc_fab__mrs_close(fab_ep_t *f)
         free(x);
         x = n;
     }
+    vmmc_fab__nslots_close(f);
 }

@@ -17,6 +17,7 @@ const char *vmmc_fab_cfg_mode;
 static const char *cfg_provider;
 int vmmc_fab_cfg_mr_local;
 int vmmc_fab_cfg_rma;
+int vmmc_fab_cfg_cq_data;
 uint64_t vmmc_fab_cfg_send_timeout;
 uint64_t vmmc_fab_cfg_spin;
 static const vmmc_cfg_entry_t fab_entries[] = {
@@ -35,6 +36,11 @@ static const vmmc_cfg_entry_t fab_entries[] = {
      "messages (not on udp;ofi_rxd, whose RMA fails under load); no: every put and get is a "
      "message the receiver applies",
      VMMC_CFG_BOOL, &vmmc_fab_cfg_rma},
+    {"FABRIC_CQ_DATA", "yes", "on the RMA path, a notifying put whose notification fits 64 bits "
+     "(offset below 16 KiB, length up to 16 KiB, immediate below 256) is one fi_writedata "
+     "carrying it as remote CQ data, where the provider offers 8 bytes of it; no: the data, "
+     "then a NOTE message (both ends must allow it)",
+     VMMC_CFG_BOOL, &vmmc_fab_cfg_cq_data},
     {"FABRIC_SEND_TIMEOUT", "10s", "a send that finds no room in the provider for this long "
      "fails its peer (it stopped taking messages)", VMMC_CFG_TIME, &vmmc_fab_cfg_send_timeout,
      1000000ull, 86400000000000ull},

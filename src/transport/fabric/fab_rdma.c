@@ -6,8 +6,12 @@
  *   beyond that the caller's buffer itself, registered through the
  *   translation cache where the provider needs local registrations, and
  *   waited for), so the source is reusable on return as for every put;
- *   a put with a notification: the data by fi_write, then an F_NOTE
- *   message the receiver queues the notification from; the provider
+ *   a put with a notification: where it fits 64 bits of remote CQ data
+ *   (fab_int.h FAB_CQD_*: the exporter's notification slot for us, offset,
+ *   length, immediate) the put's last write is fi_writedata carrying it,
+ *   which completes at the target only once the data is in place (and the
+ *   writes before it: FI_ORDER_WAW); otherwise the data by fi_write, then
+ *   an F_NOTE message the receiver queues the notification from; the provider
  *   orders sends after writes (FI_ORDER_SAW, required for this path), so
  *   the notification is handled only once the data is in place. A put with
  *   VMMC_SEND_HEAD_LAST that fits one message (FAB_CHUNK) stays a message
@@ -44,7 +48,8 @@
 /* Post one operation (@tx NULL: fi_inject_write), retrying while the
  * provider has no room. */
 static int post(fab_ep_t *f, vmmc_tl_proxy_t *px, fab_peer_t *p, int read, fab_tx_t *tx,
-                void *buf, size_t len, void *desc, uint64_t raddr, int nonblock)
+                void *buf, size_t len, void *desc, uint64_t raddr, int nonblock,
+                const uint64_t *cqd)
 {
     const fab_rpx_t *r = px->tl_priv;
     struct timespec t0 = {0, 0};
@@ -56,6 +61,10 @@ static int post(fab_ep_t *f, vmmc_tl_proxy_t *px, fab_peer_t *p, int read, fab_t
             rc = fi_read(f->fep, buf, len, desc, p->fa, raddr, r->key, &tx->ctx);
         else if (!tx)
             rc = fi_inject_write(f->fep, buf, len, p->fa, raddr, r->key);
+        else if (cqd) /* (p->seqlock held: the next message's number is ours to name) */
+            rc = fi_writedata(f->fep, buf, len, desc,
+                              *cqd | (uint64_t)(p->tx_seq & FAB_CQD_SEQ_MASK) << 36, p->fa,
+                              raddr, r->key, &tx->ctx);
         else
             rc = fi_write(f->fep, buf, len, desc, p->fa, raddr, r->key, &tx->ctx);
         if (rc == 0) {
@@ -101,6 +110,26 @@ static int post(fab_ep_t *f, vmmc_tl_proxy_t *px, fab_peer_t *p, int read, fab_t
         if (atomic_load(&f->stop))
             return vmmc_error(VMMC_ERR_PEER_DEAD, "fabric: closing");
     }
+}
+
+/* A write carrying a notification as remote CQ data @cqd (fab_int.h):
+ * posted under the peer's message numbering lock, so that the number it
+ * carries is that of the next message, and the target handles it after
+ * every message sent before it. Unless FAB_CQD_WINDOW of our messages may
+ * still be unhandled there (the sequence field could wrap): then a plain
+ * write, *@carried 0, and the caller sends the NOTE message. */
+static int post_cqd(fab_ep_t *f, vmmc_tl_proxy_t *px, fab_peer_t *p, fab_tx_t *tx, void *buf,
+                    size_t len, void *desc, uint64_t raddr, int nonblock, uint64_t cqd,
+                    int *carried)
+{
+    pthread_mutex_lock(&p->seqlock);
+    *carried = p->tx_seq - atomic_load_explicit(&p->acked_seq, memory_order_relaxed) <
+               FAB_CQD_WINDOW;
+    int st = post(f, px, p, 0, tx, buf, len, desc, raddr, nonblock, *carried ? &cqd : NULL);
+    pthread_mutex_unlock(&p->seqlock);
+    if (st != VMMC_OK)
+        *carried = 0;
+    return st;
 }
 
 /* Writes of ours that went as messages are applied before an RMA
@@ -196,7 +225,10 @@ static int local_reg(fab_ep_t *f, fab_tx_t *tx, const void *buf, size_t len, uin
     return VMMC_OK;
 }
 
-static int rma_write(vmmc_tl_proxy_t *px, size_t off, const char *src, size_t len, int nonblock)
+/* @cqd: the last piece carries it as remote CQ data (NULL: none), if it
+ * can (*@carried: post_cqd). */
+static int rma_write(vmmc_tl_proxy_t *px, size_t off, const char *src, size_t len, int nonblock,
+                     const uint64_t *cqd, int *carried)
 {
     fab_ep_t *f = F(px->ep);
     const fab_rpx_t *r = px->tl_priv;
@@ -223,7 +255,9 @@ static int rma_write(vmmc_tl_proxy_t *px, size_t off, const char *src, size_t le
                 return VMMC_ERR_NOMEM;
             memcpy(tx->buf, src + pos, n);
             if ((st = local_reg(f, tx, tx->buf, n, FI_WRITE, &desc)) == VMMC_OK)
-                st = post(f, px, p, 0, tx, tx->buf, n, desc, raddr, nb);
+                st = cqd && pos + n == len
+                         ? post_cqd(f, px, p, tx, tx->buf, n, desc, raddr, nb, *cqd, carried)
+                         : post(f, px, p, 0, tx, tx->buf, n, desc, raddr, nb, NULL);
             if (st != VMMC_OK)
                 vmmc_fab__tx_free(f, tx);
         } else {
@@ -233,7 +267,10 @@ static int rma_write(vmmc_tl_proxy_t *px, size_t off, const char *src, size_t le
             if (!tx)
                 return VMMC_ERR_NOMEM;
             if ((st = local_reg(f, tx, src + pos, n, FI_WRITE, &desc)) == VMMC_OK)
-                st = post(f, px, p, 0, tx, (void *)(src + pos), n, desc, raddr, nb);
+                st = cqd && pos + n == len
+                         ? post_cqd(f, px, p, tx, (void *)(src + pos), n, desc, raddr, nb, *cqd,
+                                    carried)
+                         : post(f, px, p, 0, tx, (void *)(src + pos), n, desc, raddr, nb, NULL);
             if (st != VMMC_OK)
                 vmmc_fab__tx_free(f, tx);
             else if ((st = wait_tx(f, tx, px->rank)) == VMMC_ERR_PERMISSION)
@@ -284,12 +321,24 @@ static int rma_put(vmmc_tl_proxy_t *px, size_t off, const void *src, size_t len,
     if (flags & VMMC_SEND_HEAD_LAST) {
         /* the rest, then the head (and the notification) as one message */
         int st = rma_write(px, off + 16, (const char *)src + 16, len - 16,
-                           flags & VMMC_SEND_NONBLOCK);
+                           flags & VMMC_SEND_NONBLOCK, NULL, NULL);
         if (st != VMMC_OK)
             return st;
         return vmmc_fab__put(px, off, src, 16, flags & ~VMMC_SEND_NONBLOCK, imm);
     }
-    int st = rma_write(px, off, src, len, flags & VMMC_SEND_NONBLOCK);
+    const fab_rpx_t *r = px->tl_priv;
+    if ((flags & VMMC_SEND_NOTIFY) && fab_cqd_fits(r->nslot, off, len, imm)) {
+        /* one operation: the write carries its notification */
+        uint64_t cqd = fab_cqd_make(r->nslot, off, len, imm);
+        int carried = 0;
+        int st = rma_write(px, off, src, len, flags & VMMC_SEND_NONBLOCK, &cqd, &carried);
+        if (st == VMMC_OK && carried)
+            VMMC_COUNT(px->ep, CNT_NOTIFY_SENT, 1);
+        else if (st == VMMC_OK)
+            st = note(px, off, len, imm);
+        return st;
+    }
+    int st = rma_write(px, off, src, len, flags & VMMC_SEND_NONBLOCK, NULL, NULL);
     if (st == VMMC_OK && (flags & VMMC_SEND_NOTIFY))
         st = note(px, off, len, imm);
     return st;
@@ -319,15 +368,25 @@ static int rma_putv(vmmc_tl_proxy_t *px, size_t off, const struct iovec *iov, in
         total += iov[i].iov_len;
     if (!total)
         return vmmc_fab__putv_msg(px, off, iov, iovcnt, flags, imm);
+    /* a notification that fits: the last piece's write carries it */
+    const fab_rpx_t *r = px->tl_priv;
+    int fast = (flags & VMMC_SEND_NOTIFY) && fab_cqd_fits(r->nslot, off, total, imm);
+    uint64_t cqd = fast ? fab_cqd_make(r->nslot, off, total, imm) : 0;
+    int last = iovcnt - 1;
+    while (last > 0 && !iov[last].iov_len)
+        last--;
     size_t pos = 0;
-    int st = VMMC_OK;
+    int st = VMMC_OK, carried = 0;
     for (int i = 0; i < iovcnt && st == VMMC_OK; i++) {
         if (iov[i].iov_len)
             st = rma_write(px, off + pos, iov[i].iov_base, iov[i].iov_len,
-                           pos == 0 ? flags & VMMC_SEND_NONBLOCK : 0);
+                           pos == 0 ? flags & VMMC_SEND_NONBLOCK : 0,
+                           fast && i == last ? &cqd : NULL, &carried);
         pos += iov[i].iov_len;
     }
-    if (st == VMMC_OK && (flags & VMMC_SEND_NOTIFY))
+    if (st == VMMC_OK && carried)
+        VMMC_COUNT(px->ep, CNT_NOTIFY_SENT, 1);
+    else if (st == VMMC_OK && (flags & VMMC_SEND_NOTIFY))
         st = note(px, off, total, imm);
     return st;
 }
@@ -363,7 +422,7 @@ static int rma_get(vmmc_tl_proxy_t *px, size_t off, void *dst, size_t len)
         if (!tx)
             return VMMC_ERR_NOMEM;
         if ((st = local_reg(f, tx, (char *)dst + pos, n, FI_READ, &desc)) == VMMC_OK)
-            st = post(f, px, p, 1, tx, (char *)dst + pos, n, desc, r->base + off + pos, 0);
+            st = post(f, px, p, 1, tx, (char *)dst + pos, n, desc, r->base + off + pos, 0, NULL);
         if (st != VMMC_OK) {
             vmmc_fab__tx_free(f, tx);
             break;

@@ -160,9 +160,10 @@ static int on_write(fab_ep_t *f, int peer, fab_peer_t *p, const fab_hdr_t *h, co
 }
 
 /* The notification of RMA writes that landed before it (the provider
- * orders this message after them). The core checks the export, its
- * generation and token and the range's start as for a write of nothing;
- * 1: not now (the notification queue is full). */
+ * orders this message after them; or the remote CQ data of the last of
+ * them). The core checks the export, its generation and token and the
+ * range's end as for a write of nothing; 1: not now (the notification
+ * queue is full), 0 queued, -1 refused. */
 static int on_note(fab_ep_t *f, int peer, const fab_hdr_t *h)
 {
     vmmc_ep_t *ep = f->ep;
@@ -186,10 +187,111 @@ static int on_note(fab_ep_t *f, int peer, const fab_hdr_t *h)
         vmmc_debug("fabric: notification from rank %d for export %u refused: %s", peer,
                    h->export_id, vmmc_strerror(st));
         vmmc_tl_wake(ep);
-        return 0;
+        return -1;
     }
     notify_queue(f, peer, h, h->off, h->len);
     return 0;
+}
+
+/* Remote CQ data is due once every message its sender numbered before it
+ * was handled: its sequence field is the number of the sender's next
+ * message then. Serial-number arithmetic over FAB_CQD_SEQ_MASK: ahead by
+ * less than half the range waits, anything else is due (never held for
+ * ever: a gap of half the range or more would be handled early). */
+int vmmc_fab__rx_cqd_due(const fab_peer_t *p, uint64_t data)
+{
+    uint32_t ahead = (FAB_CQD_SEQ(data) - p->rx_seq) & FAB_CQD_SEQ_MASK;
+    return ahead == 0 || ahead > FAB_CQD_SEQ_MASK / 2;
+}
+
+void vmmc_fab__rx_handled(fab_ep_t *f, int peer, fab_peer_t *p)
+{
+    p->rx_seq++;
+    if (VMMC_LIKELY(!f->cq_data || p->rx_seq % FAB_SEQACK_EVERY))
+        return;
+    /* best effort: a sender that hears nothing keeps to NOTE messages */
+    fab_hdr_t a = {.kind = F_SEQACK, .id = p->rx_seq};
+    (void)vmmc_fab__send(f, peer, &a, NULL, 0, 1);
+}
+
+int vmmc_fab__rx_cqd(fab_ep_t *f, int peer, uint64_t data)
+{
+    fab_hdr_t h;
+    if (vmmc_fab__nslot_note(f, data, peer, &h) != 0) {
+        /* its slot ended since it was read (the export ended) */
+        atomic_fetch_add_explicit(&f->c_bad_cqd, 1, memory_order_relaxed);
+        return 0;
+    }
+    int r = on_note(f, peer, &h);
+    if (r == 1)
+        return 1;
+    atomic_fetch_add_explicit(&f->c_rx, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(r == 0 ? &f->c_notes_cqd : &f->c_bad_cqd, 1,
+                              memory_order_relaxed);
+    return 0;
+}
+
+/* Remote CQ data (a completion with no receive buffer): held, in its
+ * sender's order, for rx_handle. Its sender is its slot's importer (the
+ * provider names none: fab_nslot.c); no such slot, a wrong check, or no
+ * room: dropped and counted. */
+void vmmc_fab__rx_cqd_hold(fab_ep_t *f, const struct fi_cq_data_entry *e)
+{
+    int h = (e->flags & FI_REMOTE_CQ_DATA) ? vmmc_fab__nslot_owner(f, e->data) : -1;
+    if (h < 0 || !fab_peer_of(f, h) || f->nheld >= f->held_cap) {
+        atomic_fetch_add_explicit(&f->c_bad_cqd, 1, memory_order_relaxed);
+        vmmc_debug("fabric: remote CQ data %016llx dropped (%s)", (unsigned long long)e->data,
+                   h < 0 ? "no such slot" : f->nheld >= f->held_cap ? "no room" : "no peer");
+        return;
+    }
+    f->held[f->nheld] = *e;
+    f->held_peer[f->nheld++] = h;
+}
+
+/* The oldest remote CQ data goes now, due or not (its order with the
+ * messages its sender numbered before it is lost; nothing waits for ever). */
+static void cqd_force(fab_ep_t *f)
+{
+    for (int i = 0; i < f->nheld; i++) {
+        if (f->held[i].op_context)
+            continue;
+        if (vmmc_fab__rx_cqd(f, f->held_peer[i], f->held[i].data))
+            return; /* the notification queue is full: room comes when it drains */
+        f->nheld--;
+        memmove(f->held + i, f->held + i + 1, (size_t)(f->nheld - i) * sizeof *f->held);
+        memmove(f->held_peer + i, f->held_peer + i + 1,
+                (size_t)(f->nheld - i) * sizeof *f->held_peer);
+        return;
+    }
+}
+
+/* Room in held[] for what the next read of the queue brings. Remote CQ
+ * data uses no receive buffer, so it may wait there in any number for the
+ * messages its senders numbered before it, which come behind it in the
+ * queue: while the notification queue has room, held[] grows (up to
+ * FAB_HELD_MAX) so that those messages can be read; while it is full,
+ * reading stops at held[]'s size (the provider keeps the rest). At
+ * FAB_HELD_MAX (a peer that sends CQ data numbered after messages it never
+ * sends) the oldest goes early. */
+int vmmc_fab__rx_room(fab_ep_t *f)
+{
+    int room = f->held_cap - f->nheld;
+    if (room >= 16 || f->busy || !f->cq_data)
+        return room;
+    if (f->held_cap < FAB_HELD_MAX) {
+        int cap = f->held_cap * 2 < FAB_HELD_MAX ? f->held_cap * 2 : FAB_HELD_MAX;
+        struct fi_cq_data_entry *h = realloc(f->held, (size_t)cap * sizeof *h);
+        if (h)
+            f->held = h;
+        int *hp = h ? realloc(f->held_peer, (size_t)cap * sizeof *hp) : NULL;
+        if (hp) {
+            f->held_peer = hp;
+            f->held_cap = cap;
+        }
+    } else {
+        cqd_force(f);
+    }
+    return f->held_cap - f->nheld;
 }
 
 int vmmc_fab__rx(fab_ep_t *f, int peer, fab_peer_t *p, const void *buf, size_t len)
@@ -206,7 +308,7 @@ int vmmc_fab__rx(fab_ep_t *f, int peer, fab_peer_t *p, const void *buf, size_t l
         atomic_fetch_add_explicit(&f->c_rx, 1, memory_order_relaxed);
     switch (h.kind) {
     case F_NOTE:
-        if (on_note(f, peer, &h))
+        if (on_note(f, peer, &h) == 1)
             return 1;
         atomic_fetch_add_explicit(&f->c_rx, 1, memory_order_relaxed);
         return 0;
@@ -245,6 +347,15 @@ int vmmc_fab__rx(fab_ep_t *f, int peer, fab_peer_t *p, const void *buf, size_t l
     case F_SIGNAL:
         vmmc_tl_wake(f->ep);
         return 0;
+    case F_SEQACK: {
+        /* forward only (never below what was acknowledged, never beyond
+         * what we sent: a confused or hostile peer gets NOTE messages) */
+        uint32_t a = (uint32_t)h.id, old = atomic_load(&p->acked_seq);
+        uint32_t sent = __atomic_load_n(&p->tx_seq, __ATOMIC_RELAXED);
+        if ((int32_t)(a - old) > 0 && (int32_t)(sent - a) >= 0)
+            atomic_store(&p->acked_seq, a);
+        return 0;
+    }
     case F_PING:
     case F_HELLO: /* its sender was taken as it came (fab_accept.c) */
         return 0;

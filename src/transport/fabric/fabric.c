@@ -86,6 +86,9 @@ static int fab_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
     f->inject = info->tx_attr->inject_size;
     f->max_msg = info->ep_attr->max_msg_size ? info->ep_attr->max_msg_size : SIZE_MAX;
     pthread_mutex_init(&f->mrlock, NULL);
+    pthread_mutex_init(&f->nslock, NULL);
+    /* notifications as remote CQ data: 8 bytes of it, on the RMA path */
+    f->cq_data = f->rma && vmmc_fab_cfg_cq_data && info->domain_attr->cq_data_size >= 8;
     f->txfd = f->rxfd = f->wakefd = f->ann_fd = -1;
     pthread_mutex_init(&f->lock, NULL);
     pthread_mutex_init(&f->nlock, NULL);
@@ -150,8 +153,9 @@ static int fab_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
         return vmmc_error(VMMC_ERR_INVALID, "fabric: no room for the address");
     if ((rc = vmmc_fab__start(f)) != VMMC_OK)
         return rc;
-    vmmc_debug("fabric: endpoint open on %s (%s, %s)", info->fabric_attr->prov_name,
-               hw ? "offloaded" : "software", f->rma ? "RMA" : "messages only");
+    vmmc_debug("fabric: endpoint open on %s (%s, %s%s)", info->fabric_attr->prov_name,
+               hw ? "offloaded" : "software", f->rma ? "RMA" : "messages only",
+               f->cq_data ? ", notifications as CQ data" : "");
     return VMMC_OK;
 }
 
@@ -212,6 +216,7 @@ static void fab_ep_close(vmmc_ep_t *ep)
     pthread_mutex_destroy(&f->lock);
     pthread_mutex_destroy(&f->nlock);
     pthread_mutex_destroy(&f->mrlock);
+    pthread_mutex_destroy(&f->nslock);
     pthread_cond_destroy(&f->cond);
     free(f);
     VMMC_TL_STATE(ep, fabric) = NULL;
@@ -438,7 +443,8 @@ static int fab_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *va
                                         "fabric.send_errors", "fabric.rma_writes",
                                         "fabric.rma_reads", "fabric.rma_refused",
                                         "fabric.rma_regions", "fabric.refusals_sent",
-                                        "fabric.refused_by_peer", "fabric.naps", "fabric.wakes"};
+                                        "fabric.refused_by_peer", "fabric.naps", "fabric.wakes",
+                                        "fabric.notes_cq_data", "fabric.bad_cq_data"};
     fab_ep_t *f = F(ep);
     enum { OWN = sizeof names / sizeof names[0] };
     if (f && f->cache && i >= OWN)
@@ -448,7 +454,8 @@ static int fab_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *va
     _Atomic uint64_t *c[] = {&f->c_tx, &f->c_rx, &f->c_tx_again, &f->c_refused, &f->c_unknown,
                              &f->c_bad, &f->c_tx_err, &f->c_rma_writes, &f->c_rma_reads,
                              &f->c_rma_refused, &f->c_rma_regions, &f->c_refusals_sent,
-                             &f->c_refused_by_peer, &f->c_naps, &f->c_wakes};
+                             &f->c_refused_by_peer, &f->c_naps, &f->c_wakes, &f->c_notes_cqd,
+                             &f->c_bad_cqd};
     *name = names[i];
     *value = atomic_load(c[i]);
     return VMMC_OK;

@@ -36,10 +36,12 @@ static const vmmc_cfg_entry_t fab_entries[] = {
      "messages (not on udp;ofi_rxd, whose RMA fails under load); no: every put and get is a "
      "message the receiver applies",
      VMMC_CFG_BOOL, &vmmc_fab_cfg_rma},
-    {"FABRIC_CQ_DATA", "yes", "on the RMA path, a notifying put whose notification fits 64 bits "
+    {"FABRIC_CQ_DATA", "no", "on the RMA path, a notifying put whose notification fits 64 bits "
      "(offset below 16 KiB, length up to 16 KiB, immediate below 256) is one fi_writedata "
      "carrying it as remote CQ data, where the provider offers 8 bytes of it; no: the data, "
-     "then a NOTE message (both ends must allow it)",
+     "then a NOTE message (both ends must allow it). Off by default: the provider names no "
+     "sender of CQ data, so a peer that imported something of ours could forge another "
+     "importer's notification, once in 256 tries",
      VMMC_CFG_BOOL, &vmmc_fab_cfg_cq_data},
     {"FABRIC_SEND_TIMEOUT", "10s", "a send that finds no room in the provider for this long "
      "fails its peer (it stopped taking messages)", VMMC_CFG_TIME, &vmmc_fab_cfg_send_timeout,

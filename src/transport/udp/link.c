@@ -246,6 +246,17 @@ void vmmc_udp_link_wake(vmmc_udp_link_t *l)
     wake_thread(l);
 }
 
+/* Wake the progress thread out of the sleep @su it published (sleep_until),
+ * once: the first caller takes the published deadline away. A woken thread
+ * that shares its cpu with a polling application may not run for a while,
+ * and every poll meanwhile would otherwise write the eventfd again (a
+ * system call per poll, hundreds in a row were seen). */
+void vmmc_udp__wake_sleep(vmmc_udp_link_t *l, uint64_t su)
+{
+    if (atomic_compare_exchange_strong(&l->sleep_until, &su, 0))
+        wake_thread(l);
+}
+
 VMMC_COLD unsigned vmmc_udp__rx_bufs(vmmc_udp_link_t *l, int nested, unsigned want)
 {
     unsigned base = nested ? RX_BATCH : 0, *have = nested ? &l->rx_nested : &l->rx_outer;

@@ -156,7 +156,7 @@ int vmmc_udp_link_post(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t *re
          * leaves it to the thread's look-back, VMMC_UDP_POLL_RECHECK). */
         uint64_t su = atomic_load(&l->sleep_until);
         if (su > now + l->coalesce_ns && !atomic_load(&l->skipping))
-            vmmc_udp_link_wake(l);
+            vmmc_udp__wake_sleep(l, su);
     }
     return VMMC_OK;
 plain:

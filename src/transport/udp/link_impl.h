@@ -268,6 +268,7 @@ static inline int vmmc_udp__slot_buf(const vmmc_udp_link_t *l, uint8_t **buf, ui
 /* Have @want receive buffers ready for the outer (@nested 0) or nested
  * passes; returns how many are (0 without memory). Receive owner. */
 unsigned vmmc_udp__rx_bufs(vmmc_udp_link_t *l, int nested, unsigned want);
+void vmmc_udp__wake_sleep(vmmc_udp_link_t *l, uint64_t su); /* once per published sleep */
 
 /* Is the calling thread the receive owner of @l (holds rx_lock)? */
 int vmmc_udp__rx_owner(const vmmc_udp_link_t *l);

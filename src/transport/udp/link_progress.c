@@ -292,7 +292,7 @@ int vmmc_udp_link_poll(vmmc_udp_link_t *l)
         uint64_t su = atomic_load(&l->sleep_until);
         if (atomic_load(&l->acks_owed) &&
             su > now + vmmc_udp_cfg_ack_delay + vmmc_udp_cfg_poll_recheck)
-            vmmc_udp_link_wake(l);
+            vmmc_udp__wake_sleep(l, su);
     }
     tl_rx_owner = NULL;
     pthread_mutex_unlock(&l->rx_lock);

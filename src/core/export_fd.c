@@ -73,7 +73,7 @@ int vmmc_export_fd_take(vmmc_ep_t *ep, const vmmc_export_params_t *pa, unsigned 
                           "length %zu", name, pa->fd, (long long)st.st_size,
                           (unsigned long long)pa->fd_offset, pa->length);
     pthread_mutex_lock(&ep->mem_lock);
-    int in_mem = vmmc_mem_at(ep, pa->addr) != NULL;
+    int in_mem = 0; /* (any overlap, the start inside one included) */
     for (vmmc_mem_t *m = ep->mem; m && !in_mem; m = m->next)
         in_mem = m->base < (char *)pa->addr + pa->length && (char *)pa->addr < m->base + m->len;
     pthread_mutex_unlock(&ep->mem_lock);

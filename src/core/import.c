@@ -227,11 +227,10 @@ static int revoked_inflight(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m)
 static void forget_caller_fd(vmmc_proxy_t *px)
 {
     if (mmap(px->map_base, px->map_len, PROT_READ | PROT_WRITE,
-             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
-        vmmc_warn("revocation of '%s': cannot replace its mapping (%s); unmapping it", px->name,
-                  strerror(errno));
-    else
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED)
         return;
+    vmmc_warn("revocation of '%s': cannot replace its mapping (%s); unmapping it", px->name,
+              strerror(errno));
     munmap(px->map_base, px->map_len);
     px->map_base = NULL;
     px->base = NULL;

@@ -196,6 +196,14 @@ typedef struct vmmc_dsm_stats {
                                      100 ms death check before their answer
                                      woke them: a wait that long, or an
                                      answer whose wake-up was lost */
+    uint64_t messages_sent;     /**< protocol messages sent to other ranks */
+    uint64_t outbox;            /**< messages posted and not yet sent (or,
+                                     for this rank itself, handled) at the
+                                     call: 0 unless another thread of this
+                                     rank is in the middle of sending. What a
+                                     handler posts is sent before the
+                                     threads it woke run, so a thread back
+                                     from a fault, lock or barrier finds 0 */
 } vmmc_dsm_stats_t;
 
 /** @brief Copy this rank's counters into @p s. */

@@ -22,8 +22,7 @@ static int ask(int dest, uint64_t imm, int *done)
     pthread_mutex_lock(&dsm.lock);
     *done = 0;
     dsm_post(dest >= 0 ? dest : dsm_route(IMM_ID(imm)), imm);
-    dsm_unlock();
-    dsm_flush();
+    dsm_unlock_flush();
     pthread_mutex_lock(&dsm.lock);
     while (!*done && st == VMMC_OK)
         st = dsm_wait_locked();

@@ -3,11 +3,11 @@
  *
  * One lock (dsm.lock) guards every table; the application threads (faults,
  * API calls) and the service thread (notification handlers) take it, change
- * state, *post* messages into the rank's outbox, drop it, then flush the
- * outbox (dsm_flush): one thread at a time sends it in posting order, never
- * under the lock, and messages to this rank itself are handled by the
- * flushing thread. docs/dsm.md tells the
- * protocol. */
+ * state, *post* messages into the rank's outbox, and send them as they drop
+ * it (dsm_unlock_flush): one thread at a time sends the outbox in posting
+ * order, never under the lock, messages to this rank itself are handled by
+ * the flushing thread, and the threads a change woke run once all is sent.
+ * docs/dsm.md tells the protocol. */
 #ifndef VMMC_DSM_INT_H
 #define VMMC_DSM_INT_H
 
@@ -138,7 +138,7 @@ typedef struct dsm_state {
     _Atomic uint64_t st_read_faults, st_write_faults, st_served, st_inval, st_forwards,
         st_bytes_in, st_delay_sum, st_delay_max, st_delay_count, st_hist[16], st_bad_msgs,
         st_serve_sum, st_serve_max, st_serve_count, st_serve_wait_sum, st_serve_wait_max,
-        st_serve_hist[16], st_spin_yields, st_wait_timeouts;
+        st_serve_hist[16], st_spin_yields, st_wait_timeouts, st_msgs_sent;
     uint8_t *same_clock;  /* same_clock[r]: rank r stamps with this host's clock */
 } dsm_state_t;
 
@@ -171,7 +171,7 @@ static inline char *dsm_app_addr(unsigned view, size_t off)
 /* msg.c: outbox, flush, the notification handler, waiting */
 void dsm_post(int dest, uint64_t imm);
 void dsm_post_data(int dest, uint64_t imm, size_t off, size_t len);
-void dsm_flush(void);
+void dsm_unlock_flush(void); /* lock held: send the outbox, drop the lock, then wake */
 void dsm_outbox_free(void); /* at finalize */
 void dsm_notify(vmmc_ep_t *ep, const vmmc_notification_t *n, void *arg);
 /* wait.c: an application thread's wait for the protocol (lock held; a

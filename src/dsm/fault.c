@@ -63,8 +63,7 @@ int dsm_acquire(void *addr, int write, int from_fault)
             else
                 dsm_post(dsm_route(id),
                          dsm_imm(write ? M_REQ_W : M_REQ_R, (unsigned)dsm.me, id, 0));
-            dsm_unlock();
-            dsm_flush();
+            dsm_unlock_flush();
             pthread_mutex_lock(&dsm.lock);
             continue;
         }

@@ -7,9 +7,10 @@
  * nobody polls.
  *
  * Messages are posted under dsm.lock into the rank's outbox and sent by
- * dsm_flush() without the lock, in the order they were posted; a message to
- * this rank itself is handled there, by the flushing thread. Every field of a message from
- * another rank is checked before it changes anything. Requests carry the
+ * dsm_unlock_flush() without the lock, in the order they were posted; a
+ * message to this rank itself is handled there, by the flushing thread.
+ * Every field of a message from another rank is checked before it changes
+ * anything. Requests carry the
  * sender's clock at the send (stats.c), from which the serving rank counts
  * how long each waited for it. */
 #include <errno.h>
@@ -65,13 +66,16 @@ void dsm_post_data(int dest, uint64_t imm, size_t off, size_t len)
 
 static void dispatch(int src, uint64_t imm, size_t off, size_t len);
 
-/* Send what is posted (lock not held). If another thread is sending, it
- * sends ours too. Messages to this rank are handled here, in order. */
-void dsm_flush(void)
+/* Send what is posted, then drop dsm.lock (held on entry). If another
+ * thread is sending, it sends ours too. Messages to this rank are handled
+ * here, in order. Waiters are woken only once everything is sent: a woken
+ * application thread that shares this thread's core runs at once and may
+ * compute for a while, and a message still in the outbox (a barrier's
+ * release, a minipage's DONE) would wait for it. */
+void dsm_unlock_flush(void)
 {
-    pthread_mutex_lock(&dsm.lock);
-    if (flushing) {
-        dsm_unlock();
+    if (flushing) { /* that thread wakes the waiters once all is sent */
+        pthread_mutex_unlock(&dsm.lock);
         return;
     }
     flushing = 1;
@@ -80,12 +84,14 @@ void dsm_flush(void)
         if (o.dest == dsm.me) {
             dispatch(o.dest, o.imm, o.off, o.len); /* may post more */
         } else {
-            dsm_unlock();
+            pthread_mutex_unlock(&dsm.lock); /* (waking waits until all is sent) */
             int st = vmmc_send_imm(dsm.px[o.dest], o.off, o.len ? dsm.priv + o.off : NULL, o.len,
                                    VMMC_SEND_NOTIFY, dsm_stamp(o.imm, dsm_now_ns()));
             const char *why = st != VMMC_OK ? vmmc_last_error() : NULL;
             pthread_mutex_lock(&dsm.lock);
-            if (st != VMMC_OK)
+            if (st == VMMC_OK)
+                atomic_fetch_add_explicit(&dsm.st_msgs_sent, 1, memory_order_relaxed);
+            else
                 dsm_break("sending to rank %d: %s: %s", o.dest, vmmc_strerror(st), why);
         }
         atomic_fetch_sub(&dsm.sending, 1);
@@ -253,8 +259,7 @@ void dsm_notify(vmmc_ep_t *ep, const vmmc_notification_t *n, void *arg)
     if (active)
         dispatch(n->sender, n->imm, n->offset, n->length);
     int woke = active && dsm.waiters > 0 && wakes_waiter(IMM_TYPE(n->imm));
-    dsm_unlock();
-    dsm_flush();
+    dsm_unlock_flush();
     if (woke && dsm_cfg.yield)
         sched_yield(); /* the thread just woken may share this core (see wakes_waiter) */
     if (active) /* served: what it asked for is sent (docs/dsm.md, Counters) */

@@ -73,8 +73,13 @@ static void on_bar(int src)
         return;
     g.bar_count = 0;
     g.bar_seen = 0;
+    /* the others first: this rank's own release (handled in order by the
+     * flushing thread) lets its application thread go on, maybe computing
+     * on the core the flushing thread needs */
     for (int r = 0; r < dsm.n; r++)
-        dsm_post(r, dsm_imm(M_BAR_GO, (unsigned)dsm.me, 0, 0));
+        if (r != dsm.me)
+            dsm_post(r, dsm_imm(M_BAR_GO, (unsigned)dsm.me, 0, 0));
+    dsm_post(dsm.me, dsm_imm(M_BAR_GO, (unsigned)dsm.me, 0, 0));
 }
 
 void dsm_sync_on_msg(int src, uint64_t imm)
@@ -139,8 +144,7 @@ int vmmc_dsm_lock(int id)
     }
     dsm.lock_granted[id] = 0;
     dsm_post(dsm_manager(), dsm_imm(M_LOCK, (unsigned)dsm.me, 0, (uint32_t)id));
-    dsm_unlock();
-    dsm_flush();
+    dsm_unlock_flush();
     pthread_mutex_lock(&dsm.lock);
     while (!dsm.lock_granted[id] && st == VMMC_OK)
         st = dsm_wait_locked();
@@ -165,8 +169,7 @@ int vmmc_dsm_unlock(int id)
     }
     dsm.lock_held[id] = 0;
     dsm_post(dsm_manager(), dsm_imm(M_UNLOCK, (unsigned)dsm.me, 0, (uint32_t)id));
-    dsm_unlock();
-    dsm_flush();
+    dsm_unlock_flush();
     return dsm.broken ? dsm_error(VMMC_ERR_PEER_DEAD, "%s", dsm.broken_why) : VMMC_OK;
 }
 
@@ -176,8 +179,7 @@ int dsm_barrier_internal(void)
     pthread_mutex_lock(&dsm.lock);
     uint64_t e = dsm.bar_epoch;
     dsm_post(dsm_manager(), dsm_imm(M_BAR, (unsigned)dsm.me, 0, 0));
-    dsm_unlock();
-    dsm_flush();
+    dsm_unlock_flush();
     pthread_mutex_lock(&dsm.lock);
     while (dsm.bar_epoch == e && st == VMMC_OK)
         st = dsm_wait_locked();
@@ -214,8 +216,7 @@ int vmmc_dsm_bcast_ptr(void **p, int root)
         for (int r = 0; r < dsm.n; r++)
             if (r != root)
                 dsm_post(r, (uint64_t)M_BCAST | v << 6);
-        dsm_unlock();
-        dsm_flush();
+        dsm_unlock_flush();
     } else {
         pthread_mutex_lock(&dsm.lock);
         while (!dsm.bcast_have && st == VMMC_OK)

@@ -618,6 +618,21 @@ VMMC_API int vmmc_progress_hook_remove(vmmc_ep_t *ep, vmmc_progress_fn_t poll,
                                        void *arg);
 
 /**
+ * @brief Let the service thread spin after activity (VMMC_SPIN) only while
+ * @p gate(@p arg) returns nonzero; NULL (the default) lets it always spin.
+ * A spinning thread is awake, so nobody wakes it when an event comes; if an
+ * application thread computes on the same processor meanwhile, the event
+ * waits until the scheduler hands the processor back (a time slice,
+ * milliseconds), while a sleeping service thread is woken and preempts at
+ * once. A layer that knows when its application threads are blocked (the
+ * DSM: an application thread waits for an answer) opens the gate then and
+ * closes it when they compute. @p gate runs in the service thread at every
+ * pass of its spin: it must be cheap and must not block. Set it before
+ * vmmc_service_start() (VMMC_ERR_BUSY after).
+ */
+VMMC_API int vmmc_service_spin_gate(vmmc_ep_t *ep, vmmc_progress_fn_t gate, void *arg);
+
+/**
  * @brief Wake the owner of @p rank's endpoint if it sleeps in vmmc_wait()
  * (or its event fd is armed). Use after writing into a region whose owner
  * polls it through a progress hook. Cheap when the peer is not asleep.

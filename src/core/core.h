@@ -246,6 +246,8 @@ struct vmmc_ep {
     pthread_t service_thread;
     _Atomic int service_run;
     int service_started;
+    int (*spin_gate)(void *arg); /* vmmc_service_spin_gate(): spin only while it says so */
+    void *spin_gate_arg;
 
     /* copy engine */
     pthread_t dma_thread;

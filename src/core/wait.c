@@ -325,7 +325,8 @@ int vmmc_event_fd(vmmc_ep_t *ep)
 
 /* Serve as the eventfd's owner until asked to stop: run progress (handlers,
  * hooks; it wakes sleeping application threads when it handled events),
- * spin VMMC_SPIN after activity, then sleep on the eventfd. */
+ * spin VMMC_SPIN after activity (while the spin gate, if any, lets it),
+ * then sleep on the eventfd. */
 static void serve(vmmc_ep_t *ep)
 {
     tl_owner = ep;
@@ -337,7 +338,8 @@ static void serve(vmmc_ep_t *ep)
             spin_from = vmmc_now_ns();
             continue;
         }
-        if (vmmc_now_ns() - spin_from < ep->spin_ns) {
+        if (vmmc_now_ns() - spin_from < ep->spin_ns &&
+            (!ep->spin_gate || ep->spin_gate(ep->spin_gate_arg))) {
             __builtin_ia32_pause();
             continue;
         }
@@ -403,6 +405,23 @@ int vmmc_service_start(vmmc_ep_t *ep)
     }
     pthread_mutex_unlock(&ep->lock);
     return rc;
+}
+
+int vmmc_service_spin_gate(vmmc_ep_t *ep, vmmc_progress_fn_t gate, void *arg)
+{
+    VMMC_FORK_CHECK(ep);
+    if (!ep)
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_service_spin_gate: NULL endpoint");
+    pthread_mutex_lock(&ep->lock);
+    int started = ep->service_started;
+    if (!started) {
+        ep->spin_gate = gate;
+        ep->spin_gate_arg = arg;
+    }
+    pthread_mutex_unlock(&ep->lock);
+    return started ? vmmc_error(VMMC_ERR_BUSY, "vmmc_service_spin_gate: the service thread runs "
+                                               "already (set the gate before vmmc_service_start)")
+                   : VMMC_OK;
 }
 
 void vmmc_service_stop_internal(vmmc_ep_t *ep)

@@ -30,6 +30,11 @@ static const vmmc_config_entry_t dsm_entries[] = {
      "nice value of the service thread (below the process's needs CAP_SYS_NICE or RLIMIT_NICE); "
      "0: as the process",
      VMMC_CONFIG_INT, &dsm_cfg.service_nice, 0, 0}, /* the kernel clamps to -20..19 */
+    {"DSM_SERVICE_SPIN", "waiting",
+     "when the service thread spins after a message (VMMC_SPIN) instead of sleeping: waiting "
+     "(only while an application thread of the rank waits in the DSM, so a computing one never "
+     "has it spinning on its processor) or always (as vmmc's service thread does)",
+     VMMC_CONFIG_STRING, &dsm_cfg.service_spin},
     {"DSM_YIELD", "y",
      "the service thread yields its core once after waking an application thread of the rank",
      VMMC_CONFIG_BOOL, &dsm_cfg.yield},

@@ -132,6 +132,8 @@ typedef struct dsm_state {
     uint64_t bcast_val;
     atomic_int sending;   /* posted messages not yet sent */
     int waiters;          /* application threads in dsm_wait_locked */
+    int spin_gated;       /* VMMC_DSM_SERVICE_SPIN=waiting */
+    int woken;            /* waiters were woken and none has run yet (atomic) */
     uint64_t wait_since;  /* when waiters last rose from 0 */
     pthread_mutex_t api;  /* one API call at a time */
     /* counters */
@@ -151,6 +153,7 @@ typedef struct dsm_cfg {
     int page, debug, onehop, yield;
     const char *managers;   /* all or 1 */
     const char *spin_yield; /* auto, y or n */
+    const char *service_spin; /* waiting or always */
     uint64_t yield_window;  /* ns into a wait the spin yields */
     int64_t service_nice;   /* 0: as the process */
     uint64_t service_slice; /* ns; 0: the kernel's default */
@@ -180,6 +183,7 @@ void dsm_notify(vmmc_ep_t *ep, const vmmc_notification_t *n, void *arg);
 int dsm_wait_locked(void);
 void dsm_wake(void); /* lock held: something a waiter may wait for changed */
 void dsm_unlock(void); /* drop dsm.lock, then wake the waiters if dsm_wake() was called */
+int dsm_spin_gate(void *arg); /* the service thread's spin gate (VMMC_DSM_SERVICE_SPIN) */
 int dsm_wait_hook(int add); /* the yielding progress hook (VMMC_DSM_SPIN_YIELD) */
 int dsm_spin_yield_mode(void); /* 0 n, 1 y, 2 auto; -1 a bad value */
 /* cpus.c: publish this rank's affinity; do ranks share its processors? */

@@ -138,6 +138,8 @@ static int setup(void)
     st = dsm_wait_hook(1);
     if (st)
         return st;
+    if (dsm.spin_gated && (st = vmmc_service_spin_gate(dsm.ep, dsm_spin_gate, NULL)) != VMMC_OK)
+        return dsm_error_vmmc(st, "vmmc_dsm_init: the service thread's spin");
     st = vmmc_service_start(dsm.ep);
     if (st)
         return dsm_error_vmmc(st, "vmmc_dsm_init: starting the service thread");
@@ -190,6 +192,11 @@ int vmmc_dsm_init(const vmmc_dsm_params_t *p)
         return dsm_error(VMMC_ERR_INVALID,
                          "vmmc_dsm_init: VMMC_DSM_SPIN_YIELD=%s: expected auto, y or n",
                          dsm_cfg.spin_yield);
+    const char *ss = dsm_cfg.service_spin ? dsm_cfg.service_spin : "waiting";
+    if (strcmp(ss, "waiting") && strcmp(ss, "always"))
+        return dsm_error(VMMC_ERR_INVALID,
+                         "vmmc_dsm_init: VMMC_DSM_SERVICE_SPIN=%s: expected waiting or always", ss);
+    dsm.spin_gated = !strcmp(ss, "waiting");
     const char *mg = dsm_cfg.managers ? dsm_cfg.managers : "all";
     if (strcmp(mg, "all") && strcmp(mg, "1"))
         return dsm_error(VMMC_ERR_INVALID, "vmmc_dsm_init: VMMC_DSM_MANAGERS=%s: expected all or 1",

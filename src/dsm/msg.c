@@ -234,11 +234,12 @@ static void dispatch(int src, uint64_t imm, size_t off, size_t len)
     }
 }
 
-/* Answers an application thread of this rank waits for. The service
- * thread that handled one spins on in vmmc's wait (VMMC_SPIN) for the next
- * notification; when the woken thread shares its core (a rank bound to one
- * core, or a loaded machine), that spin delays it. Yielding once hands the
- * core over at once (VMMC_DSM_YIELD). */
+/* Answers an application thread of this rank waits for. With
+ * VMMC_DSM_SERVICE_SPIN=always the service thread that handled one spins on
+ * in vmmc's wait (VMMC_SPIN) for the next notification; when the woken
+ * thread shares its core (a rank bound to one core, or a loaded machine),
+ * that spin delays it, and yielding once hands the core over at once
+ * (VMMC_DSM_YIELD). By default the spin gate closes instead (wait.c). */
 static int wakes_waiter(unsigned t)
 {
     return t == M_DATA_R || t == M_DATA_W || t == M_GRANT_R || t == M_GRANT_W || t == M_NACK ||
@@ -260,7 +261,7 @@ void dsm_notify(vmmc_ep_t *ep, const vmmc_notification_t *n, void *arg)
         dispatch(n->sender, n->imm, n->offset, n->length);
     int woke = active && dsm.waiters > 0 && wakes_waiter(IMM_TYPE(n->imm));
     dsm_unlock_flush();
-    if (woke && dsm_cfg.yield)
+    if (woke && dsm_cfg.yield && !dsm.spin_gated)
         sched_yield(); /* the thread just woken may share this core (see wakes_waiter) */
     if (active) /* served: what it asked for is sent (docs/dsm.md, Counters) */
         dsm_stats_serve(n->sender, n->imm, start, dsm_now_ns());

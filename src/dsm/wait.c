@@ -85,6 +85,27 @@ int dsm_wait_hook(int add)
     return VMMC_OK;
 }
 
+/* The service thread spins after a message only while an application
+ * thread of the rank waits in the DSM (VMMC_DSM_SERVICE_SPIN=waiting): the
+ * processor is then free, and the answer is taken at once. When none
+ * waits, the application computes, maybe on the same processor; a spinning
+ * service thread is awake, so nobody wakes it, and a request that comes
+ * while the scheduler runs the computation waits for the end of its time
+ * slice (about 1.2 ms in the busy-owner benchmark), where a sleeping one
+ * is woken and runs at once. The first waiter wakes a sleeping service
+ * thread (dsm_wait_locked), so it spins while the answer travels; once the
+ * answer has woken the waiters, the gate closes until one of them has run,
+ * so the service thread sleeps and leaves the processor to it. (With
+ * VMMC_DSM_SERVICE_SPIN=always, a sched_yield() after the wake does that,
+ * VMMC_DSM_YIELD; but the yielded thread stays runnable, and a request that
+ * comes while the woken thread computes waits for its time slice.) */
+int dsm_spin_gate(void *arg)
+{
+    (void)arg;
+    return __atomic_load_n(&dsm.waiters, __ATOMIC_RELAXED) > 0 &&
+           !__atomic_load_n(&dsm.woken, __ATOMIC_RELAXED);
+}
+
 /* A waiter is woken only once the lock is dropped: broadcast under the
  * lock, it wakes, finds the lock taken and sleeps again on it, two more
  * context switches per answer when the handler and the waiter share a
@@ -101,6 +122,8 @@ void dsm_unlock(void)
 {
     int wake = dsm.wake_pending;
     dsm.wake_pending = 0;
+    if (wake && dsm.waiters)
+        __atomic_store_n(&dsm.woken, 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&dsm.lock);
     if (wake)
         pthread_cond_broadcast(&dsm.cond);
@@ -122,10 +145,14 @@ int dsm_wait_locked(void)
         dsm.wake_pending = 0;
         pthread_cond_broadcast(&dsm.cond);
     }
-    if (__atomic_fetch_add(&dsm.waiters, 1, __ATOMIC_RELAXED) == 0)
+    if (__atomic_fetch_add(&dsm.waiters, 1, __ATOMIC_RELAXED) == 0) {
         dsm.wait_since = dsm_now_ns();
+        if (dsm.spin_gated) /* a sleeping service thread wakes and spins for the answer */
+            vmmc_signal(dsm.ep, dsm.me);
+    }
     int rc = pthread_cond_timedwait(&dsm.cond, &dsm.lock, &ts);
     __atomic_fetch_sub(&dsm.waiters, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&dsm.woken, 0, __ATOMIC_RELAXED); /* a woken thread runs */
     if (rc == ETIMEDOUT) {
         atomic_fetch_add_explicit(&dsm.st_wait_timeouts, 1, memory_order_relaxed);
         for (int r = 0; r < dsm.n && !dsm.broken; r++)

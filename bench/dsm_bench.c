@@ -7,6 +7,11 @@
  *                        manager/owner, the contents, the reopening;
  *   write_fault <size>   a write to such a minipage (the contents and the
  *                        ownership move);
+ *   read_fault_asleep 128  a read fault as read_fault, but rank 0 waits
+ *                        ASLEEP_US (not counted) after the barrier first,
+ *                        past vmmc's spin (VMMC_SPIN, 50 us): both
+ *                        service threads sleep when the fault comes, as
+ *                        after a stretch of computation;
  *   lock 0               acquire + release of a lock rank 1 held last;
  *   lock_local 0         acquire + release of a lock rank 0 held last;
  *   barrier 0            one barrier of the two ranks;
@@ -58,6 +63,7 @@
 #define LOCK_ID 3
 #define BUSY_LIMIT_S 30.0 /* the busy owner gives up after this long */
 #define BUSY_SIZE 4096     /* a page each: every read faults in both modes */
+#define ASLEEP_US 200.0    /* read_fault_asleep: past VMMC_SPIN's default */
 #define FS_WRITES 200      /* writes per rank per false-sharing batch */
 #define FS_GAP_US 2.0      /* computation after each of them */
 
@@ -169,8 +175,8 @@ static void from_rank1(double *v)
  * delay[] with the mean request delay of each batch (rank 0), and, if
  * given, serve[]/swait[] with rank 1's mean serving delay and wait for
  * its service thread per batch (rank 1's figures, brought to rank 0). */
-static void faults(int write, size_t size, double *lat, double *delay, double *serve,
-                   double *swait)
+static void faults(int write, size_t size, double pause_us, double *lat, double *delay,
+                   double *serve, double *swait)
 {
     volatile long **o = objects(per, size);
     int n = 0;
@@ -185,6 +191,9 @@ static void faults(int write, size_t size, double *lat, double *delay, double *s
             if (rank == 0) {
                 volatile long *p = o[k];
                 double t = now_us();
+                while (now_us() - t < pause_us) /* (read_fault_asleep) */
+                    ;
+                t = now_us();
                 if (write) {
                     p[1] = stamp;
                 } else if (p[0] != stamp) {
@@ -394,14 +403,16 @@ int main(int argc, char **argv)
     static const size_t sizes[] = {128, 4096};
     for (int i = 0; i < 2; i++) {
         int idle = sizes[i] == 128;
-        faults(0, sizes[i], lat, aux, idle ? serve : NULL, swait);
+        faults(0, sizes[i], 0, lat, aux, idle ? serve : NULL, swait);
         report("read_fault", sizes[i], lat, ns);
         if (idle) {
             report("delay_idle", 0, aux, reps);
             report("serve_idle", 0, serve, reps);
             report("serve_wait_idle", 0, swait, reps);
+            faults(0, sizes[i], ASLEEP_US, lat, NULL, NULL, NULL);
+            report("read_fault_asleep", sizes[i], lat, ns);
         }
-        faults(1, sizes[i], lat, NULL, NULL, NULL);
+        faults(1, sizes[i], 0, lat, NULL, NULL, NULL);
         report("write_fault", sizes[i], lat, ns);
     }
     locks(lat, aux);

@@ -116,6 +116,7 @@ int dsm_spin_gate(void *arg)
 void dsm_wake(void)
 {
     dsm.wake_pending = 1;
+    dsm.wake_gen++;
 }
 
 void dsm_unlock(void)
@@ -147,8 +148,21 @@ int dsm_wait_locked(void)
     }
     if (__atomic_fetch_add(&dsm.waiters, 1, __ATOMIC_RELAXED) == 0) {
         dsm.wait_since = dsm_now_ns();
-        if (dsm.spin_gated) /* a sleeping service thread wakes and spins for the answer */
+        if (dsm.spin_gated) {
+            /* A sleeping service thread wakes and spins for the answer. Not
+             * under the lock: woken, it may take this thread's processor at
+             * once, and it must be able to handle the answer then. A change
+             * meanwhile is seen in wake_gen, and the caller looks again. */
+            uint64_t gen = dsm.wake_gen;
+            pthread_mutex_unlock(&dsm.lock);
             vmmc_signal(dsm.ep, dsm.me);
+            pthread_mutex_lock(&dsm.lock);
+            if (dsm.wake_gen != gen || dsm.broken) {
+                __atomic_fetch_sub(&dsm.waiters, 1, __ATOMIC_RELAXED);
+                __atomic_store_n(&dsm.woken, 0, __ATOMIC_RELAXED);
+                return dsm.broken ? dsm_error(VMMC_ERR_PEER_DEAD, "%s", dsm.broken_why) : VMMC_OK;
+            }
+        }
     }
     int rc = pthread_cond_timedwait(&dsm.cond, &dsm.lock, &ts);
     __atomic_fetch_sub(&dsm.waiters, 1, __ATOMIC_RELAXED);

@@ -63,8 +63,9 @@ static const dsm_app_t apps[] = {
     {"water", "128", "2", "2048", "3"},
 };
 
-static const char *const micro_kinds[] = {"read_fault", "write_fault", "lock", "lock_local",
-                                          "barrier", "delay_idle", "read_fault_busy",
+static const char *const micro_kinds[] = {"read_fault", "read_fault_asleep", "write_fault",
+                                          "lock", "lock_local", "barrier", "delay_idle",
+                                          "read_fault_busy",
                                           "delay_busy", "compute_alone", "compute_dsm",
                                           "false_sharing", "serve_idle", "serve_wait_idle",
                                           "serve_busy", "serve_wait_busy"};

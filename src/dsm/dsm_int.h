@@ -134,7 +134,7 @@ typedef struct dsm_state {
     int waiters;          /* application threads in dsm_wait_locked */
     int spin_gated;       /* VMMC_DSM_SERVICE_SPIN=waiting */
     int woken;            /* waiters were woken and none has run yet (atomic) */
-    uint64_t wake_gen;    /* dsm_wake() calls so far */
+    uint64_t wake_gen;    /* broadcasts of dsm.cond so far (lock held) */
     uint64_t wait_since;  /* when waiters last rose from 0 */
     pthread_mutex_t api;  /* one API call at a time */
     /* counters */

@@ -116,15 +116,17 @@ int dsm_spin_gate(void *arg)
 void dsm_wake(void)
 {
     dsm.wake_pending = 1;
-    dsm.wake_gen++;
 }
 
 void dsm_unlock(void)
 {
     int wake = dsm.wake_pending;
     dsm.wake_pending = 0;
-    if (wake && dsm.waiters)
-        __atomic_store_n(&dsm.woken, 1, __ATOMIC_RELAXED);
+    if (wake) {
+        dsm.wake_gen++; /* (seen by a waiter that dropped the lock to wake the service thread) */
+        if (dsm.waiters)
+            __atomic_store_n(&dsm.woken, 1, __ATOMIC_RELAXED);
+    }
     pthread_mutex_unlock(&dsm.lock);
     if (wake)
         pthread_cond_broadcast(&dsm.cond);
@@ -144,6 +146,7 @@ int dsm_wait_locked(void)
     /* (atomic: the hook looks at it without the lock first) */
     if (dsm.wake_pending) { /* a change this thread made: other waiters must see it */
         dsm.wake_pending = 0;
+        dsm.wake_gen++;
         pthread_cond_broadcast(&dsm.cond);
     }
     if (__atomic_fetch_add(&dsm.waiters, 1, __ATOMIC_RELAXED) == 0) {

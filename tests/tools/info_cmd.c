@@ -1,5 +1,8 @@
-/* `vmmc info`: version, facts, every setting with -c, and the warning about
- * an unknown VMMC_* variable. Argument: the vmmc tool. */
+/* `vmmc info`: version, facts, every setting with -c (the DSM's too when
+ * libvmmc-dsm.so is beside the tool), and the warning about an unknown
+ * VMMC_* variable. Argument: the vmmc tool. */
+#include <unistd.h>
+
 #include "vspawn.h"
 
 int main(int argc, char **argv)
@@ -26,6 +29,23 @@ int main(int argc, char **argv)
     VT_CHECK(strstr(r->out, "VMMC_RANK ") && strstr(r->out, "VMMC_SIZE ") &&
              strstr(r->out, "VMMC_BOOTSTRAP ") && strstr(r->out, "VMMC_IMPORT_TIMEOUT "));
     VT_CHECK(strstr(r->out, "VMMC_FM_RING ") && strstr(r->out, "unit required: ns, us, ms, s"));
+
+    /* A layer built outside libvmmc: its settings are listed and checked. */
+    char dsm[4096];
+    const char *slash = strrchr(vmmc, '/');
+    snprintf(dsm, sizeof dsm, "%.*s/libvmmc-dsm.so", slash ? (int)(slash - vmmc) : 1,
+             slash ? vmmc : ".");
+    if (access(dsm, R_OK) == 0) {
+        r = spawn_run((char *[]){vmmc, "info", "-c", NULL},
+                      (char *[]){"VMMC_DSM_SERVICE_SPIN=always", "VMMC_DSM_VEIWS=4", NULL}, 30,
+                      NULL, NULL);
+        VT_CHECK(exit_code(r->status) == 0);
+        g = strstr(r->out, "VMMC_DSM_SERVICE_SPIN ");
+        VT_CHECK(g && strstr(g, "= always") && strstr(g, "(default waiting) *"));
+        VT_CHECK(strstr(r->err, "VMMC_DSM_VEIWS") && strstr(r->err, "unknown setting"));
+    } else {
+        printf("(%s not built: the DSM's settings not checked)\n", dsm);
+    }
 
     /* A refused value: named with the reason on stderr, exit status 1. */
     r = spawn_run((char *[]){vmmc, "info", "-c", NULL},

@@ -1,13 +1,51 @@
 /* `vmmc info`: version, facts about this build and machine, every VMMC_*
  * setting with the value in effect, and the counters running processes
  * publish. Public API only. */
+#include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmds.h"
 #include "vmmc/vmmc.h"
+
+#ifndef VMMC_INSTALL_LIBDIR
+#define VMMC_INSTALL_LIBDIR "lib"
+#endif
+
+/* The layers built outside libvmmc register their settings (VMMC_DSM_*,
+ * VMMC_SHMEM_*, VMMC_RPC_*) when they are loaded: load those built beside
+ * this tool (the build tree) or installed with it, so that their settings
+ * are listed and checked too. Their constructors only register settings;
+ * a layer that is not there is left out. (The preload library is not
+ * loaded: it takes over the sockets of the process that loads it.) */
+static void load_layers(void)
+{
+    static const char *const libs[] = {"libvmmc-dsm.so", "libvmmc-shmem.so", "libvmmc-rpc.so"};
+    char exe[PATH_MAX];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0)
+        return;
+    exe[k] = 0;
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return;
+    *slash = 0;
+    for (size_t i = 0; i < sizeof libs / sizeof *libs; i++) {
+        const char *fmt[] = {"%s/%s", "%s/../" VMMC_INSTALL_LIBDIR "/%s"};
+        for (int f = 0; f < 2; f++) {
+            char path[PATH_MAX + 64];
+            if (snprintf(path, sizeof path, fmt[f], exe, libs[i]) >= (int)sizeof path ||
+                access(path, R_OK))
+                continue;
+            if (dlopen(path, RTLD_NOW | RTLD_LOCAL))
+                break;
+        }
+    }
+}
 
 static void info_usage(FILE *f)
 {
@@ -23,6 +61,8 @@ static void info_usage(FILE *f)
             "\n"
             "options:\n"
             "  -c, --config   also list every VMMC_* setting: value in effect, default, help\n"
+            "                 (the DSM's, OpenSHMEM's and vRPC's too when their libraries\n"
+            "                 are beside this tool or installed with it)\n"
             "  --counters [PID]  the counters of every endpoint of a running vmmc process\n"
             "                 (all of this user's when no PID): the core's, then each\n"
             "                 transport's (udp.*: datagrams, bytes, retransmissions,\n"
@@ -126,6 +166,7 @@ int vmmc_cmd_info(int argc, char **argv)
     /* The provider registers its VMMC_OFI_* settings when libfabric loads it:
      * before the settings are checked, so that they are known. */
     vmmc_info_fi_probe();
+    load_layers();
     /* Reading the settings first makes the library report unknown or bad
      * VMMC_* variables before anything else is printed. */
     int bad = vmmc_config_check() != VMMC_OK;

@@ -39,7 +39,7 @@ fi
 "${run_a[@]}" "$prog" server $((requests * clients)) >"$out" 2>&1 &
 srv=$!
 addr=""
-for _ in $(seq 1 200); do
+for _ in $(seq 1 600); do # up to 30 s: a loaded machine opens libfabric slowly
     addr=$(sed -n 's/^address: //p' "$out")
     [ -n "$addr" ] && break
     kill -0 "$srv" 2>/dev/null || break
@@ -55,7 +55,7 @@ for ((c = 0; c < clients; c++)); do
         exit 1
     fi
 done
-for _ in $(seq 1 400); do kill -0 "$srv" 2>/dev/null || break; sleep 0.05; done
+for _ in $(seq 1 1200); do kill -0 "$srv" 2>/dev/null || break; sleep 0.05; done # 60 s
 if kill -0 "$srv" 2>/dev/null; then echo "echo_pair: the server did not finish" >&2; cat "$out" >&2; exit 1; fi
 wait "$srv"
 st=$?

@@ -152,7 +152,11 @@ static void *sock_thread(void *p)
                 continue;
             pthread_mutex_lock(&ctx->lock);
             watch_t *w = find(ctx, ids[i]);
-            if (!w) { /* unwatched meanwhile: it must not run */
+            if (!w || w->fd != pf[i].fd) {
+                /* unwatched meanwhile: it must not run; moved to another
+                 * descriptor (sock_ctx_move): the number polled may be
+                 * closed by now, and the move woke us, so the next poll,
+                 * on the new number, reports what is still there */
                 pthread_mutex_unlock(&ctx->lock);
                 continue;
             }

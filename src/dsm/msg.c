@@ -10,9 +10,8 @@
  * dsm_unlock_flush() without the lock, in the order they were posted; a
  * message to this rank itself is handled there, by the flushing thread.
  * Every field of a message from another rank is checked before it changes
- * anything. Requests carry the
- * sender's clock at the send (stats.c), from which the serving rank counts
- * how long each waited for it. */
+ * anything. Requests carry the sender's clock at the send (stats.c), from
+ * which the serving rank counts how long each waited for it. */
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>

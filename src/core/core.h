@@ -355,6 +355,7 @@ void vmmc_ep_wake_waiters(vmmc_ep_t *ep);
  * records peers queued for this endpoint into its pending queue (those
  * peers may be waiting for room too), without running handlers or hooks. */
 void vmmc_progress_drain(vmmc_ep_t *ep);
+int vmmc_progress_before_sleep(vmmc_ep_t *ep); /* progress.c: waits for a pass under way */
 
 int vmmc_ctl_start(vmmc_ep_t *ep);
 void vmmc_ctl_stop(vmmc_ep_t *ep);

@@ -130,6 +130,8 @@ static int dispatch(vmmc_ep_t *ep)
     return n;
 }
 
+static int progress_locked(vmmc_ep_t *ep);
+
 int vmmc_progress(vmmc_ep_t *ep)
 {
     VMMC_FORK_CHECK(ep);
@@ -139,6 +141,25 @@ int vmmc_progress(vmmc_ep_t *ep)
         vmmc_wait_app_reset(ep); /* the application's epoll loop calls us */
     if (tl_progress_ep == ep || pthread_mutex_trylock(&ep->progress_lock) != 0)
         return 0; /* from inside a handler, or another thread is progressing */
+    return progress_locked(ep);
+}
+
+/* The pass of a thread about to sleep, after it announced itself
+ * (`sleeping`, a fence): it waits for a pass that another thread is
+ * running rather than skip it. That pass may have drained the transports
+ * before an event was published whose sender saw nobody asleep yet; its
+ * thread then returns and sleeps, or computes, and the event would wait
+ * for the sleeper's next timed wake-up (a second). */
+int vmmc_progress_before_sleep(vmmc_ep_t *ep)
+{
+    if (tl_progress_ep == ep)
+        return 0;
+    pthread_mutex_lock(&ep->progress_lock);
+    return progress_locked(ep);
+}
+
+static int progress_locked(vmmc_ep_t *ep)
+{
     tl_progress_ep = ep;
     drain_transports(ep);
     int n = dispatch(ep);

@@ -212,7 +212,7 @@ static void sleep_once(waiter_t *w, int ms)
         atomic_fetch_add(&ep->followers, 1);
     }
     sleeper_fence();
-    w->n += vmmc_progress(ep);
+    w->n += vmmc_progress_before_sleep(ep);
     int go = ready(w) || vmmc_hooks_armed(ep) || atomic_load(&ep->deaths) != w->deaths;
     /* The owner left meanwhile: do not sleep where nobody will wake us. */
     if (!own && !go && atomic_load(&ep->evfd_owner) == WAIT_OWN_NONE &&
@@ -345,7 +345,7 @@ static void serve(vmmc_ep_t *ep)
         }
         atomic_fetch_add(ep->sleeping, 1);
         atomic_thread_fence(memory_order_seq_cst);
-        int n = vmmc_progress(ep);
+        int n = vmmc_progress_before_sleep(ep);
         if (n == 0 && !vmmc_hooks_armed(ep) && atomic_load(&ep->service_run)) {
             VMMC_COUNT(ep, CNT_SLEEPS, 1);
             struct pollfd pf = {ep->evfd, POLLIN, 0};

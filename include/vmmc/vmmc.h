@@ -127,6 +127,11 @@ VMMC_API int vmmc_barrier(vmmc_ep_t *ep);
 
 /** @brief Is @p rank alive as far as this endpoint knows? 1, 0, or error. */
 VMMC_API int vmmc_peer_alive(vmmc_ep_t *ep, int rank);
+/** @brief Is @p rank reached through memory this process shares with it
+ *  (the same host, the shm transport: its exports can be mapped, its
+ *  messages need no thread of either side)? 1, 0 (a network transport:
+ *  udp, fabric), or an error (VMMC_ERR_PEER_UNREACHABLE: no transport). */
+VMMC_API int vmmc_peer_local(vmmc_ep_t *ep, int rank);
 /** @} */
 
 /* ------------------------------------------------------------------------- */
@@ -631,6 +636,27 @@ VMMC_API int vmmc_progress_hook_remove(vmmc_ep_t *ep, vmmc_progress_fn_t poll,
  * vmmc_service_start() (VMMC_ERR_BUSY after).
  */
 VMMC_API int vmmc_service_spin_gate(vmmc_ep_t *ep, vmmc_progress_fn_t gate, void *arg);
+
+/**
+ * @brief Drive progress in the calling thread, in place of a sleeping
+ * service thread, until @p done(@p arg) returns nonzero or @p ns
+ * nanoseconds have passed. While it does, the service thread sleeps on and
+ * nobody wakes it: peers see no sleeper and write no wake-up, and what
+ * arrives is handled here, so an application thread that waits for an
+ * answer takes it without a wake-up and a context switch on each side of
+ * the handler. Afterwards the service thread sleeps as before (it is woken
+ * if something is left to handle). It is for a thread with a processor of
+ * its own that would otherwise sleep until the service thread wakes it: on
+ * a processor shared with the rank it waits for, the spin keeps that rank
+ * from answering. @p done is called after every progress pass, in the
+ * calling thread.
+ *
+ * Returns 1 if @p done said so, 0 otherwise: the time passed, a peer died,
+ * the service thread was awake (it handles what comes; nothing was done
+ * here), or no service thread runs, or the caller is inside a handler.
+ * Counted in the endpoint's `service_borrows` counter.
+ */
+VMMC_API int vmmc_service_borrow(vmmc_ep_t *ep, vmmc_progress_fn_t done, void *arg, uint64_t ns);
 
 /**
  * @brief Wake the owner of @p rank's endpoint if it sleeps in vmmc_wait()

@@ -228,6 +228,7 @@ struct vmmc_ep {
 
     /* progress */
     pthread_mutex_t progress_lock;
+    _Atomic int progress_missed; /* a thread about to sleep found a pass under way (progress.c) */
     _Atomic int notify_blocked;
     vmmc_nrec_t *pending;      /* FIFO of notifications not yet run */
     size_t pend_head, pend_tail, pend_cap;
@@ -248,6 +249,8 @@ struct vmmc_ep {
     int service_started;
     int (*spin_gate)(void *arg); /* vmmc_service_spin_gate(): spin only while it says so */
     void *spin_gate_arg;
+    _Atomic uint32_t svc_state;  /* SVC_*: running, asleep on evfd, or lent (vmmc_service_lend) */
+    _Atomic int svc_parked;      /* the service thread waits on svc_state for the lender */
 
     /* copy engine */
     pthread_t dma_thread;
@@ -355,7 +358,8 @@ void vmmc_ep_wake_waiters(vmmc_ep_t *ep);
  * records peers queued for this endpoint into its pending queue (those
  * peers may be waiting for room too), without running handlers or hooks. */
 void vmmc_progress_drain(vmmc_ep_t *ep);
-int vmmc_progress_before_sleep(vmmc_ep_t *ep); /* progress.c: waits for a pass under way */
+int vmmc_progress_before_sleep(vmmc_ep_t *ep); /* progress.c: a pass under way passes again */
+void vmmc_wait_fence_all(void); /* wait.c: a full barrier in every thread of the process */
 
 int vmmc_ctl_start(vmmc_ep_t *ep);
 void vmmc_ctl_stop(vmmc_ep_t *ep);
@@ -367,6 +371,8 @@ void vmmc_ctl_fork_child(vmmc_ep_t *ep);
 
 /* wait.c */
 enum { WAIT_OWN_NONE = 0, WAIT_OWN_WAITER, WAIT_OWN_SERVICE, WAIT_OWN_PROGRESS };
+/* ep->svc_state */
+enum { SVC_RUN = 0, SVC_ASLEEP, SVC_LENT };
 extern int vmmc_wait_membar; /* sleepers fence every thread (membarrier), so workers need none */
 void vmmc_wait_init(vmmc_ep_t *ep);
 void vmmc_wait_fini(vmmc_ep_t *ep);

@@ -277,6 +277,21 @@ int vmmc_peer_alive(vmmc_ep_t *ep, int rank)
     return atomic_load(&p->state) != PEER_DEAD;
 }
 
+int vmmc_peer_local(vmmc_ep_t *ep, int rank)
+{
+    VMMC_FORK_CHECK(ep);
+    if (!ep)
+        return vmmc_error(VMMC_ERR_INVALID, "vmmc_peer_local: NULL endpoint");
+    int st;
+    vmmc_peer_t *p = vmmc_peer_get(ep, rank, &st);
+    if (!p)
+        return st;
+    if (!p->tl)
+        return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "vmmc_peer_local: no transport reaches rank %d",
+                          rank);
+    return VMMC_TL_CAN_MAP(p->tl) ? 1 : 0;
+}
+
 typedef struct barrier_wait {
     vmmc_ep_t *ep;
     uint64_t epoch;
@@ -388,7 +403,7 @@ int vmmc_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *value)
         "async_sends_by_engine", "wakeups_sent", "sleeps", "imports_served", "exports",
         "redirect_bytes_direct", "redirect_bytes_copied", "control_messages_dropped",
         "notifications_refused", "connections_refused", "peers_accepted", "atomics_served",
-        "atomics_refused", "notifications_waited"};
+        "atomics_refused", "notifications_waited", "service_borrows"};
     if (!ep || i < 0)
         return VMMC_ERR_NOT_FOUND;
     if (i >= CNT_MAX) /* then the transports' (udp: datagrams, drops by reason, ...) */

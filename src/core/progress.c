@@ -145,34 +145,58 @@ int vmmc_progress(vmmc_ep_t *ep)
 }
 
 /* The pass of a thread about to sleep, after it announced itself
- * (`sleeping`, a fence): it waits for a pass that another thread is
- * running rather than skip it. That pass may have drained the transports
- * before an event was published whose sender saw nobody asleep yet; its
- * thread then returns and sleeps, or computes, and the event would wait
- * for the sleeper's next timed wake-up (a second). */
+ * (`sleeping`, a fence). If another thread runs a pass, that pass may have
+ * drained the transports before an event was published whose sender saw
+ * nobody asleep yet; its thread may then leave progress for good (an
+ * application returning from vmmc_barrier), and the event would wait for
+ * the sleeper's next timed wake-up, a second. So the sleeper says it
+ * missed a pass (progress_missed) and tries again; if the lock is still
+ * held, the holder finds the flag once it has unlocked and runs another
+ * pass, which sees the event. The Dekker pair (the flag, then the lock;
+ * the unlock, then the flag) costs the holder no fence: the sleeper makes
+ * every thread of the process fence (membarrier), as the wait path does.
+ * The sleeper does not wait for the lock: a waiter must never block on
+ * the progress lock, whose holder may be running a handler that waits for
+ * something the waiter's thread holds. */
 int vmmc_progress_before_sleep(vmmc_ep_t *ep)
 {
     if (tl_progress_ep == ep)
         return 0;
-    pthread_mutex_lock(&ep->progress_lock);
+    if (pthread_mutex_trylock(&ep->progress_lock) != 0) {
+        atomic_store_explicit(&ep->progress_missed, 1, memory_order_relaxed);
+        vmmc_wait_fence_all();
+        if (pthread_mutex_trylock(&ep->progress_lock) != 0)
+            return 0;
+    }
     return progress_locked(ep);
 }
 
 static int progress_locked(vmmc_ep_t *ep)
 {
-    tl_progress_ep = ep;
-    drain_transports(ep);
-    int n = dispatch(ep);
-    int nh = atomic_load_explicit(&ep->nhooks, memory_order_acquire);
-    for (int i = 0; i < nh; i++)
-        if (ep->hooks[i].poll)
-            n += ep->hooks[i].poll(ep->hooks[i].arg);
-    n += progress_transports(ep);
-    if (n > 0)
-        vmmc_wait_note_work(ep, n); /* wakes threads that sleep while we handle events */
-    tl_progress_ep = NULL;
-    pthread_mutex_unlock(&ep->progress_lock);
-    return n;
+    int n = 0;
+    for (;;) {
+        tl_progress_ep = ep;
+        drain_transports(ep);
+        int k = dispatch(ep);
+        int nh = atomic_load_explicit(&ep->nhooks, memory_order_acquire);
+        for (int i = 0; i < nh; i++)
+            if (ep->hooks[i].poll)
+                k += ep->hooks[i].poll(ep->hooks[i].arg);
+        k += progress_transports(ep);
+        if (k > 0)
+            vmmc_wait_note_work(ep, k); /* wakes threads that sleep while we handle events */
+        n += k;
+        tl_progress_ep = NULL;
+        pthread_mutex_unlock(&ep->progress_lock);
+        if (VMMC_UNLIKELY(!vmmc_wait_membar))
+            atomic_thread_fence(memory_order_seq_cst);
+        else
+            atomic_signal_fence(memory_order_seq_cst);
+        if (VMMC_LIKELY(!atomic_load_explicit(&ep->progress_missed, memory_order_relaxed)) ||
+            !atomic_exchange(&ep->progress_missed, 0))
+            return n;
+        pthread_mutex_lock(&ep->progress_lock); /* a sleeper missed a pass: one more */
+    }
 }
 
 void vmmc_progress_drain(vmmc_ep_t *ep)
@@ -182,6 +206,15 @@ void vmmc_progress_drain(vmmc_ep_t *ep)
         return; /* (or another thread progresses, and drains) */
     int n = drain_transports(ep);
     pthread_mutex_unlock(&ep->progress_lock);
+    if (VMMC_UNLIKELY(!vmmc_wait_membar))
+        atomic_thread_fence(memory_order_seq_cst);
+    else
+        atomic_signal_fence(memory_order_seq_cst);
+    /* A sleeper that missed this pass (vmmc_progress_before_sleep) is woken
+     * to pass itself: handlers do not run here. */
+    if (atomic_load_explicit(&ep->progress_missed, memory_order_relaxed) &&
+        atomic_exchange(&ep->progress_missed, 0))
+        n++;
     if (n > 0)
         vmmc_ep_wake(ep); /* they run at the next progress, maybe another thread's */
 }

@@ -60,7 +60,7 @@ static __thread vmmc_ep_t *tl_owner VMMC_TLS_FAST;
  * its progress calls are not the application's epoll loop. */
 static __thread vmmc_ep_t *tl_waiting VMMC_TLS_FAST;
 
-static void sleeper_fence(void)
+void vmmc_wait_fence_all(void)
 {
     atomic_thread_fence(memory_order_seq_cst);
     if (vmmc_wait_membar)
@@ -211,7 +211,7 @@ static void sleep_once(waiter_t *w, int ms)
     } else {
         atomic_fetch_add(&ep->followers, 1);
     }
-    sleeper_fence();
+    vmmc_wait_fence_all();
     w->n += vmmc_progress_before_sleep(ep);
     int go = ready(w) || vmmc_hooks_armed(ep) || atomic_load(&ep->deaths) != w->deaths;
     /* The owner left meanwhile: do not sleep where nobody will wake us. */
@@ -323,6 +323,8 @@ int vmmc_event_fd(vmmc_ep_t *ep)
 
 /* ---- the service thread ---- */
 
+static void service_unpark(vmmc_ep_t *ep);
+
 /* Serve as the eventfd's owner until asked to stop: run progress (handlers,
  * hooks; it wakes sleeping application threads when it handled events),
  * spin VMMC_SPIN after activity (while the spin gate, if any, lets it),
@@ -348,8 +350,12 @@ static void serve(vmmc_ep_t *ep)
         int n = vmmc_progress_before_sleep(ep);
         if (n == 0 && !vmmc_hooks_armed(ep) && atomic_load(&ep->service_run)) {
             VMMC_COUNT(ep, CNT_SLEEPS, 1);
+            atomic_store(&ep->svc_state, SVC_ASLEEP);
             struct pollfd pf = {ep->evfd, POLLIN, 0};
             poll(&pf, 1, 1000);
+            uint32_t s = SVC_ASLEEP;
+            if (!atomic_compare_exchange_strong(&ep->svc_state, &s, SVC_RUN))
+                service_unpark(ep);
         }
         fd_drain(ep->evfd);
         atomic_fetch_sub(ep->sleeping, 1);
@@ -358,6 +364,60 @@ static void serve(vmmc_ep_t *ep)
         spin_from = vmmc_now_ns();
     }
     owner_release(ep);
+}
+
+/* An application thread drives progress in the service thread's place
+ * (vmmc_service_borrow): wait until it gives the role back. It is bounded
+ * by the borrower's time limit, so the wait does not look at service_run:
+ * the borrower gives back the `sleeping` announcement this thread made. */
+static void service_unpark(vmmc_ep_t *ep)
+{
+    atomic_store(&ep->svc_parked, 1);
+    atomic_thread_fence(memory_order_seq_cst);
+    while (atomic_load(&ep->svc_state) == SVC_LENT)
+        futex_wait(&ep->svc_state, SVC_LENT, 100);
+    atomic_store(&ep->svc_parked, 0);
+    atomic_store(&ep->svc_state, SVC_RUN);
+}
+
+int vmmc_service_borrow(vmmc_ep_t *ep, vmmc_progress_fn_t done, void *arg, uint64_t ns)
+{
+    if (!ep || !done || vmmc_in_progress(ep))
+        return 0;
+    uint32_t s = SVC_ASLEEP;
+    if (!atomic_compare_exchange_strong(&ep->svc_state, &s, SVC_LENT))
+        return 0; /* no service thread, or it is awake: it takes the events */
+    /* Peers and local events write evfd only while `sleeping` says someone
+     * sleeps on it: take the service thread's announcement away, so that
+     * what comes now is taken here and nobody wakes it. */
+    atomic_fetch_sub(ep->sleeping, 1);
+    vmmc_ep_t *outer = tl_waiting;
+    tl_waiting = ep;
+    uint64_t t0 = vmmc_now_ns(), deaths = atomic_load(&ep->deaths);
+    int got = 0;
+    for (;;) {
+        vmmc_progress(ep);
+        if ((got = done(arg) != 0) || atomic_load(&ep->deaths) != deaths ||
+            vmmc_now_ns() - t0 >= ns)
+            break;
+        __builtin_ia32_pause();
+    }
+    /* Give it back the Dekker way: announce the sleeper again, fence, then
+     * take what came while nobody was announced (its sender wrote no evfd)
+     * with one more pass; what a transport still has pending wakes the
+     * service thread. */
+    atomic_fetch_add(ep->sleeping, 1);
+    atomic_thread_fence(memory_order_seq_cst);
+    vmmc_progress_before_sleep(ep);
+    tl_waiting = outer;
+    if (vmmc_hooks_armed(ep))
+        fd_signal(ep->evfd);
+    atomic_store(&ep->svc_state, SVC_ASLEEP);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load(&ep->svc_parked))
+        syscall(SYS_futex, (uint32_t *)&ep->svc_state, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    VMMC_COUNT(ep, CNT_BORROWS, 1);
+    return got;
 }
 
 static void *service_main(void *arg)

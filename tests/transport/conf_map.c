@@ -4,7 +4,8 @@
  * through it. An export that is not one whole allocation granting
  * VMMC_EXPORT_READ is refused with VMMC_ERR_UNSUPPORTED on every transport;
  * a transport that cannot map at all (udp) refuses the other one too, and
- * the test is skipped there, after checking that sends to it still work. */
+ * the test is skipped there, after checking that sends to it still work.
+ * vmmc_peer_local() says 1 exactly where the mapping works. */
 #include "conf.h"
 
 #define L ((size_t)64 << 10)
@@ -38,6 +39,10 @@ int main(void)
             printf("[%s] mapped\n", conf_transport());
         else
             printf("[%s] not mapped: %s\n", conf_transport(), vmmc_last_error());
+        /* vmmc_peer_local: a peer is local exactly where its memory maps */
+        VT_CHECK(vmmc_peer_local(ep, 1) == (rc == VMMC_OK));
+        VT_CHECK(vmmc_peer_local(ep, 99) < 0);
+        VT_STATUS(VMMC_ERR_INVALID, vmmc_peer_local(NULL, 1));
         VT_OK(vmmc_send(pm, MODE, &mode, 8, 0));
         m = p;
     }

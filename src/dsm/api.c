@@ -25,7 +25,7 @@ static int ask(int dest, uint64_t imm, int *done)
     dsm_unlock_flush();
     pthread_mutex_lock(&dsm.lock);
     while (!*done && st == VMMC_OK)
-        st = dsm_wait_locked();
+        st = dsm_wait_locked(1);
     dsm_unlock();
     return st;
 }

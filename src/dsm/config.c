@@ -7,7 +7,7 @@
 #include "vmmc/config.h"
 
 dsm_cfg_t dsm_cfg = {.size = 64u << 20, .views = 32, .onehop = 1, .yield = 1,
-                     .yield_window = 50000};
+                     .yield_window = 50000, .wait_poll = 50000};
 
 static const vmmc_config_entry_t dsm_entries[] = {
     {"DSM_SIZE", "64M",
@@ -48,6 +48,11 @@ static const vmmc_config_entry_t dsm_entries[] = {
      "how long into a wait vmmc's spin yields (VMMC_DSM_SPIN_YIELD); later it spins on (and "
      "then sleeps) as vmmc does, so that a long wait does not leave the rank behind other work",
      VMMC_CONFIG_TIME, &dsm_cfg.yield_window, 0, 1000000000ull},
+    {"DSM_WAIT_POLL", "50us",
+     "how long an application thread that waits in the DSM (a fault, a lock, the barrier) "
+     "handles the rank's messages itself while the service thread sleeps, before it sleeps "
+     "until the service thread wakes it; 0: it sleeps at once",
+     VMMC_CONFIG_TIME, &dsm_cfg.wait_poll, 0, 1000000000ull},
     {"DSM_MANAGERS", "all",
      "who manages the minipages: all (each page's minipages have a home rank, page mod "
      "ranks, that keeps their directory) or 1 (rank 0 manages every minipage)",

@@ -133,6 +133,7 @@ typedef struct dsm_state {
     atomic_int sending;   /* posted messages not yet sent */
     int waiters;          /* application threads in dsm_wait_locked */
     int spin_gated;       /* VMMC_DSM_SERVICE_SPIN=waiting */
+    int wait_poll;        /* waiters poll (VMMC_DSM_WAIT_POLL, every rank local) */
     int woken;            /* waiters were woken and none has run yet (atomic) */
     uint64_t wake_gen;    /* broadcasts of dsm.cond so far (lock held) */
     uint64_t wait_since;  /* when waiters last rose from 0 */
@@ -141,7 +142,8 @@ typedef struct dsm_state {
     _Atomic uint64_t st_read_faults, st_write_faults, st_served, st_inval, st_forwards,
         st_bytes_in, st_delay_sum, st_delay_max, st_delay_count, st_hist[16], st_bad_msgs,
         st_serve_sum, st_serve_max, st_serve_count, st_serve_wait_sum, st_serve_wait_max,
-        st_serve_hist[16], st_spin_yields, st_wait_timeouts, st_msgs_sent;
+        st_serve_hist[16], st_spin_yields, st_wait_timeouts, st_msgs_sent,
+        st_polled_waits;
     uint8_t *same_clock;  /* same_clock[r]: rank r stamps with this host's clock */
 } dsm_state_t;
 
@@ -156,6 +158,7 @@ typedef struct dsm_cfg {
     const char *spin_yield; /* auto, y or n */
     const char *service_spin; /* waiting or always */
     uint64_t yield_window;  /* ns into a wait the spin yields */
+    uint64_t wait_poll;     /* ns a waiter drives progress itself (vmmc_service_borrow) */
     int64_t service_nice;   /* 0: as the process */
     uint64_t service_slice; /* ns; 0: the kernel's default */
 } dsm_cfg_t;
@@ -180,8 +183,10 @@ void dsm_outbox_free(void); /* at finalize */
 void dsm_notify(vmmc_ep_t *ep, const vmmc_notification_t *n, void *arg);
 /* wait.c: an application thread's wait for the protocol (lock held; a
  * cond wait with death checks): 0 after a change (callers look again) or
- * an error (a dead rank). */
-int dsm_wait_locked(void);
+ * an error (a dead rank). @poll: first handle the rank's messages in this
+ * thread for up to VMMC_DSM_WAIT_POLL (locks, the barrier, the manager's
+ * replies; not faults). */
+int dsm_wait_locked(int poll);
 void dsm_wake(void); /* lock held: something a waiter may wait for changed */
 void dsm_unlock(void); /* drop dsm.lock, then wake the waiters if dsm_wake() was called */
 int dsm_spin_gate(void *arg); /* the service thread's spin gate (VMMC_DSM_SERVICE_SPIN) */

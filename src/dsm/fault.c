@@ -67,7 +67,7 @@ int dsm_acquire(void *addr, int write, int from_fault)
             pthread_mutex_lock(&dsm.lock);
             continue;
         }
-        st = dsm_wait_locked();
+        st = dsm_wait_locked(0);
         if (st != VMMC_OK)
             break;
     }

@@ -147,7 +147,7 @@ int vmmc_dsm_lock(int id)
     dsm_unlock_flush();
     pthread_mutex_lock(&dsm.lock);
     while (!dsm.lock_granted[id] && st == VMMC_OK)
-        st = dsm_wait_locked();
+        st = dsm_wait_locked(1);
     if (st == VMMC_OK)
         dsm.lock_held[id] = 1;
     dsm_unlock();
@@ -182,7 +182,7 @@ int dsm_barrier_internal(void)
     dsm_unlock_flush();
     pthread_mutex_lock(&dsm.lock);
     while (dsm.bar_epoch == e && st == VMMC_OK)
-        st = dsm_wait_locked();
+        st = dsm_wait_locked(1);
     dsm_unlock();
     return st;
 }
@@ -220,7 +220,7 @@ int vmmc_dsm_bcast_ptr(void **p, int root)
     } else {
         pthread_mutex_lock(&dsm.lock);
         while (!dsm.bcast_have && st == VMMC_OK)
-            st = dsm_wait_locked();
+            st = dsm_wait_locked(1);
         if (st == VMMC_OK) {
             *p = dsm.bcast_val ? dsm.base + (dsm.bcast_val - 1) : NULL;
             dsm.bcast_have = 0;

@@ -114,6 +114,9 @@ struct vmmc_export {
     struct vmmc_export *next_dead;
     int *imported_by;          /* ranks that imported it (for revocation); while
                                 * revoking, those that have not acknowledged yet */
+    int *import_n;             /* beside imported_by: imports a rank holds through a
+                                * network transport (unimports and its death release
+                                * its grant: export_release) */
     int n_imported_by, cap_imported_by;
     struct vmmc_cq *cq;        /* VMMC_EXPORT_PARAM_CQ: notifications complete here */
     void *cq_context;

@@ -264,8 +264,10 @@ void vmmc_ctl_recv(vmmc_ep_t *ep, int peer_rank, const vmmc_ctl_msg_t *m, size_t
             vmmc_import_revoked(ep, peer_rank, m);
             break;
         case CTL_UNIMPORT:
-            /* Nothing to do: an export keeps each importing rank once,
-             * until unexport (a peer repeating imports cannot grow it). */
+            /* An export keeps each importing rank once (a peer repeating
+             * imports cannot grow it); one over a network transport leaves
+             * with its last import (export.c, release). */
+            vmmc_export_unimported(ep, peer_rank, m);
             break;
         case CTL_REVOKE_ACK:
             vmmc_export_revoke_acked(ep, peer_rank, m);

@@ -1,6 +1,7 @@
 /* Exports: naming a region, deciding who may import it, serving imports. */
 #include "core/export.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,20 +67,30 @@ static void reply(vmmc_ep_t *ep, int rank, uint64_t id, vmmc_export_t *ex, int s
                 p->tl->export_grant(ep, &p->view, &m);
         }
         m.nfds = (uint32_t)nfds;
-        /* Remember the importer (once), for revocation at unexport. */
-        int known = 0;
-        for (int i = 0; i < ex->n_imported_by && !known; i++)
-            known = ex->imported_by[i] == rank;
-        if (!known && ex->n_imported_by == ex->cap_imported_by) {
+        /* Remember the importer (once), for revocation at unexport, and
+         * how many imports it holds through a network transport. */
+        int at = -1;
+        for (int i = 0; i < ex->n_imported_by && at < 0; i++)
+            if (ex->imported_by[i] == rank)
+                at = i;
+        if (at < 0 && ex->n_imported_by == ex->cap_imported_by) {
             int cap = ex->cap_imported_by ? ex->cap_imported_by * 2 : 4;
             int *n = realloc(ex->imported_by, sizeof(int) * (size_t)cap);
-            if (n) {
+            if (n)
                 ex->imported_by = n;
+            int *c = n ? realloc(ex->import_n, sizeof(int) * (size_t)cap) : NULL;
+            if (c) {
+                ex->import_n = c;
                 ex->cap_imported_by = cap;
             }
         }
-        if (!known && ex->n_imported_by < ex->cap_imported_by)
-            ex->imported_by[ex->n_imported_by++] = rank;
+        if (at < 0 && ex->n_imported_by < ex->cap_imported_by) {
+            at = ex->n_imported_by++;
+            ex->imported_by[at] = rank;
+            ex->import_n[at] = 0;
+        }
+        if (at >= 0 && m.kind == PX_KIND_REMOTE && ex->import_n[at] < INT_MAX)
+            ex->import_n[at]++;
         VMMC_COUNT(ep, CNT_IMPORTS, 1);
     }
     if (p->tl->ctl_send(ep, &p->view, &m, fds, nfds) != VMMC_OK)
@@ -161,9 +172,42 @@ void vmmc_export_serve_import(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m)
 }
 
 
+/* @rank holds one import of @ex fewer through a network transport (an
+ * unimport), or none (@all: it died). When none is left, it leaves the
+ * importer list (nothing of it to revoke) and the transport may close what
+ * it granted it (export_release). Caller holds ep->lock. */
+static void release(vmmc_ep_t *ep, vmmc_export_t *ex, int rank, int all)
+{
+    for (int i = 0; i < ex->n_imported_by; i++) {
+        if (ex->imported_by[i] != rank || ex->import_n[i] <= 0)
+            continue;
+        if (!all && --ex->import_n[i] > 0)
+            return;
+        ex->n_imported_by--;
+        ex->imported_by[i] = ex->imported_by[ex->n_imported_by];
+        ex->import_n[i] = ex->import_n[ex->n_imported_by];
+        vmmc_peer_t *p = vmmc_peer_at(ep, rank);
+        if (p && p->tl && p->tl->export_release)
+            p->tl->export_release(ep, &p->view, ex->id, ex->gen);
+        return;
+    }
+}
+
+void vmmc_export_unimported(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m)
+{
+    pthread_mutex_lock(&ep->lock);
+    vmmc_export_t *ex = vmmc_export_by_id(ep, m->export_id, m->gen);
+    if (ex && !ex->dead)
+        release(ep, ex, rank, 0);
+    pthread_mutex_unlock(&ep->lock);
+}
+
 void vmmc_export_peer_dead(vmmc_ep_t *ep, int rank)
 {
     pthread_mutex_lock(&ep->lock);
+    for (uint32_t id = 0; id < ep->max_exports; id++)
+        if (ep->exports[id] && !ep->exports[id]->dead)
+            release(ep, ep->exports[id], rank, 1);
     for (pending_import_t **pp = pending_of(ep); *pp;) {
         pending_import_t *pi = *pp;
         if (pi->rank == rank) {
@@ -394,8 +438,10 @@ static void export_release(vmmc_export_t *ex)
         ex->memfd = -1;
     }
     free(ex->imported_by);
+    free(ex->import_n);
     free(ex->importers);
     ex->imported_by = ex->importers = NULL;
+    ex->import_n = NULL;
     ex->n_imported_by = ex->num_importers = 0;
     ex->dead = 1;
 }

@@ -48,6 +48,8 @@ vmmc_export_t *vmmc_export_by_id(vmmc_ep_t *ep, uint32_t id, uint32_t gen);
 void vmmc_import_peer_dead(vmmc_ep_t *ep, int rank);
 /* Forget pending imports from @rank (peer death). Takes ep->lock. */
 void vmmc_export_peer_dead(vmmc_ep_t *ep, int rank);
+/* CTL_UNIMPORT: @rank dropped one import of an export (ctl.c). */
+void vmmc_export_unimported(vmmc_ep_t *ep, int rank, const vmmc_ctl_msg_t *m);
 
 /* Withdraw every export as vmmc_unexport() does (at finalize, while the
  * control thread still answers). */

@@ -315,6 +315,13 @@ typedef struct vmmc_tl_ops {
      * close): once this returns, nothing export_grant gave access to
      * reaches its memory. May be NULL. */
     void (*export_end)(struct vmmc_ep *ep, uint32_t export_id, uint32_t gen);
+    /* @peer holds no import of export @export_id/@gen any more (its last
+     * unimport arrived, or it died): what export_grant gave it may close.
+     * Its operations posted before the unimport have been placed (the
+     * transport orders the unimport's message after them). Called with
+     * the core's endpoint lock held. May be NULL. */
+    void (*export_release)(struct vmmc_ep *ep, struct vmmc_tl_peer *peer, uint32_t export_id,
+                           uint32_t gen);
 } vmmc_tl_ops_t;
 
 /* ---- the core's upcalls ------------------------------------------------ */

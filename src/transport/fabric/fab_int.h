@@ -151,6 +151,8 @@ typedef struct fab_xmr {
     uint32_t export_id, gen;
     struct fid_mr *mr;
     uint64_t key;
+    int *ranks;          /* the importers it was granted to that still import */
+    int nranks, cap;
     struct fab_xmr *next;
 } fab_xmr_t;
 
@@ -275,6 +277,7 @@ typedef struct fab_ep {
     _Atomic int tx_sleepers;
     _Atomic uint64_t c_tx, c_rx, c_tx_again, c_refused, c_unknown, c_bad, c_tx_err;
     _Atomic uint64_t c_rma_writes, c_rma_reads, c_rma_refused, c_rma_regions;
+    _Atomic uint64_t c_rma_regions_closed; /* closed as their last importer left */
     /* open world (fab_accept.c) */
     int ann_fd;              /* eventfd: new peers to announce (the control thread) */
     struct fab_ann *ann;     /* their queue (lock) */
@@ -404,10 +407,14 @@ int vmmc_fab__peer_error(fab_ep_t *f, int h);
 /* fab_mr.c: exports registered for direct access */
 void vmmc_fab__export_grant(vmmc_ep_t *ep, vmmc_tl_peer_t *peer, vmmc_ctl_msg_t *rep);
 void vmmc_fab__export_end(vmmc_ep_t *ep, uint32_t export_id, uint32_t gen);
+void vmmc_fab__export_release(vmmc_ep_t *ep, vmmc_tl_peer_t *peer, uint32_t export_id,
+                              uint32_t gen);
 void vmmc_fab__mrs_close(fab_ep_t *f);
 /* fab_nslot.c: notification slots (remote CQ data) */
 uint32_t vmmc_fab__nslot_grant(fab_ep_t *f, int importer, const vmmc_ctl_msg_t *rep);
 void vmmc_fab__nslot_end(fab_ep_t *f, uint32_t export_id, uint32_t gen);
+/* @importer's slot of the export only (-1: every importer's, as nslot_end) */
+void vmmc_fab__nslot_release(fab_ep_t *f, uint32_t export_id, uint32_t gen, int importer);
 void vmmc_fab__nslots_close(fab_ep_t *f);
 int vmmc_fab__nslot_owner(fab_ep_t *f, uint64_t data);
 int vmmc_fab__nslot_note(fab_ep_t *f, uint64_t data, int peer, fab_hdr_t *h);

@@ -6,9 +6,12 @@
  * registered once (fi_mr_reg, FI_REMOTE_WRITE, plus FI_REMOTE_READ when
  * importers may fetch), and its key (with FI_MR_VIRT_ADDR, the export's
  * address) travels in the import reply. The region closes when the export
- * ends (export_end: unexport, revocation, endpoint close): from then on the
- * provider refuses every RMA operation with that key, so a revoked
- * importer's writes fail at the provider and nothing lands.
+ * ends (export_end: unexport, revocation, endpoint close), or when no rank
+ * it was granted to imports it any more (export_release: the last
+ * unimport of each, or its death): from then on the provider refuses every
+ * RMA operation with that key, so a revoked importer's writes, or those of
+ * a process that kept a key after it unimported, fail at the provider and
+ * nothing lands.
  *
  * Not granted (the importer stays on the message path, where the core
  * checks every write): redirectable exports (the receiver decides where
@@ -16,7 +19,7 @@
  * an ordered RMA path. Where the provider lets us choose keys (no
  * FI_MR_PROV_KEY) they are random 64-bit numbers: a peer that was never
  * given one cannot guess it. A peer that was given one keeps it, but the
- * region it names closes with the export.
+ * region it names closes with the export or once nobody imports it.
  *
  * Each grant also gets a notification slot (fab_nslot.c), whose number
  * travels in the reply (nslot): notifications that fit go as remote CQ
@@ -76,11 +79,70 @@ void vmmc_fab__export_grant(vmmc_ep_t *ep, vmmc_tl_peer_t *peer, vmmc_ctl_msg_t 
         f->mrs = x;
         atomic_fetch_add_explicit(&f->c_rma_regions, 1, memory_order_relaxed);
     }
+    int known = 0;
+    for (int i = 0; i < x->nranks && !known; i++)
+        known = x->ranks[i] == peer->rank;
+    if (!known && x->nranks == x->cap) {
+        int cap = x->cap ? x->cap * 2 : 4;
+        int *r = realloc(x->ranks, sizeof(int) * (size_t)cap);
+        if (r) {
+            x->ranks = r;
+            x->cap = cap;
+        }
+    }
+    if (!known && x->nranks == x->cap) { /* out of memory: no grant we could not release */
+        pthread_mutex_unlock(&f->mrlock);
+        return;
+    }
+    if (!known)
+        x->ranks[x->nranks++] = peer->rank;
     rep->rkey = x->key;
     rep->rkey_ok = 1;
     pthread_mutex_unlock(&f->mrlock);
     /* its notifications as remote CQ data, where they fit (fab_nslot.c) */
     rep->nslot = vmmc_fab__nslot_grant(f, peer->rank, rep);
+}
+
+static void xmr_free(fab_xmr_t *x)
+{
+    fi_close(&x->mr->fid);
+    free(x->ranks);
+    free(x);
+}
+
+/* @peer's last import of the export ended (it unimported, or died): its
+ * notification slot goes, and the region closes once no importer it was
+ * granted to is left, so a key that no importer holds reaches nothing.
+ * A later import registers it again, under a new key. */
+void vmmc_fab__export_release(vmmc_ep_t *ep, vmmc_tl_peer_t *peer, uint32_t export_id,
+                              uint32_t gen)
+{
+    fab_ep_t *f = F(ep);
+    if (!f)
+        return;
+    vmmc_fab__nslot_release(f, export_id, gen, peer->rank);
+    pthread_mutex_lock(&f->mrlock);
+    fab_xmr_t *x = NULL;
+    for (fab_xmr_t **pp = &f->mrs; *pp; pp = &(*pp)->next) {
+        fab_xmr_t *c = *pp;
+        if (c->export_id != export_id || c->gen != gen)
+            continue;
+        for (int i = 0; i < c->nranks; i++)
+            if (c->ranks[i] == peer->rank) {
+                c->ranks[i] = c->ranks[--c->nranks];
+                break;
+            }
+        if (c->nranks == 0) {
+            x = c;
+            *pp = c->next;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&f->mrlock);
+    if (x) {
+        xmr_free(x);
+        atomic_fetch_add_explicit(&f->c_rma_regions_closed, 1, memory_order_relaxed);
+    }
 }
 
 void vmmc_fab__export_end(vmmc_ep_t *ep, uint32_t export_id, uint32_t gen)
@@ -98,10 +160,8 @@ void vmmc_fab__export_end(vmmc_ep_t *ep, uint32_t export_id, uint32_t gen)
             break;
         }
     pthread_mutex_unlock(&f->mrlock);
-    if (x) {
-        fi_close(&x->mr->fid);
-        free(x);
-    }
+    if (x)
+        xmr_free(x);
 }
 
 /* The endpoint closes: every region still registered (before the domain). */
@@ -113,8 +173,7 @@ void vmmc_fab__mrs_close(fab_ep_t *f)
     pthread_mutex_unlock(&f->mrlock);
     while (x) {
         fab_xmr_t *n = x->next;
-        fi_close(&x->mr->fid);
-        free(x);
+        xmr_free(x);
         x = n;
     }
     vmmc_fab__nslots_close(f);

@@ -69,14 +69,19 @@ uint32_t vmmc_fab__nslot_grant(fab_ep_t *f, int importer, const vmmc_ctl_msg_t *
     return word; /* none free: that importer's notifications stay NOTE messages */
 }
 
-void vmmc_fab__nslot_end(fab_ep_t *f, uint32_t export_id, uint32_t gen)
+void vmmc_fab__nslot_release(fab_ep_t *f, uint32_t export_id, uint32_t gen, int importer)
 {
     pthread_mutex_lock(&f->nslock);
     for (int i = 0; f->nslots && i < FAB_CQD_SLOTS; i++)
         if (f->nslots[i].used && f->nslots[i].export_id == export_id &&
-            f->nslots[i].gen == gen)
+            f->nslots[i].gen == gen && (importer < 0 || f->nslots[i].importer == importer))
             memset(&f->nslots[i], 0, sizeof f->nslots[i]);
     pthread_mutex_unlock(&f->nslock);
+}
+
+void vmmc_fab__nslot_end(fab_ep_t *f, uint32_t export_id, uint32_t gen)
+{
+    vmmc_fab__nslot_release(f, export_id, gen, -1);
 }
 
 void vmmc_fab__nslots_close(fab_ep_t *f)

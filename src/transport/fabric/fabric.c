@@ -444,7 +444,8 @@ static int fab_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *va
                                         "fabric.rma_reads", "fabric.rma_refused",
                                         "fabric.rma_regions", "fabric.refusals_sent",
                                         "fabric.refused_by_peer", "fabric.naps", "fabric.wakes",
-                                        "fabric.notes_cq_data", "fabric.bad_cq_data"};
+                                        "fabric.notes_cq_data", "fabric.bad_cq_data",
+                                        "fabric.rma_regions_closed"};
     fab_ep_t *f = F(ep);
     enum { OWN = sizeof names / sizeof names[0] };
     if (f && f->cache && i >= OWN)
@@ -455,7 +456,7 @@ static int fab_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *va
                              &f->c_bad, &f->c_tx_err, &f->c_rma_writes, &f->c_rma_reads,
                              &f->c_rma_refused, &f->c_rma_regions, &f->c_refusals_sent,
                              &f->c_refused_by_peer, &f->c_naps, &f->c_wakes, &f->c_notes_cqd,
-                             &f->c_bad_cqd};
+                             &f->c_bad_cqd, &f->c_rma_regions_closed};
     *name = names[i];
     *value = atomic_load(c[i]);
     return VMMC_OK;
@@ -489,5 +490,6 @@ VMMC_TRANSPORT(fabric) = {
     .counter_get = fab_counter_get,
     .drain = vmmc_fab__drain,
     .export_grant = vmmc_fab__export_grant,
+    .export_release = vmmc_fab__export_release,
     .export_end = vmmc_fab__export_end,
 };

@@ -265,6 +265,7 @@ void dsm_sync_reset(void);
  * the handler); skip(1) marks an application thread that waits in vmmc */
 void dsm_sched_service_thread(void);
 void dsm_sched_skip_thread(int skip);
+int dsm_sched_hook(int add); /* the service thread's scheduling, applied in its first pass */
 
 /* stats.c */
 void dsm_stats_delay(uint64_t ns);

@@ -38,6 +38,7 @@ int dsm_acquire(void *addr, int write, int from_fault)
         return dsm_error(VMMC_ERR_BOUNDS, "%p is not in the shared area", addr);
     int need = write ? ACC_W : ACC_R;
     int sent = 0, st = VMMC_OK;
+    dsm_sched_skip_thread(1); /* an application thread (sched.c) */
     uint64_t t0 = 0;
     pthread_mutex_lock(&dsm.lock);
     if (from_fault)

@@ -136,6 +136,8 @@ static int setup(void)
         }
     }
     st = dsm_wait_hook(1);
+    if (!st)
+        st = dsm_sched_hook(1);
     if (st)
         return st;
     if (dsm.spin_gated && (st = vmmc_service_spin_gate(dsm.ep, dsm_spin_gate, NULL)) != VMMC_OK)
@@ -156,6 +158,7 @@ static void teardown(void)
     if (dsm.ep) {
         vmmc_service_stop(dsm.ep);
         dsm_wait_hook(0);
+        dsm_sched_hook(0);
         vmmc_finalize(dsm.ep); /* withdraws the exports, drops the imports */
     }
     dsm.ep = NULL;

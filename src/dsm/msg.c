@@ -253,7 +253,6 @@ void dsm_notify(vmmc_ep_t *ep, const vmmc_notification_t *n, void *arg)
     if (n->sender < 0 || n->sender >= dsm.n || n->sender == dsm.me)
         return; /* not a rank of the job (or a forged self) */
     uint64_t start = dsm_now_ns();
-    dsm_sched_service_thread();
     pthread_mutex_lock(&dsm.lock);
     int active = dsm.active;
     if (active)

@@ -17,8 +17,11 @@
  * Both are off by default: on a 2-core machine loaded by other processes
  * neither changed the serving delay measurably (`vmmc bench dsm`,
  * serve_busy, alternating runs; docs/dsm.md). Either that the kernel
- * refuses is left as it is (VMMC_DSM_DEBUG says why). The handler applies them the first time it runs in a thread that is
- * not an application thread inside vmmc_dsm_init/finalize. */
+ * refuses is left as it is (VMMC_DSM_DEBUG says why). A progress hook,
+ * installed only when one is set, applies them in the first pass of every
+ * thread that runs the rank's progress and is not an application thread
+ * (marked in vmmc_dsm_init/finalize and in a wait that handles its own
+ * answer): the service thread's first pass, before any message. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -68,4 +71,30 @@ void dsm_sched_service_thread(void)
                     (unsigned long long)dsm_cfg.service_slice, strerror(errno));
     }
 #endif
+}
+
+static int sched_hook(void *arg)
+{
+    (void)arg;
+    dsm_sched_service_thread();
+    return 0;
+}
+
+static int hooked;
+
+int dsm_sched_hook(int add)
+{
+    if (!add) {
+        if (hooked)
+            vmmc_progress_hook_remove(dsm.ep, sched_hook, NULL);
+        hooked = 0;
+        return VMMC_OK;
+    }
+    if (!dsm_cfg.service_nice && !dsm_cfg.service_slice)
+        return VMMC_OK;
+    int st = vmmc_progress_hook_add(dsm.ep, sched_hook, NULL, NULL);
+    if (st)
+        return dsm_error_vmmc(st, "vmmc_dsm_init: adding the scheduling hook");
+    hooked = 1;
+    return VMMC_OK;
 }

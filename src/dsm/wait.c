@@ -175,6 +175,7 @@ static int wait_polled(void)
 
 int dsm_wait_locked(int poll)
 {
+    dsm_sched_skip_thread(1); /* an application thread: handlers it runs keep its scheduling */
     if (dsm.broken)
         return dsm_error(VMMC_ERR_PEER_DEAD, "%s", dsm.broken_why);
     struct timespec ts;

@@ -20,28 +20,17 @@
 
 static vmmc_ep_t *ep;
 
-static uint64_t counter(const char *want)
-{
-    const char *name;
-    uint64_t v;
-    for (int i = 0; vmmc_counter_get(ep, i, &name, &v) == VMMC_OK; i++)
-        if (!strcmp(name, want))
-            return v;
-    VT_FAIL("no counter %s", want);
-    return 0;
-}
-
 /* Rank 1: wait until fabric.rma_regions_closed reaches @want (the
  * unimport travels as a control message), or check it stays there. */
 static void closed_is(uint64_t want, const char *when)
 {
     double t0 = vt_now();
-    while (counter("fabric.rma_regions_closed") < want && vt_now() - t0 < conf_timeout())
+    while (vt_counter(ep, "fabric.rma_regions_closed") < want && vt_now() - t0 < conf_timeout())
         vmmc_wait(ep, 10);
     double t1 = vt_now(); /* and nothing more closes for a while */
     while (vt_now() - t1 < 0.2)
         vmmc_wait(ep, 10);
-    uint64_t c = counter("fabric.rma_regions_closed");
+    uint64_t c = vt_counter(ep, "fabric.rma_regions_closed");
     printf("[fabric] rank 1: %s: %llu regions closed\n", when, (unsigned long long)c);
     if (c != want)
         VT_FAIL("%s: %llu regions closed, expected %llu", when, (unsigned long long)c,
@@ -92,7 +81,7 @@ int main(void)
         landed(a, 0, 1);
         landed(a, 256, 2);
         landed(a, 512, 3);
-        uint64_t regs = counter("fabric.rma_regions");
+        uint64_t regs = vt_counter(ep, "fabric.rma_regions");
         printf("[fabric] rank 1: %llu regions registered for 3 imports\n",
                (unsigned long long)regs);
         if (regs != 1)
@@ -136,7 +125,7 @@ int main(void)
     VT_OK(vmmc_barrier(ep)); /* 10 */
     if (me == 1) {
         landed(a, 2048, 6);
-        uint64_t regs = counter("fabric.rma_regions");
+        uint64_t regs = vt_counter(ep, "fabric.rma_regions");
         if (regs != 2)
             VT_FAIL("imported again after its region closed: %llu registrations, expected 2",
                     (unsigned long long)regs);

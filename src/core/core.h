@@ -389,14 +389,22 @@ int vmmc_in_progress(const vmmc_ep_t *ep);
  * itself, then fences every thread of the process (membarrier) before it
  * checks its condition, so here a compiler barrier orders our stores (the
  * handlers' effects, work) before the load of sleepers. */
-static inline void vmmc_wait_note_work(vmmc_ep_t *ep, int n)
+/* The hot side of a Dekker pair with a sleeper (which fences every thread
+ * with membarrier where the kernel has it): a compiler barrier, or a full
+ * fence where the sleeper cannot do that. */
+static inline void vmmc_wait_hot_fence(void)
 {
-    uint64_t w = atomic_load_explicit(&ep->work, memory_order_relaxed);
-    atomic_store_explicit(&ep->work, w + (uint64_t)n, memory_order_relaxed);
     if (VMMC_UNLIKELY(!vmmc_wait_membar))
         atomic_thread_fence(memory_order_seq_cst);
     else
         atomic_signal_fence(memory_order_seq_cst);
+}
+
+static inline void vmmc_wait_note_work(vmmc_ep_t *ep, int n)
+{
+    uint64_t w = atomic_load_explicit(&ep->work, memory_order_relaxed);
+    atomic_store_explicit(&ep->work, w + (uint64_t)n, memory_order_relaxed);
+    vmmc_wait_hot_fence();
     if (VMMC_UNLIKELY(atomic_load_explicit(&ep->sleepers, memory_order_relaxed) != 0))
         vmmc_wait_work_slow(ep);
 }

@@ -132,6 +132,15 @@ static int dispatch(vmmc_ep_t *ep)
 
 static int progress_locked(vmmc_ep_t *ep);
 
+/* After unlocking the progress lock: did a thread about to sleep miss our
+ * pass (vmmc_progress_before_sleep)? Then the flag is ours to act on. */
+static inline int missed_take(vmmc_ep_t *ep)
+{
+    vmmc_wait_hot_fence();
+    return atomic_load_explicit(&ep->progress_missed, memory_order_relaxed) &&
+           atomic_exchange(&ep->progress_missed, 0);
+}
+
 int vmmc_progress(vmmc_ep_t *ep)
 {
     VMMC_FORK_CHECK(ep);
@@ -188,12 +197,7 @@ static int progress_locked(vmmc_ep_t *ep)
         n += k;
         tl_progress_ep = NULL;
         pthread_mutex_unlock(&ep->progress_lock);
-        if (VMMC_UNLIKELY(!vmmc_wait_membar))
-            atomic_thread_fence(memory_order_seq_cst);
-        else
-            atomic_signal_fence(memory_order_seq_cst);
-        if (VMMC_LIKELY(!atomic_load_explicit(&ep->progress_missed, memory_order_relaxed)) ||
-            !atomic_exchange(&ep->progress_missed, 0))
+        if (VMMC_LIKELY(!missed_take(ep)))
             return n;
         pthread_mutex_lock(&ep->progress_lock); /* a sleeper missed a pass: one more */
     }
@@ -206,14 +210,9 @@ void vmmc_progress_drain(vmmc_ep_t *ep)
         return; /* (or another thread progresses, and drains) */
     int n = drain_transports(ep);
     pthread_mutex_unlock(&ep->progress_lock);
-    if (VMMC_UNLIKELY(!vmmc_wait_membar))
-        atomic_thread_fence(memory_order_seq_cst);
-    else
-        atomic_signal_fence(memory_order_seq_cst);
     /* A sleeper that missed this pass (vmmc_progress_before_sleep) is woken
      * to pass itself: handlers do not run here. */
-    if (atomic_load_explicit(&ep->progress_missed, memory_order_relaxed) &&
-        atomic_exchange(&ep->progress_missed, 0))
+    if (missed_take(ep))
         n++;
     if (n > 0)
         vmmc_ep_wake(ep); /* they run at the next progress, maybe another thread's */

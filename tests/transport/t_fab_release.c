@@ -3,8 +3,9 @@
  * exports, rank 0 imports it twice and rank 2 once, and each writes
  * through it (RMA). The region is registered once (fabric.rma_regions) and
  * stays while any import is left: rank 0's first unimport, then its
- * second, close nothing (fabric.rma_regions_closed), and the writes of the
- * importers left still land; rank 2's unimport, the last, closes it. A new
+ * second, close nothing (fabric.rma_regions_closed), nor do unimports it
+ * then forges (more than it had imports, a wrong generation), and the
+ * writes of the importers left still land; rank 2's unimport, the last, closes it. A new
  * import then registers it again (the old key reaches nothing: a region
  * closed at unexport refuses a stale key, t_fab_rma). The same once more
  * with rank 2's import ended by its leaving the job (vmmc_finalize) instead
@@ -15,6 +16,8 @@
 #include <string.h>
 
 #include "conf.h"
+#include "core/ctl.h"
+#include "core/core.h"
 
 #define LEN (64u * 1024)
 
@@ -98,12 +101,26 @@ int main(void)
     VT_OK(vmmc_barrier(ep)); /* 5 */
     if (me == 0) {
         put(p2, 1024, 4);
+        uint32_t id = VMMC_TL_PX(p2)->export_id, gen = VMMC_TL_PX(p2)->gen;
         VT_OK(vmmc_unimport(p2));
+        /* A hostile importer: more unimports than it had imports, and one
+         * of a generation that never was. They can release only its own
+         * grant (gone already), never rank 2's. */
+        int st;
+        vmmc_peer_t *peer = vmmc_peer_get(ep, 1, &st);
+        VT_CHECK(peer && peer->tl);
+        for (int i = 0; i < 4; i++) {
+            vmmc_ctl_msg_t u;
+            vmmc_ctl_init(ep, &u, CTL_UNIMPORT);
+            u.export_id = id;
+            u.gen = i == 3 ? gen + 1 : gen;
+            VT_OK(peer->tl->ctl_send(ep, &peer->view, &u, NULL, 0));
+        }
     }
     VT_OK(vmmc_barrier(ep)); /* 6 */
     if (me == 1) {
         landed(a, 1024, 4);
-        closed_is(0, "rank 0 dropped both, rank 2 imports");
+        closed_is(0, "rank 0 dropped both and sent 4 forged unimports, rank 2 imports");
     }
     VT_OK(vmmc_barrier(ep)); /* 7 */
     if (me == 2) {

@@ -279,8 +279,11 @@ int vmmc_atomic_exec(vmmc_proxy_t *px, size_t off, int op, int size, uint64_t op
         return VMMC_OK;
     }
     const vmmc_tl_ops_t *tl = px->peer->tl;
-    if (tl && tl->atomic)
-        return tl->atomic(&px->view, off, op, size, operand, compare, old != NULL, old);
+    if (tl && tl->atomic) {
+        int rc = tl->atomic(&px->view, off, op, size, operand, compare, old != NULL, old);
+        if (rc != VMMC_TL_DECLINED)
+            return rc;
+    }
     return atomic_by_ctl(px, off, op, size, operand, compare, old);
 }
 

@@ -58,6 +58,9 @@ struct vmmc_tl_peer;
 #define VMMC_TL_VERSION 2
 /* Registered transports at most (slots of the endpoint's state array). */
 #define VMMC_TL_MAX 8
+/* Returned by an optional op that leaves this call to the core's own way
+ * (ops->atomic): not a vmmc_status_t. */
+#define VMMC_TL_DECLINED 0x7fff
 
 /* ---- what a transport sees of the core's objects --------------------- */
 
@@ -270,8 +273,10 @@ typedef struct vmmc_tl_ops {
      * *@old gets the value before (0 unless @fetch). Alignment, bounds and
      * rights are checked by the core here and again by the target. NULL:
      * the core sends the target a control message (CTL_ATOMIC_REQ) that its
-     * control thread executes. Mapped regions never get here: the core
-     * applies atomics to the mapping itself. */
+     * control thread executes; so does VMMC_TL_DECLINED from it (the
+     * transport cannot do this one: no direct access to this import, an
+     * operation or type its hardware lacks). Mapped regions never get here:
+     * the core applies atomics to the mapping itself. */
     int (*atomic)(struct vmmc_tl_proxy *px, size_t off, int op, int size, uint64_t operand,
                   uint64_t compare, int fetch, uint64_t *old);
     /* Wake the peer if it sleeps (vmmc_signal). */

@@ -16,6 +16,7 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_rma.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -89,12 +90,21 @@ typedef struct fab_tx {
 
 #define FAB_ABANDONED 2 /* neither VMMC_INPROGRESS (1) nor a status */
 
+/* Remote atomics (fab_atomic.c): vmmc_atomic_op_t 1 .. 19, and the six
+ * word types; which of the provider's forms it offers for each. */
+#define FAB_AT_OPS 20
+#define FAB_AT_TYPES 6
+#define FAB_AT_WRITE 1   /* fi_atomic */
+#define FAB_AT_FETCH 2   /* fi_fetch_atomic */
+#define FAB_AT_COMPARE 4 /* fi_compare_atomic */
+
 /* An import with direct access (proxy_setup; px->tl_priv): where the region
  * is for fi_write/fi_read. */
 typedef struct fab_rpx {
     uint64_t key;
     uint64_t base; /* the address of offset 0 (FI_MR_VIRT_ADDR), else 0 */
     uint32_t nslot; /* the exporter's notification slot for us (fab_nslot.c), 0: none */
+    int readable;   /* the export has VMMC_EXPORT_READ (its region FI_REMOTE_READ) */
 } fab_rpx_t;
 
 /* Remote CQ data of a notifying RMA write (fab_nslot.c, fab_rdma.c), 64 bits:
@@ -232,6 +242,11 @@ typedef struct fab_ep {
     /* notifications as remote CQ data (fab_nslot.c): the provider carries
      * 8 bytes of it and VMMC_FABRIC_CQ_DATA allows it (on the RMA path) */
     int cq_data;
+    /* remote atomics as the provider's (fab_atomic.c): it has FI_ATOMIC, on
+     * the RMA path, and VMMC_FABRIC_ATOMIC allows it; which operation and
+     * type in which form (FAB_AT_*), as fi_query_atomic answered */
+    int atomics;
+    uint8_t at_valid[FAB_AT_OPS][FAB_AT_TYPES];
     pthread_mutex_t nslock;  /* nslots */
     fab_nslot_t *nslots;     /* FAB_CQD_SLOTS, made at the first grant */
     size_t addrlen;
@@ -278,6 +293,7 @@ typedef struct fab_ep {
     _Atomic uint64_t c_tx, c_rx, c_tx_again, c_refused, c_unknown, c_bad, c_tx_err;
     _Atomic uint64_t c_rma_writes, c_rma_reads, c_rma_refused, c_rma_regions;
     _Atomic uint64_t c_rma_regions_closed; /* closed as their last importer left */
+    _Atomic uint64_t c_rma_atomics;        /* atomics posted as the provider's */
     /* open world (fab_accept.c) */
     int ann_fd;              /* eventfd: new peers to announce (the control thread) */
     struct fab_ann *ann;     /* their queue (lock) */
@@ -383,6 +399,10 @@ extern const char *vmmc_fab_cfg_mode; /* VMMC_FABRIC: auto, yes, no */
 extern int vmmc_fab_cfg_mr_local;     /* VMMC_FABRIC_MR_LOCAL */
 extern int vmmc_fab_cfg_rma;          /* VMMC_FABRIC_RMA */
 extern int vmmc_fab_cfg_cq_data;      /* VMMC_FABRIC_CQ_DATA */
+extern const char *vmmc_fab_cfg_atomic; /* VMMC_FABRIC_ATOMIC: auto, yes, no */
+/* Whether to ask the provider for FI_ATOMIC (VMMC_FABRIC_ATOMIC, and for
+ * auto: it runs atomics in software on the target's processor). */
+int vmmc_fab__atomic_wanted(const char *prov_name);
 /* What the RMA path needs ordered: writes after writes and sends (a put's
  * data before a later one's), sends after writes (a notification, a flush,
  * an atomic's request after the data), reads after writes and sends. */
@@ -453,6 +473,31 @@ int vmmc_fab__rma_put(vmmc_tl_proxy_t *px, size_t off, const void *src, size_t l
 int vmmc_fab__rma_putv(vmmc_tl_proxy_t *px, size_t off, const struct iovec *iov, int iovcnt,
                        int flags, uint64_t imm);
 int vmmc_fab__rma_get(vmmc_tl_proxy_t *px, size_t off, void *dst, size_t len);
+/* One operation's post (fab_rdma.c): @issue posts it (fi_write, fi_read,
+ * fi_atomic ...) and gives the provider's answer; vmmc_fab__post_op retries
+ * while the provider has no room (drives it, bounded by
+ * VMMC_FABRIC_SEND_TIMEOUT, ends on a dead peer), counts it in @count once
+ * posted; @what and @len name it in errors. */
+typedef ssize_t (*fab_issue_fn)(fab_ep_t *f, fab_peer_t *p, const fab_rpx_t *r, fab_tx_t *tx,
+                                void *arg);
+int vmmc_fab__post_op(fab_ep_t *f, vmmc_tl_proxy_t *px, fab_peer_t *p, fab_tx_t *tx,
+                      int nonblock, fab_issue_fn issue, void *arg, _Atomic uint64_t *count,
+                      const char *what, size_t len);
+/* Writes of ours that went as messages applied before an RMA operation. */
+int vmmc_fab__after_messages(vmmc_tl_proxy_t *px);
+/* An RMA operation's state, with @copy bytes of buffer; @waited: its
+ * poster waits for it (vmmc_fab__wait_tx, which frees it: @n bytes at
+ * @from, in its buffer, are copied to @to first if it succeeded). */
+fab_tx_t *vmmc_fab__tx_new(fab_ep_t *f, int h, size_t copy, int waited);
+int vmmc_fab__wait_tx(fab_ep_t *f, fab_tx_t *tx, int h, const void *from, void *to, size_t n);
+/* @buf registered through the cache where the provider needs it: *@desc. */
+int vmmc_fab__local_reg(fab_ep_t *f, fab_tx_t *tx, const void *buf, size_t len,
+                        uint64_t access, void **desc);
+/* fab_atomic.c: remote atomics as the provider's (VMMC_TL_DECLINED: the
+ * core's control message instead) */
+void vmmc_fab__atomic_setup(fab_ep_t *f);
+int vmmc_fab__atomic(vmmc_tl_proxy_t *px, size_t off, int op, int size, uint64_t operand,
+                     uint64_t compare, int fetch, uint64_t *old);
 int vmmc_fab__flush(vmmc_ep_t *ep);
 int vmmc_fab__flush_peer(vmmc_ep_t *ep, vmmc_tl_peer_t *peer);
 int vmmc_fab__signal(vmmc_ep_t *ep, vmmc_tl_peer_t *peer);

@@ -18,6 +18,7 @@ static const char *cfg_provider;
 int vmmc_fab_cfg_mr_local;
 int vmmc_fab_cfg_rma;
 int vmmc_fab_cfg_cq_data;
+const char *vmmc_fab_cfg_atomic;
 uint64_t vmmc_fab_cfg_send_timeout;
 uint64_t vmmc_fab_cfg_spin;
 static const vmmc_cfg_entry_t fab_entries[] = {
@@ -43,6 +44,15 @@ static const vmmc_cfg_entry_t fab_entries[] = {
      "sender of CQ data, so a peer that imported something of ours could forge another "
      "importer's notification, once in 256 tries",
      VMMC_CFG_BOOL, &vmmc_fab_cfg_cq_data},
+    {"FABRIC_ATOMIC", "auto", "remote atomics on the RMA path as the provider's (fi_atomic, "
+     "fi_fetch_atomic, fi_compare_atomic), where it offers FI_ATOMIC together with the RMA "
+     "path's ordering and the operation and type: auto (software providers only: they run "
+     "atomics on the target's processor, atomic with the exporter's own; tcp;ofi_rxm 1.17 "
+     "withdraws the ordering when asked for atomics, so there it never applies), yes (also "
+     "offloading providers, whose network card's atomics are atomic only with each other: "
+     "then touch such words with nothing but the fabric's atomics), no (the target's vmmc "
+     "executes every atomic, sent as a control message)",
+     VMMC_CFG_STRING, &vmmc_fab_cfg_atomic},
     {"FABRIC_SEND_TIMEOUT", "10s", "a send that finds no room in the provider for this long "
      "fails its peer (it stopped taking messages)", VMMC_CFG_TIME, &vmmc_fab_cfg_send_timeout,
      1000000ull, 86400000000000ull},
@@ -89,17 +99,48 @@ int vmmc_fab__forced(void)
     return (t && !strcmp(t, "fabric")) || (vmmc_fab_cfg_mode && !strcmp(vmmc_fab_cfg_mode, "yes"));
 }
 
-static struct fi_info *pick_with(int rma);
+int vmmc_fab__atomic_wanted(const char *prov_name)
+{
+    const char *m = vmmc_fab_cfg_atomic ? vmmc_fab_cfg_atomic : "auto";
+    if (!strcmp(m, "no"))
+        return 0;
+    if (!strcmp(m, "yes"))
+        return 1;
+    /* auto: a software provider executes a peer's atomic in the target's
+     * progress with the processor's atomic instructions (libfabric's
+     * ofi_atomic handlers, __atomic builtins): atomic with the exporter's
+     * own vmmc_atomic, with mapped peers' and with the core's execution of
+     * other peers' requests. A network card's atomics are atomic only with
+     * each other. */
+    return vmmc_fab__soft_provider(prov_name);
+}
+
+static struct fi_info *pick_with(int rma, int atomic, const struct fi_info *like);
 
 /* The provider to use (fi_freeinfo it), or NULL with the error set: with
- * an ordered RMA path if it has one (and VMMC_FABRIC_RMA), else messages. */
+ * an ordered RMA path if it has one (and VMMC_FABRIC_RMA), else messages;
+ * with FI_ATOMIC on the RMA path where that provider offers it and
+ * VMMC_FABRIC_ATOMIC wants it (asked of the chosen provider only, so the
+ * choice does not change). */
 struct fi_info *vmmc_fab__pick(void)
 {
-    struct fi_info *i = vmmc_fab_cfg_rma ? pick_with(1) : NULL;
+    struct fi_info *i = vmmc_fab_cfg_rma ? pick_with(1, 0, NULL) : NULL;
     if (!i || i->ep_attr->protocol == FI_PROTO_RXD) {
         if (i)
             fi_freeinfo(i);
-        i = pick_with(0);
+        i = pick_with(0, 0, NULL);
+    }
+    if (i && (i->caps & FI_RMA) && i->ep_attr->protocol != FI_PROTO_RXD &&
+        vmmc_fab__atomic_wanted(i->fabric_attr->prov_name)) {
+        struct fi_info *a = pick_with(1, 1, i);
+        if (a) {
+            fi_freeinfo(i);
+            i = a;
+        } else {
+            vmmc_debug("fabric: %s offers no FI_ATOMIC with the RMA path's ordering: atomics "
+                       "by the target's vmmc",
+                       i->fabric_attr->prov_name);
+        }
     }
     /* rxd (1.17) offers ordered RMA, but under load its writes complete at
      * the target with truncation errors and notifications go missing
@@ -112,14 +153,14 @@ struct fi_info *vmmc_fab__pick(void)
     return i;
 }
 
-static struct fi_info *pick_with(int rma)
+static struct fi_info *pick_with(int rma, int atomic, const struct fi_info *like)
 {
     struct fi_info *hints = fi_dupinfo(NULL), *list = NULL, *best = NULL;
     if (!hints) {
         vmmc_error(VMMC_ERR_NOMEM, "fabric: out of memory");
         return NULL;
     }
-    hints->caps = FI_MSG | FI_SOURCE | (rma ? FAB_RMA_CAPS : 0);
+    hints->caps = FI_MSG | FI_SOURCE | (rma ? FAB_RMA_CAPS : 0) | (atomic ? FI_ATOMIC : 0);
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
     hints->ep_attr->type = FI_EP_RDM;
     hints->domain_attr->threading = FI_THREAD_SAFE;
@@ -129,7 +170,14 @@ static struct fi_info *pick_with(int rma)
                                   FI_MR_PROV_KEY;
     hints->tx_attr->msg_order = FI_ORDER_SAS | (rma ? FAB_RMA_ORDER : 0);
     hints->rx_attr->msg_order = FI_ORDER_SAS | (rma ? FAB_RMA_ORDER : 0);
-    if (cfg_provider && cfg_provider[0]) {
+    if (like) {
+        /* the same provider, fabric and domain (network interface) */
+        hints->fabric_attr->prov_name = strdup(like->fabric_attr->prov_name);
+        if (like->fabric_attr->name)
+            hints->fabric_attr->name = strdup(like->fabric_attr->name);
+        if (like->domain_attr->name)
+            hints->domain_attr->name = strdup(like->domain_attr->name);
+    } else if (cfg_provider && cfg_provider[0]) {
         /* '+' for ';' (a ';' is awkward in lists of settings) */
         char *name = strdup(cfg_provider);
         for (char *c = name; c && *c; c++)
@@ -139,6 +187,8 @@ static struct fi_info *pick_with(int rma)
     }
     int rc = fi_getinfo(FI_VERSION(1, 9), NULL, NULL, 0, hints, &list);
     fi_freeinfo(hints);
+    if (rc && atomic)
+        return NULL; /* the caller goes on without */
     if (rc) {
         vmmc_error(VMMC_ERR_UNSUPPORTED, "fabric: no libfabric provider with reliable datagrams "
                    "and ordered messages%s%s: %s", cfg_provider && cfg_provider[0] ? " named " : "",

@@ -17,7 +17,7 @@
  *   VMMC_SEND_HEAD_LAST that fits one message (FAB_CHUNK) stays a message
  *   (fab_rma.c: the core stores the head last), and so do zero-length
  *   puts; the receiver's thread applies those later, so the next RMA
- *   operation to that peer flushes first (after_messages);
+ *   operation to that peer flushes first (vmmc_fab__after_messages);
  *   a get is fi_read into the caller's buffer, waited for.
  * Ordering with the message path (flushes, atomics' requests, writes to
  * redirectable exports of the same peer) is the provider's: this path is
@@ -45,11 +45,33 @@
  * (the copy of 64 KiB cost more than the wait for its local completion). */
 #define FAB_COPY_MAX (16u * 1024)
 
-/* Post one operation (@tx NULL: fi_inject_write), retrying while the
- * provider has no room. */
-static int post(fab_ep_t *f, vmmc_tl_proxy_t *px, fab_peer_t *p, int read, fab_tx_t *tx,
-                void *buf, size_t len, void *desc, uint64_t raddr, int nonblock,
-                const uint64_t *cqd)
+/* One write or read for post(). */
+typedef struct {
+    int read;
+    void *buf;
+    size_t len;
+    void *desc;
+    uint64_t raddr;
+    const uint64_t *cqd;
+} fab_rw_t;
+
+static ssize_t issue_rw(fab_ep_t *f, fab_peer_t *p, const fab_rpx_t *r, fab_tx_t *tx, void *arg)
+{
+    const fab_rw_t *o = arg;
+    if (o->read)
+        return fi_read(f->fep, o->buf, o->len, o->desc, p->fa, o->raddr, r->key, &tx->ctx);
+    if (!tx)
+        return fi_inject_write(f->fep, o->buf, o->len, p->fa, o->raddr, r->key);
+    if (o->cqd) /* (p->seqlock held: the next message's number is ours to name) */
+        return fi_writedata(f->fep, o->buf, o->len, o->desc,
+                            *o->cqd | (uint64_t)(p->tx_seq & FAB_CQD_SEQ_MASK) << 36, p->fa,
+                            o->raddr, r->key, &tx->ctx);
+    return fi_write(f->fep, o->buf, o->len, o->desc, p->fa, o->raddr, r->key, &tx->ctx);
+}
+
+int vmmc_fab__post_op(fab_ep_t *f, vmmc_tl_proxy_t *px, fab_peer_t *p, fab_tx_t *tx,
+                      int nonblock, fab_issue_fn issue, void *arg, _Atomic uint64_t *count,
+                      const char *what, size_t len)
 {
     const fab_rpx_t *r = px->tl_priv;
     struct timespec t0 = {0, 0};
@@ -57,19 +79,10 @@ static int post(fab_ep_t *f, vmmc_tl_proxy_t *px, fab_peer_t *p, int read, fab_t
         ssize_t rc;
         if (tx && vmmc_fab__window_full(f, p))
             rc = -FI_EAGAIN;
-        else if (read)
-            rc = fi_read(f->fep, buf, len, desc, p->fa, raddr, r->key, &tx->ctx);
-        else if (!tx)
-            rc = fi_inject_write(f->fep, buf, len, p->fa, raddr, r->key);
-        else if (cqd) /* (p->seqlock held: the next message's number is ours to name) */
-            rc = fi_writedata(f->fep, buf, len, desc,
-                              *cqd | (uint64_t)(p->tx_seq & FAB_CQD_SEQ_MASK) << 36, p->fa,
-                              raddr, r->key, &tx->ctx);
         else
-            rc = fi_write(f->fep, buf, len, desc, p->fa, raddr, r->key, &tx->ctx);
+            rc = issue(f, p, r, tx, arg);
         if (rc == 0) {
-            atomic_fetch_add_explicit(read ? &f->c_rma_reads : &f->c_rma_writes, 1,
-                                      memory_order_relaxed);
+            atomic_fetch_add_explicit(count, 1, memory_order_relaxed);
             vmmc_fab__posted(f, p, tx != NULL);
             /* Software providers move data when their queues are read:
              * once now, or it waits for our progress thread's next wake. */
@@ -78,8 +91,7 @@ static int post(fab_ep_t *f, vmmc_tl_proxy_t *px, fab_peer_t *p, int read, fab_t
         }
         if (rc != -FI_EAGAIN)
             return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "fabric: %s of %zu bytes at rank %d: %s",
-                              read ? "fi_read" : "fi_write", len, px->rank,
-                              fi_strerror((int)-rc));
+                              what, len, px->rank, fi_strerror((int)-rc));
         if (spin == 0)
             atomic_fetch_add_explicit(&f->c_tx_again, 1, memory_order_relaxed);
         if (nonblock)
@@ -112,6 +124,18 @@ static int post(fab_ep_t *f, vmmc_tl_proxy_t *px, fab_peer_t *p, int read, fab_t
     }
 }
 
+/* Post one write or read (@tx NULL: fi_inject_write), retrying while the
+ * provider has no room. */
+static int post(fab_ep_t *f, vmmc_tl_proxy_t *px, fab_peer_t *p, int read, fab_tx_t *tx,
+                void *buf, size_t len, void *desc, uint64_t raddr, int nonblock,
+                const uint64_t *cqd)
+{
+    fab_rw_t o = {read, buf, len, desc, raddr, cqd};
+    return vmmc_fab__post_op(f, px, p, tx, nonblock, issue_rw, &o,
+                             read ? &f->c_rma_reads : &f->c_rma_writes,
+                             read ? "fi_read" : "fi_write", len);
+}
+
 /* A write carrying a notification as remote CQ data @cqd (fab_int.h):
  * posted under the peer's message numbering lock, so that the number it
  * carries is that of the next message, and the target handles it after
@@ -134,7 +158,7 @@ static int post_cqd(fab_ep_t *f, vmmc_tl_proxy_t *px, fab_peer_t *p, fab_tx_t *t
 
 /* Writes of ours that went as messages are applied before an RMA
  * operation reaches the same peer. */
-static int after_messages(vmmc_tl_proxy_t *px)
+int vmmc_fab__after_messages(vmmc_tl_proxy_t *px)
 {
     fab_peer_t *p = fab_peer_of(F(px->ep), px->rank);
     if (VMMC_LIKELY(!p || !atomic_load_explicit(&p->msg_writes, memory_order_acquire)))
@@ -143,9 +167,11 @@ static int after_messages(vmmc_tl_proxy_t *px)
     return vmmc_fab__flush_peer(px->ep, VMMC_TL_PEER(px->peer));
 }
 
-/* Wait for @tx's completion: its status. Given up (the peer died, the
- * endpoint closes): the completion frees it when it comes. */
-static int wait_tx(fab_ep_t *f, fab_tx_t *tx, int h)
+/* Wait for @tx's completion: its status; once it completed, @n bytes at
+ * @from (in its buffer: a fetched value) are copied to @to before it is
+ * freed. Given up (the peer died, the endpoint closes): the completion
+ * frees it when it comes. */
+int vmmc_fab__wait_tx(fab_ep_t *f, fab_tx_t *tx, int h, const void *from, void *to, size_t n)
 {
     /* Drive the provider ourselves (VMMC_FABRIC_SPIN), then sleep until a
      * waited operation completes (our progress thread reads the same queue
@@ -178,6 +204,8 @@ static int wait_tx(fab_ep_t *f, fab_tx_t *tx, int h)
             return st;
     }
     int st = atomic_load(&tx->wstat);
+    if (st == VMMC_OK && n)
+        memcpy(to, from, n);
     vmmc_fab__tx_free(f, tx);
     if (st == VMMC_OK || st == VMMC_ERR_PERMISSION)
         return st;
@@ -195,7 +223,7 @@ static int wait_tx(fab_ep_t *f, fab_tx_t *tx, int h)
                       h);
 }
 
-static fab_tx_t *tx_new(fab_ep_t *f, int h, size_t copy, int waited)
+fab_tx_t *vmmc_fab__tx_new(fab_ep_t *f, int h, size_t copy, int waited)
 {
     fab_tx_t *tx = malloc(sizeof *tx + copy);
     if (!tx) {
@@ -213,8 +241,8 @@ static fab_tx_t *tx_new(fab_ep_t *f, int h, size_t copy, int waited)
 }
 
 /* Register @buf through the cache where the provider needs it: its desc. */
-static int local_reg(fab_ep_t *f, fab_tx_t *tx, const void *buf, size_t len, uint64_t access,
-                     void **desc)
+int vmmc_fab__local_reg(fab_ep_t *f, fab_tx_t *tx, const void *buf, size_t len,
+                        uint64_t access, void **desc)
 {
     *desc = NULL;
     if (!f->cache)
@@ -249,12 +277,12 @@ static int rma_write(vmmc_tl_proxy_t *px, size_t off, const char *src, size_t le
          * below costs less. */
         if (n <= FAB_COPY_MAX) {
             /* a copy of our own: the caller's buffer is free on return */
-            fab_tx_t *tx = tx_new(f, px->rank, n, 0);
+            fab_tx_t *tx = vmmc_fab__tx_new(f, px->rank, n, 0);
             void *desc = NULL;
             if (!tx)
                 return VMMC_ERR_NOMEM;
             memcpy(tx->buf, src + pos, n);
-            if ((st = local_reg(f, tx, tx->buf, n, FI_WRITE, &desc)) == VMMC_OK)
+            if ((st = vmmc_fab__local_reg(f, tx, tx->buf, n, FI_WRITE, &desc)) == VMMC_OK)
                 st = cqd && pos + n == len
                          ? post_cqd(f, px, p, tx, tx->buf, n, desc, raddr, nb, *cqd, carried)
                          : post(f, px, p, 0, tx, tx->buf, n, desc, raddr, nb, NULL);
@@ -262,18 +290,18 @@ static int rma_write(vmmc_tl_proxy_t *px, size_t off, const char *src, size_t le
                 vmmc_fab__tx_free(f, tx);
         } else {
             /* large: from the caller's buffer, waited for */
-            fab_tx_t *tx = tx_new(f, px->rank, 0, 1);
+            fab_tx_t *tx = vmmc_fab__tx_new(f, px->rank, 0, 1);
             void *desc = NULL;
             if (!tx)
                 return VMMC_ERR_NOMEM;
-            if ((st = local_reg(f, tx, src + pos, n, FI_WRITE, &desc)) == VMMC_OK)
+            if ((st = vmmc_fab__local_reg(f, tx, src + pos, n, FI_WRITE, &desc)) == VMMC_OK)
                 st = cqd && pos + n == len
                          ? post_cqd(f, px, p, tx, (void *)(src + pos), n, desc, raddr, nb, *cqd,
                                     carried)
                          : post(f, px, p, 0, tx, (void *)(src + pos), n, desc, raddr, nb, NULL);
             if (st != VMMC_OK)
                 vmmc_fab__tx_free(f, tx);
-            else if ((st = wait_tx(f, tx, px->rank)) == VMMC_ERR_PERMISSION)
+            else if ((st = vmmc_fab__wait_tx(f, tx, px->rank, NULL, NULL, 0)) == VMMC_ERR_PERMISSION)
                 st = vmmc_error(VMMC_ERR_PERMISSION, "fabric: rank %d's provider refused a "
                                 "write of %zu bytes to '%s' (the export ended?)", px->rank, n,
                                 px->name);
@@ -305,7 +333,7 @@ int vmmc_fab__rma_put(vmmc_tl_proxy_t *px, size_t off, const void *src, size_t l
 {
     /* (the flush waits for our progress thread, which a revocation holds
      * while operations are under way: before entering) */
-    int st = after_messages(px);
+    int st = vmmc_fab__after_messages(px);
     if (st != VMMC_OK || (st = vmmc_tl_px_enter(px)) != VMMC_OK)
         return st;
     st = rma_put(px, off, src, len, flags, imm);
@@ -352,7 +380,7 @@ int vmmc_fab__rma_putv(vmmc_tl_proxy_t *px, size_t off, const struct iovec *iov,
 {
     /* (the flush waits for our progress thread, which a revocation holds
      * while operations are under way: before entering) */
-    int st = after_messages(px);
+    int st = vmmc_fab__after_messages(px);
     if (st != VMMC_OK || (st = vmmc_tl_px_enter(px)) != VMMC_OK)
         return st;
     st = rma_putv(px, off, iov, iovcnt, flags, imm);
@@ -397,7 +425,7 @@ int vmmc_fab__rma_get(vmmc_tl_proxy_t *px, size_t off, void *dst, size_t len)
 {
     /* (the flush waits for our progress thread, which a revocation holds
      * while operations are under way: before entering) */
-    int st = after_messages(px);
+    int st = vmmc_fab__after_messages(px);
     if (st != VMMC_OK || (st = vmmc_tl_px_enter(px)) != VMMC_OK)
         return st;
     st = rma_get(px, off, dst, len);
@@ -417,17 +445,17 @@ static int rma_get(vmmc_tl_proxy_t *px, size_t off, void *dst, size_t len)
         return st;
     for (size_t pos = 0; st == VMMC_OK && pos < len;) {
         size_t n = len - pos < f->max_msg ? len - pos : f->max_msg;
-        fab_tx_t *tx = tx_new(f, px->rank, 0, 1);
+        fab_tx_t *tx = vmmc_fab__tx_new(f, px->rank, 0, 1);
         void *desc = NULL;
         if (!tx)
             return VMMC_ERR_NOMEM;
-        if ((st = local_reg(f, tx, (char *)dst + pos, n, FI_READ, &desc)) == VMMC_OK)
+        if ((st = vmmc_fab__local_reg(f, tx, (char *)dst + pos, n, FI_READ, &desc)) == VMMC_OK)
             st = post(f, px, p, 1, tx, (char *)dst + pos, n, desc, r->base + off + pos, 0, NULL);
         if (st != VMMC_OK) {
             vmmc_fab__tx_free(f, tx);
             break;
         }
-        if ((st = wait_tx(f, tx, px->rank)) == VMMC_ERR_PERMISSION)
+        if ((st = vmmc_fab__wait_tx(f, tx, px->rank, NULL, NULL, 0)) == VMMC_ERR_PERMISSION)
             st = vmmc_error(VMMC_ERR_PERMISSION, "fetch of %zu bytes at offset %zu from rank "
                             "%d refused by its provider (the export '%s' ended?)", len, off,
                             px->rank, px->name);

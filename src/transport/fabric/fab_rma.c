@@ -53,6 +53,7 @@ int vmmc_fab__proxy_setup(vmmc_tl_proxy_t *px, const vmmc_ctl_msg_t *m, const in
         r->base = f->virt_addr ? m->addr : 0;
         /* notifications as remote CQ data where both ends allow it */
         r->nslot = f->cq_data ? m->nslot : 0;
+        r->readable = (m->flags & VMMC_EXPORT_READ) != 0;
         px->tl_priv = r;
         px->put = vmmc_fab__rma_put;
         px->get = vmmc_fab__rma_get;

@@ -120,6 +120,8 @@ static int fab_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
     }
     if (!rc)
         what = "FI_GETWAIT", rc = vmmc_fab__cq_fds(f);
+    if (!rc)
+        vmmc_fab__atomic_setup(f);
     unsigned char name[128];
     size_t nl = sizeof name;
     if (!rc && (what = "fi_getname", rc = fi_getname(&f->fep->fid, name, &nl)) == 0 &&
@@ -153,9 +155,10 @@ static int fab_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
         return vmmc_error(VMMC_ERR_INVALID, "fabric: no room for the address");
     if ((rc = vmmc_fab__start(f)) != VMMC_OK)
         return rc;
-    vmmc_debug("fabric: endpoint open on %s (%s, %s%s)", info->fabric_attr->prov_name,
+    vmmc_debug("fabric: endpoint open on %s (%s, %s%s%s)", info->fabric_attr->prov_name,
                hw ? "offloaded" : "software", f->rma ? "RMA" : "messages only",
-               f->cq_data ? ", notifications as CQ data" : "");
+               f->cq_data ? ", notifications as CQ data" : "",
+               f->atomics ? ", the provider's atomics" : "");
     return VMMC_OK;
 }
 
@@ -445,7 +448,7 @@ static int fab_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *va
                                         "fabric.rma_regions", "fabric.refusals_sent",
                                         "fabric.refused_by_peer", "fabric.naps", "fabric.wakes",
                                         "fabric.notes_cq_data", "fabric.bad_cq_data",
-                                        "fabric.rma_regions_closed"};
+                                        "fabric.rma_regions_closed", "fabric.rma_atomics"};
     fab_ep_t *f = F(ep);
     enum { OWN = sizeof names / sizeof names[0] };
     if (f && f->cache && i >= OWN)
@@ -456,7 +459,7 @@ static int fab_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *va
                              &f->c_bad, &f->c_tx_err, &f->c_rma_writes, &f->c_rma_reads,
                              &f->c_rma_refused, &f->c_rma_regions, &f->c_refusals_sent,
                              &f->c_refused_by_peer, &f->c_naps, &f->c_wakes, &f->c_notes_cqd,
-                             &f->c_bad_cqd, &f->c_rma_regions_closed};
+                             &f->c_bad_cqd, &f->c_rma_regions_closed, &f->c_rma_atomics};
     *name = names[i];
     *value = atomic_load(c[i]);
     return VMMC_OK;
@@ -484,6 +487,7 @@ VMMC_TRANSPORT(fabric) = {
     .put = vmmc_fab__put,
     .get = vmmc_fab__get,
     .putv = vmmc_fab__putv,
+    .atomic = vmmc_fab__atomic,
     .signal = vmmc_fab__signal,
     .flush = vmmc_fab__flush,
     .flush_peer = vmmc_fab__flush_peer,

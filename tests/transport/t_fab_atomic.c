@@ -42,17 +42,6 @@ static vmmc_ep_t *ep;
 static _Alignas(64) uint64_t rw[16];
 static _Alignas(64) uint64_t wo[4];
 
-static uint64_t counter(const char *want)
-{
-    const char *name;
-    uint64_t v;
-    for (int i = 0; vmmc_counter_get(ep, i, &name, &v) == VMMC_OK; i++)
-        if (!strcmp(name, want))
-            return v;
-    VT_FAIL("no counter %s", want);
-    return 0;
-}
-
 static const vmmc_tl_ops_t *fabric_ops(void)
 {
     for (int i = 0; vmmc_tl_all[i]; i++)
@@ -79,7 +68,7 @@ static void exporter(void)
     VT_OK(vmmc_export(ep, &p, &exw));
     for (int r = 1; r <= 2; r++)
         rw[DBL + r] = vmmc_atomic_from_double(-0.0);
-    uint64_t served0 = counter("atomics_served");
+    uint64_t served0 = vt_counter(ep, "atomics_served");
     VT_OK(vmmc_barrier(ep)); /* 1: exported */
     for (int i = 0; i < N; i++) {
         __atomic_fetch_add(&rw[C64], 1, __ATOMIC_SEQ_CST);
@@ -107,7 +96,7 @@ static void exporter(void)
     if (!rights)
         printf("[fabric] rank 0: the provider let %llu fetch-adds of a write-only word through\n",
                (unsigned long long)wo[0]);
-    uint64_t served = counter("atomics_served") - served0;
+    uint64_t served = vt_counter(ep, "atomics_served") - served0;
     /* the two declined per importer; in ctl mode every one */
     uint64_t want = fi ? 4 : 2u * 2u * N + 4;
     printf("[fabric] rank 0: counters exact (%llu), served %llu (want %llu)\n",
@@ -129,7 +118,7 @@ static void importer(int me)
     VT_OK(vmmc_barrier(ep)); /* 1 */
     vmmc_proxy_t *prw = conf_import(ep, 0, "rw");
     vmmc_proxy_t *pwo = conf_import(ep, 0, "wo");
-    uint64_t a0 = counter("fabric.rma_atomics");
+    uint64_t a0 = vt_counter(ep, "fabric.rma_atomics");
     uint64_t last = 0;
     for (int i = 0; i < N; i++) {
         uint64_t old = 0;
@@ -150,7 +139,7 @@ static void importer(int me)
     VT_OK(vmmc_atomic(pwo, (size_t)me * 8, VMMC_ATOMIC_CSWAP, 8, 10u + (unsigned)me, 0, NULL));
     /* refused by the core */
     VT_STATUS(VMMC_ERR_PERMISSION, vmmc_atomic(pwo, 0, VMMC_ATOMIC_ADD, 8, 1, 0, &was));
-    uint64_t a = counter("fabric.rma_atomics") - a0;
+    uint64_t a = vt_counter(ep, "fabric.rma_atomics") - a0;
     if (fi) {
         /* and by the provider: the region has no FI_REMOTE_READ */
         const vmmc_tl_ops_t *tl = fabric_ops();

@@ -10,7 +10,9 @@
  *   (VMMC_ERR_PERMISSION), counted refusals, not a byte lands, and the
  *   peers stay alive.
  * usage (a rank of `vmmc run -n 2`): t_fab_rma rma|msg
- *   msg: VMMC_FABRIC_RMA=no: the same traffic, and the RMA counters stay 0 */
+ *   msg: VMMC_FABRIC_RMA=no: the same traffic, and the RMA counters stay 0;
+ *   the 64 KiB pieces of large puts are sent from the caller's buffer
+ *   (fabric.zcopy_sends) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,6 +134,7 @@ static void importer(void)
     vmmc_proxy_t *px = conf_import(ep, 0, "a");
     pf = conf_import(ep, 0, "f");
     uint64_t w0 = counter("fabric.rma_writes"), r0 = counter("fabric.rma_reads");
+    uint64_t z0 = counter("fabric.zcopy_sends");
     /* inline (fi_inject_write), copied, from the caller's buffer */
     conf_fill(src, 8, 1, 0);
     VT_OK(vmmc_send(px, 0, src, 8, 0));
@@ -154,6 +157,14 @@ static void importer(void)
     if (!rma && (w || r))
         VT_FAIL("VMMC_FABRIC_RMA=no made %llu RMA writes, %llu reads", (unsigned long long)w,
                 (unsigned long long)r);
+    /* as messages, the 64 KiB pieces of the two 200 KiB puts go from the
+     * source itself (VMMC_FABRIC_ZCOPY); by RMA no message carries data */
+    uint64_t z = counter("fabric.zcopy_sends") - z0;
+    if (!rma && z < 6)
+        VT_FAIL("%llu messages sent from the caller's buffer for two 200 KiB puts",
+                (unsigned long long)z);
+    if (rma && z)
+        VT_FAIL("%llu messages from the caller's buffer on the RMA path", (unsigned long long)z);
     VT_OK(vmmc_barrier(ep)); /* 2 */
     VT_OK(vmmc_barrier(ep)); /* 3: the export is gone */
     /* the core refuses: the proxy is stale */

@@ -93,6 +93,8 @@ void vmmc_fab__tx_free(fab_ep_t *f, fab_tx_t *tx)
 {
     if (tx->reg)
         fab_cache_put(f->cache, tx->reg);
+    if (tx->reg2)
+        fab_cache_put(f->cache, tx->reg2);
     free(tx);
 }
 
@@ -171,38 +173,13 @@ int vmmc_fab__peer_error(fab_ep_t *f, int h)
     return VMMC_OK;
 }
 
-int vmmc_fab__sendv(fab_ep_t *f, int h, const fab_hdr_t *hdr, const struct iovec *iov, int n,
-                    size_t len, int nonblock)
+/* Post message @tx (its header first in tx->buf; @m: @cnt pieces of it,
+ * @desc their registrations) to @h, numbered, retrying while the provider
+ * has no room; freed on failure. */
+static int post_msg(fab_ep_t *f, int h, fab_peer_t *p, fab_tx_t *tx, const struct iovec *m,
+                    void **desc, int cnt, int nonblock)
 {
-    int st = VMMC_OK;
-    fab_peer_t *p = vmmc_fab__peer(f, h, &st);
-    if (!p)
-        return st;
-    if ((st = vmmc_fab__peer_error(f, h)) != VMMC_OK)
-        return st;
-    size_t total = sizeof *hdr + len;
-    fab_tx_t *tx = malloc(sizeof *tx + total);
-    if (!tx)
-        return vmmc_error(VMMC_ERR_NOMEM, "fabric: out of memory for a message");
-    tx->peer = h;
-    tx->rma = tx->waited = 0;
-    tx->len = total;
-    memcpy(tx->buf, hdr, sizeof *hdr);
-    size_t at = sizeof *hdr;
-    for (int i = 0; i < n; i++) {
-        if (iov[i].iov_len)
-            memcpy(tx->buf + at, iov[i].iov_base, iov[i].iov_len);
-        at += iov[i].iov_len;
-    }
-    tx->reg = NULL;
-    void *desc = NULL;
-    if (f->cache) {
-        if (!(tx->reg = fab_cache_get(f->cache, tx->buf, total, FI_SEND))) {
-            vmmc_fab__tx_free(f, tx);
-            return VMMC_ERR_SYSTEM; /* the cache or fi_mr_reg said why */
-        }
-        desc = tx->reg->desc;
-    }
+    int st;
     fab_hdr_t *th = (fab_hdr_t *)tx->buf;
     th->src = VMMC_TL_EP(f->ep)->rank;
     th->sec = f->sec;
@@ -211,7 +188,9 @@ int vmmc_fab__sendv(fab_ep_t *f, int h, const fab_hdr_t *hdr, const struct iovec
     for (unsigned spin = 0;; spin++) {
         th->seq = p->tx_seq;
         ssize_t rc = vmmc_fab__window_full(f, p) ? -FI_EAGAIN
-                                              : fi_send(f->fep, tx->buf, total, desc, p->fa, &tx->ctx);
+                     : cnt == 1 ? fi_send(f->fep, m[0].iov_base, m[0].iov_len, desc[0], p->fa,
+                                          &tx->ctx)
+                                : fi_sendv(f->fep, m, desc, (size_t)cnt, p->fa, &tx->ctx);
         if (rc == 0) {
             p->tx_seq++;
             pthread_mutex_unlock(&p->seqlock);
@@ -276,6 +255,83 @@ int vmmc_fab__sendv(fab_ep_t *f, int h, const fab_hdr_t *hdr, const struct iovec
             return st != VMMC_OK ? st : vmmc_error(VMMC_ERR_PEER_DEAD, "fabric: closing");
         }
     }
+}
+
+int vmmc_fab__sendv(fab_ep_t *f, int h, const fab_hdr_t *hdr, const struct iovec *iov, int n,
+                    size_t len, int nonblock)
+{
+    int st = VMMC_OK;
+    fab_peer_t *p = vmmc_fab__peer(f, h, &st);
+    if (!p)
+        return st;
+    if ((st = vmmc_fab__peer_error(f, h)) != VMMC_OK)
+        return st;
+    size_t total = sizeof *hdr + len;
+    fab_tx_t *tx = malloc(sizeof *tx + total);
+    if (!tx)
+        return vmmc_error(VMMC_ERR_NOMEM, "fabric: out of memory for a message");
+    memset(tx, 0, sizeof *tx);
+    tx->peer = h;
+    tx->len = total;
+    memcpy(tx->buf, hdr, sizeof *hdr);
+    size_t at = sizeof *hdr;
+    for (int i = 0; i < n; i++) {
+        if (iov[i].iov_len)
+            memcpy(tx->buf + at, iov[i].iov_base, iov[i].iov_len);
+        at += iov[i].iov_len;
+    }
+    void *desc = NULL;
+    if (f->cache) {
+        if (!(tx->reg = fab_cache_get(f->cache, tx->buf, total, FI_SEND))) {
+            vmmc_fab__tx_free(f, tx);
+            return VMMC_ERR_SYSTEM; /* the cache or fi_mr_reg said why */
+        }
+        desc = tx->reg->desc;
+    }
+    struct iovec m = {tx->buf, total};
+    return post_msg(f, h, p, tx, &m, &desc, 1, nonblock);
+}
+
+int vmmc_fab__on_progress_thread(const fab_ep_t *f)
+{
+    return f->thread_up && pthread_equal(f->thread, pthread_self());
+}
+
+int vmmc_fab__send_zc(fab_ep_t *f, int h, const fab_hdr_t *hdr, const void *data, size_t len,
+                      int nonblock, fab_tx_t **txp)
+{
+    int st = VMMC_OK;
+    *txp = NULL;
+    fab_peer_t *p = vmmc_fab__peer(f, h, &st);
+    if (!p)
+        return st;
+    if ((st = vmmc_fab__peer_error(f, h)) != VMMC_OK)
+        return st;
+    fab_tx_t *tx = malloc(sizeof *tx + sizeof *hdr);
+    if (!tx)
+        return vmmc_error(VMMC_ERR_NOMEM, "fabric: out of memory for a message");
+    memset(tx, 0, sizeof *tx);
+    tx->peer = h;
+    tx->waited = 1;
+    atomic_init(&tx->wstat, VMMC_INPROGRESS);
+    tx->len = sizeof *hdr;
+    memcpy(tx->buf, hdr, sizeof *hdr);
+    void *desc[2] = {NULL, NULL};
+    if (f->cache) {
+        if (!(tx->reg = fab_cache_get(f->cache, tx->buf, sizeof *hdr, FI_SEND)) ||
+            !(tx->reg2 = fab_cache_get(f->cache, data, len, FI_SEND))) {
+            vmmc_fab__tx_free(f, tx);
+            return VMMC_ERR_SYSTEM; /* the cache or fi_mr_reg said why */
+        }
+        desc[0] = tx->reg->desc;
+        desc[1] = tx->reg2->desc;
+    }
+    struct iovec m[2] = {{tx->buf, sizeof *hdr}, {(void *)data, len}};
+    if ((st = post_msg(f, h, p, tx, m, desc, 2, nonblock)) == VMMC_OK) {
+        atomic_fetch_add_explicit(&f->c_zcopy, 1, memory_order_relaxed);
+        *txp = tx;
+    }
+    return st;
 }
 
 int vmmc_fab__send(fab_ep_t *f, int h, const fab_hdr_t *hdr, const void *data, size_t len,

@@ -68,6 +68,8 @@ typedef struct fab_hdr {
 /* Payload per message at most: writes and read answers are cut into
  * pieces of this size, each one received into one posted buffer. */
 #define FAB_CHUNK (64u * 1024)
+/* Pieces of one write sent from the caller's buffer under way at once. */
+#define FAB_ZC_MAX 16
 #define FAB_RXBUF (sizeof(fab_hdr_t) + FAB_CHUNK)
 #define FAB_NRX 32 /* receive buffers posted */
 /* held[]: FAB_NRX messages and remote CQ data waiting for its turn (or
@@ -78,6 +80,7 @@ typedef struct fab_hdr {
 typedef struct fab_tx {
     struct fi_context2 ctx; /* first: the completion's op_context */
     const fab_reg_t *reg;   /* its registration (FI_MR_LOCAL), held until it completes */
+    const fab_reg_t *reg2;  /* a message sent from the caller's buffer: that one's */
     int peer;
     int rma;                /* an RMA write or read: a refusal by the target fails only it */
     /* waited for (fab_rma.c): VMMC_INPROGRESS until its completion stores
@@ -237,6 +240,7 @@ typedef struct fab_ep {
     int virt_addr;           /* FI_MR_VIRT_ADDR: remote addresses are virtual addresses */
     size_t inject;           /* the provider's inject_size */
     size_t max_msg;          /* its max_msg_size: one RMA operation at most */
+    size_t iov_limit;        /* its tx iov_limit: pieces of one message */
     pthread_mutex_t mrlock;  /* mrs */
     fab_xmr_t *mrs;          /* exports registered for direct access */
     /* notifications as remote CQ data (fab_nslot.c): the provider carries
@@ -294,6 +298,7 @@ typedef struct fab_ep {
     _Atomic uint64_t c_rma_writes, c_rma_reads, c_rma_refused, c_rma_regions;
     _Atomic uint64_t c_rma_regions_closed; /* closed as their last importer left */
     _Atomic uint64_t c_rma_atomics;        /* atomics posted as the provider's */
+    _Atomic uint64_t c_zcopy;              /* messages sent from the caller's buffer */
     /* open world (fab_accept.c) */
     int ann_fd;              /* eventfd: new peers to announce (the control thread) */
     struct fab_ann *ann;     /* their queue (lock) */
@@ -382,6 +387,12 @@ void vmmc_fab__kick(fab_ep_t *f);
  * of waiting for room. */
 int vmmc_fab__send(fab_ep_t *f, int h, const fab_hdr_t *hdr, const void *data, size_t len,
                    int nonblock);
+/* The calling thread is the endpoint's progress thread. */
+int vmmc_fab__on_progress_thread(const fab_ep_t *f);
+/* Post a message whose data is sent from @data itself (no copy): *@txp is
+ * the operation to wait for (vmmc_fab__wait_tx) before @data is reused. */
+int vmmc_fab__send_zc(fab_ep_t *f, int h, const fab_hdr_t *hdr, const void *data, size_t len,
+                      int nonblock, fab_tx_t **txp);
 int vmmc_fab__sendv(fab_ep_t *f, int h, const fab_hdr_t *hdr, const struct iovec *iov, int n,
                     size_t len, int nonblock);
 void vmmc_fab__waiting(fab_ep_t *f, int begin);
@@ -393,6 +404,7 @@ void vmmc_fab__waits_fail(fab_ep_t *f, int peer, int status);
 void vmmc_fab__goodbye(fab_ep_t *f);
 extern uint64_t vmmc_fab_cfg_send_timeout; /* VMMC_FABRIC_SEND_TIMEOUT, ns */
 extern uint64_t vmmc_fab_cfg_spin;         /* VMMC_FABRIC_SPIN, ns */
+extern uint64_t vmmc_fab_cfg_zcopy;        /* VMMC_FABRIC_ZCOPY, bytes */
 
 /* fab_prov.c: the settings, and which provider. */
 extern const char *vmmc_fab_cfg_mode; /* VMMC_FABRIC: auto, yes, no */

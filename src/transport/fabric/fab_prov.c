@@ -21,6 +21,7 @@ int vmmc_fab_cfg_cq_data;
 const char *vmmc_fab_cfg_atomic;
 uint64_t vmmc_fab_cfg_send_timeout;
 uint64_t vmmc_fab_cfg_spin;
+uint64_t vmmc_fab_cfg_zcopy;
 static const vmmc_cfg_entry_t fab_entries[] = {
     {"FABRIC", "auto", "open the libfabric transport: auto (only where RDMA hardware and a "
      "provider offloading to it are found, or VMMC_TRANSPORT=fabric), yes, no",
@@ -56,6 +57,10 @@ static const vmmc_cfg_entry_t fab_entries[] = {
     {"FABRIC_SEND_TIMEOUT", "10s", "a send that finds no room in the provider for this long "
      "fails its peer (it stopped taking messages)", VMMC_CFG_TIME, &vmmc_fab_cfg_send_timeout,
      1000000ull, 86400000000000ull},
+    {"FABRIC_ZCOPY", "16K", "a write sent as messages sends pieces of at least this many bytes "
+     "from the caller's buffer itself (registered through the translation cache where the "
+     "provider needs it) and waits for them, instead of copying them into a buffer of its own; "
+     "0: always copy", VMMC_CFG_SIZE, &vmmc_fab_cfg_zcopy, 0, 1ull << 40},
     {"FABRIC_SPIN", "50us", "how long the progress thread, and a thread waiting for a get, a "
      "flush or an RMA completion, keep reading the provider's queues (yielding the cpu between "
      "reads) before they sleep: a wake through the provider's wait fd costs tens of us",

@@ -93,6 +93,17 @@ static int put_iov(vmmc_tl_proxy_t *px, size_t off, const struct iovec *iov, int
                    .token = {px->token[0], px->token[1]}, .imm = imm};
     if ((st = lock_peer(p, px, flags)) != VMMC_OK)
         return st;
+    /* Pieces from the caller's buffer (VMMC_FABRIC_ZCOPY): at most FAB_ZC_MAX
+     * under way, all completed before we return (the source is reusable).
+     * Not for a non-blocking put (its completion may wait for the receiver
+     * to take notifications), nor from our progress thread, which must not
+     * wait for a peer. */
+    fab_tx_t *zc[FAB_ZC_MAX];
+    int nzc = 0, zc0 = 0;
+    int zc_ok = vmmc_fab_cfg_zcopy && total >= vmmc_fab_cfg_zcopy && f->iov_limit >= 2 &&
+                !(flags & VMMC_SEND_NONBLOCK) && !vmmc_fab__on_progress_thread(f);
+    if (zc_ok)
+        vmmc_fab__waiting(f, 1);
     int vi = 0;
     size_t vo = 0;
     size_t pos = 0;
@@ -119,9 +130,28 @@ static int put_iov(vmmc_tl_proxy_t *px, size_t off, const struct iovec *iov, int
                             (flags & VMMC_SEND_HEAD_LAST ? F_HEADLAST : 0));
         h.off = off + pos;
         /* only the first piece may give up: a write is whole or absent */
-        st = vmmc_fab__sendv(f, px->rank, &h, pv, pn, n, pos == 0 && (flags & VMMC_SEND_NONBLOCK));
+        int nb = pos == 0 && (flags & VMMC_SEND_NONBLOCK);
+        if (zc_ok && pn == 1 && n >= vmmc_fab_cfg_zcopy) {
+            if (nzc - zc0 == FAB_ZC_MAX) { /* the oldest first */
+                int w = vmmc_fab__wait_tx(f, zc[zc0++ % FAB_ZC_MAX], px->rank, NULL, NULL, 0);
+                st = st != VMMC_OK ? st : w;
+            }
+            fab_tx_t *tx = NULL;
+            if (st == VMMC_OK &&
+                (st = vmmc_fab__send_zc(f, px->rank, &h, pv[0].iov_base, n, nb, &tx)) ==
+                    VMMC_OK)
+                zc[nzc++ % FAB_ZC_MAX] = tx;
+        } else if (st == VMMC_OK) {
+            st = vmmc_fab__sendv(f, px->rank, &h, pv, pn, n, nb);
+        }
         pos += n;
     } while (st == VMMC_OK && pos < total);
+    while (zc0 < nzc) {
+        int w = vmmc_fab__wait_tx(f, zc[zc0++ % FAB_ZC_MAX], px->rank, NULL, NULL, 0);
+        st = st != VMMC_OK ? st : w;
+    }
+    if (zc_ok)
+        vmmc_fab__waiting(f, 0);
     pthread_mutex_unlock(&p->txlock);
     if (total && px->tl_priv)
         atomic_store_explicit(&p->msg_writes, 1, memory_order_release);

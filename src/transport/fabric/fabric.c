@@ -85,6 +85,7 @@ static int fab_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
     f->virt_addr = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
     f->inject = info->tx_attr->inject_size;
     f->max_msg = info->ep_attr->max_msg_size ? info->ep_attr->max_msg_size : SIZE_MAX;
+    f->iov_limit = info->tx_attr->iov_limit;
     pthread_mutex_init(&f->mrlock, NULL);
     pthread_mutex_init(&f->nslock, NULL);
     /* notifications as remote CQ data: 8 bytes of it, on the RMA path */
@@ -448,7 +449,8 @@ static int fab_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *va
                                         "fabric.rma_regions", "fabric.refusals_sent",
                                         "fabric.refused_by_peer", "fabric.naps", "fabric.wakes",
                                         "fabric.notes_cq_data", "fabric.bad_cq_data",
-                                        "fabric.rma_regions_closed", "fabric.rma_atomics"};
+                                        "fabric.rma_regions_closed", "fabric.rma_atomics",
+                                        "fabric.zcopy_sends"};
     fab_ep_t *f = F(ep);
     enum { OWN = sizeof names / sizeof names[0] };
     if (f && f->cache && i >= OWN)
@@ -459,7 +461,8 @@ static int fab_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *va
                              &f->c_bad, &f->c_tx_err, &f->c_rma_writes, &f->c_rma_reads,
                              &f->c_rma_refused, &f->c_rma_regions, &f->c_refusals_sent,
                              &f->c_refused_by_peer, &f->c_naps, &f->c_wakes, &f->c_notes_cqd,
-                             &f->c_bad_cqd, &f->c_rma_regions_closed, &f->c_rma_atomics};
+                             &f->c_bad_cqd, &f->c_rma_regions_closed, &f->c_rma_atomics,
+                             &f->c_zcopy};
     *name = names[i];
     *value = atomic_load(c[i]);
     return VMMC_OK;

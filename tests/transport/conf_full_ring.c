@@ -12,9 +12,13 @@
  * back; a sender waiting for the link moves its own queue into the core's,
  * so that its link takes the peer's writes again.
  *
- * usage: conf_full_ring [N [Q]]   (default 20000 notifications, a queue of
- * Q = 4 records; a Q that is not a power of two takes the rings' other
- * slot arithmetic) */
+ * usage: conf_full_ring [N [Q [L]]]   (default 20000 notifications, a queue
+ * of Q = 4 records; a Q that is not a power of two takes the rings' other
+ * slot arithmetic; writes of L bytes, default 1: large ones are several
+ * pieces, or go from the sender's buffer and wait for their receiver) */
+#include <stdlib.h>
+#include <string.h>
+
 #include "conf.h"
 
 static long nmsg = 20000;
@@ -39,18 +43,23 @@ int main(int argc, char **argv)
     vmmc_ep_t *ep = conf_init(2);
     if (argc > 1)
         nmsg = atol(argv[1]);
+    size_t len = argc > 3 ? (size_t)atol(argv[3]) : 1;
+    if (len < 1)
+        len = 1;
     int me = vmmc_rank(ep), peer = 1 - me;
     conf_region_t r;
-    conf_region_alloc(ep, &r, CONF_MEM, 4096);
+    conf_region_alloc(ep, &r, CONF_MEM, len > 4096 ? len : 4096);
+    unsigned char *src = malloc(len);
+    VT_CHECK(src != NULL);
     vmmc_export_t *ex = conf_export(ep, &r, "ring", VMMC_EXPORT_READ, on_msg, NULL);
     VT_OK(vmmc_barrier(ep));
     vmmc_proxy_t *px = conf_import(ep, peer, "ring");
     VT_OK(vmmc_barrier(ep));
-    unsigned char b = 0;
     in_send = 1;
     for (long i = 0; i < nmsg; i++) {
-        b = (unsigned char)i;
-        VT_OK(vmmc_send_imm(px, (size_t)(i % 4096), &b, 1, VMMC_SEND_NOTIFY, (uint64_t)i + 1));
+        memset(src, (unsigned char)i, len);
+        VT_OK(vmmc_send_imm(px, len == 1 ? (size_t)(i % 4096) : 0, src, len, VMMC_SEND_NOTIFY,
+                            (uint64_t)i + 1));
     }
     in_send = 0;
     CONF_WAIT(ep, got == nmsg, "the notifications");
@@ -58,8 +67,9 @@ int main(int argc, char **argv)
     VT_OK(vmmc_unimport(px));
     VT_OK(vmmc_unexport(ex));
     conf_region_free(ep, &r);
+    free(src);
     VT_OK(vmmc_finalize(ep));
-    printf("conf_full_ring [%s] rank %d: %ld notifications each way: OK\n", conf_transport(), me,
-           nmsg);
+    printf("conf_full_ring [%s] rank %d: %ld notifications each way, writes of %zu bytes: OK\n",
+           conf_transport(), me, nmsg, len);
     return 0;
 }

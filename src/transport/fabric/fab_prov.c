@@ -57,10 +57,11 @@ static const vmmc_cfg_entry_t fab_entries[] = {
     {"FABRIC_SEND_TIMEOUT", "10s", "a send that finds no room in the provider for this long "
      "fails its peer (it stopped taking messages)", VMMC_CFG_TIME, &vmmc_fab_cfg_send_timeout,
      1000000ull, 86400000000000ull},
-    {"FABRIC_ZCOPY", "16K", "a write sent as messages sends pieces of at least this many bytes "
-     "from the caller's buffer itself (registered through the translation cache where the "
-     "provider needs it) and waits for them, instead of copying them into a buffer of its own; "
-     "0: always copy", VMMC_CFG_SIZE, &vmmc_fab_cfg_zcopy, 0, 1ull << 40},
+    {"FABRIC_ZCOPY", "0", "a blocking write sent as messages sends pieces of at least this many "
+     "bytes from the caller's buffer itself (registered through the translation cache where "
+     "the provider needs it) and waits for them, instead of copying them into a buffer of its "
+     "own; 0: always copy (on tcp;ofi_rxm the two measured the same: docs/performance.md)",
+     VMMC_CFG_SIZE, &vmmc_fab_cfg_zcopy, 0, 1ull << 40},
     {"FABRIC_SPIN", "50us", "how long the progress thread, and a thread waiting for a get, a "
      "flush or an RMA completion, keep reading the provider's queues (yielding the cpu between "
      "reads) before they sleep: a wake through the provider's wait fd costs tens of us",

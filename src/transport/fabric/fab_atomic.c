@@ -169,10 +169,8 @@ static int atomic_post(vmmc_tl_proxy_t *px, fab_at_t *o, size_t off, int size, u
 {
     fab_ep_t *f = F(px->ep);
     int st = VMMC_OK;
-    fab_peer_t *p = vmmc_fab__peer(f, px->rank, &st);
+    fab_peer_t *p = vmmc_fab__peer_live(f, px->rank, &st);
     if (!p)
-        return st;
-    if ((st = vmmc_fab__peer_error(f, px->rank)) != VMMC_OK)
         return st;
     fab_tx_t *tx = vmmc_fab__tx_new(f, px->rank, 3 * sizeof(uint64_t), 1);
     if (!tx)

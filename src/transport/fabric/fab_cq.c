@@ -165,6 +165,14 @@ int vmmc_fab__tx_progress(fab_ep_t *f)
     return 0;
 }
 
+fab_peer_t *vmmc_fab__peer_live(fab_ep_t *f, int h, int *status)
+{
+    fab_peer_t *p = vmmc_fab__peer(f, h, status);
+    if (p && (*status = vmmc_fab__peer_error(f, h)) != VMMC_OK)
+        return NULL;
+    return p;
+}
+
 int vmmc_fab__peer_error(fab_ep_t *f, int h)
 {
     vmmc_tl_peer_t *tp = vmmc_tl_peer_at(f->ep, h);
@@ -261,10 +269,8 @@ int vmmc_fab__sendv(fab_ep_t *f, int h, const fab_hdr_t *hdr, const struct iovec
                     size_t len, int nonblock)
 {
     int st = VMMC_OK;
-    fab_peer_t *p = vmmc_fab__peer(f, h, &st);
+    fab_peer_t *p = vmmc_fab__peer_live(f, h, &st);
     if (!p)
-        return st;
-    if ((st = vmmc_fab__peer_error(f, h)) != VMMC_OK)
         return st;
     size_t total = sizeof *hdr + len;
     fab_tx_t *tx = malloc(sizeof *tx + total);
@@ -302,10 +308,8 @@ int vmmc_fab__send_zc(fab_ep_t *f, int h, const fab_hdr_t *hdr, const void *data
 {
     int st = VMMC_OK;
     *txp = NULL;
-    fab_peer_t *p = vmmc_fab__peer(f, h, &st);
+    fab_peer_t *p = vmmc_fab__peer_live(f, h, &st);
     if (!p)
-        return st;
-    if ((st = vmmc_fab__peer_error(f, h)) != VMMC_OK)
         return st;
     fab_tx_t *tx = malloc(sizeof *tx + sizeof *hdr);
     if (!tx)

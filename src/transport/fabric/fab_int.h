@@ -349,6 +349,8 @@ int vmmc_fab__dl_load(void);
 
 /* fabric.c */
 fab_peer_t *vmmc_fab__peer(fab_ep_t *f, int h, int *status);
+/* The same, NULL with the core's error in *status if the peer is dead. */
+fab_peer_t *vmmc_fab__peer_live(fab_ep_t *f, int h, int *status);
 int vmmc_fab__reach(vmmc_ep_t *ep, const char *card, int same_host);
 /* fab_accept.c: peers that reach an endpoint first (vmmc_listen). */
 int vmmc_fab__listen(vmmc_ep_t *ep);

@@ -261,10 +261,8 @@ static int rma_write(vmmc_tl_proxy_t *px, size_t off, const char *src, size_t le
     fab_ep_t *f = F(px->ep);
     const fab_rpx_t *r = px->tl_priv;
     int st = VMMC_OK;
-    fab_peer_t *p = vmmc_fab__peer(f, px->rank, &st);
+    fab_peer_t *p = vmmc_fab__peer_live(f, px->rank, &st);
     if (!p)
-        return st;
-    if ((st = vmmc_fab__peer_error(f, px->rank)) != VMMC_OK)
         return st;
     size_t pos = 0;
     do {
@@ -438,10 +436,8 @@ static int rma_get(vmmc_tl_proxy_t *px, size_t off, void *dst, size_t len)
     fab_ep_t *f = F(px->ep);
     const fab_rpx_t *r = px->tl_priv;
     int st = VMMC_OK;
-    fab_peer_t *p = vmmc_fab__peer(f, px->rank, &st);
+    fab_peer_t *p = vmmc_fab__peer_live(f, px->rank, &st);
     if (!p)
-        return st;
-    if ((st = vmmc_fab__peer_error(f, px->rank)) != VMMC_OK)
         return st;
     for (size_t pos = 0; st == VMMC_OK && pos < len;) {
         size_t n = len - pos < f->max_msg ? len - pos : f->max_msg;

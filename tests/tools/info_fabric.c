@@ -28,6 +28,31 @@ int main(int argc, char **argv)
     s = strstr(r->out, "fabric transport");
     VT_CHECK(s && strstr(s, "would use  tcp;ofi_rxm (") && strstr(s, "FI_PROVIDER applied"));
     VT_CHECK(strstr(s, "opened     yes"));
+    /* tcp;ofi_rxm: the RMA path; atomics stay the target's (asked for
+     * FI_ATOMIC, it drops the ordering the RMA path needs) */
+    VT_CHECK(strstr(s, "data path  RMA"));
+    VT_CHECK(strstr(s, "atomics    executed by the target's vmmc"));
+
+    /* '+' for ';' in VMMC_FABRIC_PROVIDER, as the transport takes it;
+     * VMMC_FABRIC_RMA=no: messages only, and so no provider's atomics */
+    r = spawn_run((char *[]){vmmc, "info", NULL},
+                  (char *[]){"VMMC_FABRIC_PROVIDER=tcp+ofi_rxm", "VMMC_FABRIC_RMA=no", NULL}, 30,
+                  NULL, NULL);
+    VT_CHECK(exit_code(r->status) == 0);
+    s = strstr(r->out, "fabric transport");
+    VT_CHECK(s && strstr(s, "would use  tcp;ofi_rxm ("));
+    VT_CHECK(strstr(s, "data path  messages only (VMMC_FABRIC_RMA=no)"));
+    VT_CHECK(strstr(s, "atomics    executed by the target's vmmc (no RMA path)"));
+
+    /* sockets, where libfabric has it: ordered FI_ATOMIC, the provider's */
+    r = spawn_run((char *[]){vmmc, "info", NULL}, (char *[]){"VMMC_FABRIC_PROVIDER=sockets", NULL},
+                  30, NULL, NULL);
+    VT_CHECK(exit_code(r->status) == 0);
+    s = strstr(r->out, "fabric transport");
+    if (s && strstr(s, "would use  sockets ("))
+        VT_CHECK(strstr(s, "atomics    the provider's"));
+    else
+        printf("info fabric: no sockets provider here, its atomics line not checked\n");
 
     /* A provider that does not exist: none, said so. */
     r = spawn_run((char *[]){vmmc, "info", NULL}, (char *[]){"FI_PROVIDER=nosuchprov", NULL}, 30, NULL,

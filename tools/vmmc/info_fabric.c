@@ -23,6 +23,7 @@
 
 #ifdef VMMC_TOOL_FI
 #include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_domain.h>
 
 typedef int (*getinfo_fn)(uint32_t, const char *, const char *, uint64_t, const struct fi_info *,
@@ -30,12 +31,14 @@ typedef int (*getinfo_fn)(uint32_t, const char *, const char *, uint64_t, const 
 typedef void (*freeinfo_fn)(struct fi_info *);
 typedef struct fi_info *(*dupinfo_fn)(const struct fi_info *);
 typedef const char *(*strerror_fn)(int);
+typedef int (*fabric_fn)(struct fi_fabric_attr *, struct fid_fabric **, void *);
 
 static struct {
     getinfo_fn getinfo;
     freeinfo_fn freeinfo;
     dupinfo_fn dupinfo;
     strerror_fn fstrerror;
+    fabric_fn fabric;
 } F;
 
 static int soft_provider(const char *name)
@@ -79,8 +82,13 @@ static struct fi_info *transport_hints(const char *prov)
     h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
     h->tx_attr->msg_order = FI_ORDER_SAS;
     h->rx_attr->msg_order = FI_ORDER_SAS;
-    if (prov && *prov)
+    if (prov && *prov) {
+        /* '+' may stand for ';' (as the transport takes VMMC_FABRIC_PROVIDER) */
         h->fabric_attr->prov_name = strdup(prov);
+        for (char *c = h->fabric_attr->prov_name; c && *c; c++)
+            if (*c == '+')
+                *c = ';';
+    }
     return h;
 }
 
@@ -124,6 +132,73 @@ static void print_list(void)
     F.freeinfo(list);
 }
 
+/* The transport's RMA path and atomics on @best (fab_prov.c pick()): asked
+ * again of that provider, fabric and domain with what each needs. */
+/* Whether the provider's domain takes a fetch-add of a uint64_t (the
+ * transport asks every operation and type: fab_atomic.c). */
+static int domain_atomics(const struct fi_info *i)
+{
+    struct fid_fabric *fab = NULL;
+    struct fid_domain *dom = NULL;
+    struct fi_atomic_attr a = {0};
+    int ok = F.fabric && F.fabric(i->fabric_attr, &fab, NULL) == 0 &&
+             fi_domain(fab, (struct fi_info *)i, &dom, NULL) == 0 &&
+             fi_query_atomic(dom, FI_UINT64, FI_SUM, &a, FI_FETCH_ATOMIC) == 0 && a.count >= 1;
+    if (dom)
+        fi_close(&dom->fid);
+    if (fab)
+        fi_close(&fab->fid);
+    return ok;
+}
+
+static int offers(const struct fi_info *best, uint64_t caps)
+{
+    struct fi_info *h = transport_hints(best->fabric_attr->prov_name), *list = NULL;
+    if (!h)
+        return 0;
+    uint64_t order = FI_ORDER_SAS | FI_ORDER_WAW | FI_ORDER_WAS | FI_ORDER_SAW | FI_ORDER_RAW |
+                     FI_ORDER_RAS;
+    h->caps |= FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | caps;
+    h->tx_attr->msg_order = h->rx_attr->msg_order = order;
+    if (caps && best->fabric_attr->name)
+        h->fabric_attr->name = strdup(best->fabric_attr->name);
+    if (caps && best->domain_attr->name)
+        h->domain_attr->name = strdup(best->domain_attr->name);
+    int rc = F.getinfo(FI_VERSION(1, 9), NULL, NULL, 0, h, &list);
+    F.freeinfo(h);
+    int ok = rc == 0 && (!(caps & FI_ATOMIC) || domain_atomics(list));
+    if (list)
+        F.freeinfo(list);
+    return ok;
+}
+
+static void print_paths(const struct fi_info *best)
+{
+    const char *rma = getenv("VMMC_FABRIC_RMA"), *at = getenv("VMMC_FABRIC_ATOMIC");
+    int rma_off = rma && (!strcmp(rma, "no") || !strcmp(rma, "0"));
+    int rxd = best->ep_attr->protocol == FI_PROTO_RXD;
+    int has_rma = !rma_off && !rxd && offers(best, 0);
+    printf("  data path  %s\n",
+           has_rma ? "RMA: puts and gets are fi_write/fi_read into the exporter's region"
+           : rma_off ? "messages only (VMMC_FABRIC_RMA=no)"
+           : rxd     ? "messages only (rxd's RMA fails under load)"
+                     : "messages only: no RMA with writes, reads and sends ordered");
+    const char *why = NULL;
+    int soft = soft_provider(best->fabric_attr->prov_name);
+    if (!has_rma)
+        why = "no RMA path";
+    else if (at && !strcmp(at, "no"))
+        why = "VMMC_FABRIC_ATOMIC=no";
+    else if (!soft && !(at && !strcmp(at, "yes")))
+        why = "its atomics would be the network card's (VMMC_FABRIC_ATOMIC=yes uses them)";
+    else if (!offers(best, FI_ATOMIC))
+        why = "no FI_ATOMIC together with the RMA path's ordering, or its domain takes none";
+    if (why)
+        printf("  atomics    executed by the target's vmmc (%s)\n", why);
+    else
+        printf("  atomics    the provider's (fi_atomic, fi_fetch_atomic, fi_compare_atomic)\n");
+}
+
 static void print_choice(void)
 {
     const char *prov = getenv("VMMC_FABRIC_PROVIDER");
@@ -159,6 +234,7 @@ static void print_choice(void)
                                  "(preferred to udp across hosts)"
                : hw ? "no by default: the provider does not offload (VMMC_TRANSPORT=fabric forces it)"
                     : "no by default: no RDMA hardware here (VMMC_TRANSPORT=fabric forces it)");
+        print_paths(best);
     }
     if (list)
         F.freeinfo(list);
@@ -184,6 +260,7 @@ void vmmc_info_fabric_print(void)
     F.freeinfo = (freeinfo_fn)dlsym(h, "fi_freeinfo");
     F.dupinfo = (dupinfo_fn)dlsym(h, "fi_dupinfo");
     F.fstrerror = (strerror_fn)dlsym(h, "fi_strerror");
+    F.fabric = (fabric_fn)dlsym(h, "fi_fabric");
     if (!F.getinfo || !F.freeinfo || !F.dupinfo || !F.fstrerror) {
         printf("  libfabric  libfabric.so.1 lacks fi_getinfo and friends\n");
         return;

@@ -24,7 +24,7 @@ typedef struct bench_ctx {
     size_t min_size;       /* sizes to cover, inclusive */
     size_t max_size;
     int reps;              /* repetitions per figure (median/min/max over these) */
-    const char *transport; /* "shm" or "udp" */
+    const char *transport; /* "shm", "udp" or "fabric" */
 } bench_ctx_t;
 
 typedef struct bench_stat {

@@ -34,7 +34,8 @@ static void bench_usage(FILE *f)
             "  --quick               a short run (< 30 s): the headline figures only\n"
             "  --format FMT          table (default), csv or json\n"
             "  --plot DIR            write latency.png and bandwidth.png into DIR (gnuplot)\n"
-            "  --transport T         shm (default) or udp, for the two-rank suites\n"
+            "  --transport T         shm (default), udp or fabric (the provider from\n"
+            "                        VMMC_FABRIC_PROVIDER), for the two-rank suites\n"
             "  --reps N              repetitions per figure (default 7, quick 5)\n"
             "  --sizes MIN:MAX       message sizes to cover, e.g. 8:1M (K/M/G suffixes)\n"
             "  --timeout S           give up on a suite after S seconds (default 600,\n"
@@ -154,8 +155,8 @@ int parse_opts(int argc, char **argv, opts_t *o)
             o->plot_dir = val;
         } else if (!strcmp(a, "--transport")) {
             NEED_VAL();
-            if (strcmp(val, "shm") && strcmp(val, "udp")) {
-                fprintf(stderr, "vmmc bench: unknown transport '%s' (shm or udp)\n", val);
+            if (strcmp(val, "shm") && strcmp(val, "udp") && strcmp(val, "fabric")) {
+                fprintf(stderr, "vmmc bench: unknown transport '%s' (shm, udp or fabric)\n", val);
                 return -1;
             }
             o->transport = val;

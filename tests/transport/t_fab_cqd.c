@@ -20,9 +20,12 @@
  *   with a wrong check, its own slot of a small export with a range beyond
  *   it, and the slot of an export that ended. Each is dropped and counted
  *   (fabric.bad_cq_data), no notification runs, and legitimate notified
- *   puts from both importers still arrive. (With the right check of another
- *   importer's slot a forgery would pass: the provider names no sender of
- *   CQ data, the 8-bit check is all that stands for it; docs/fabric.md.)
+ *   puts from both importers still arrive. The two wrong checks retire
+ *   their slots (fabric.cqd_slots_retired 2): once rank 2 was told and
+ *   answered, CQ data naming its retired slot is refused even with the
+ *   right check, and its notifications still come (as NOTE messages).
+ *   (Before that answer, the right check of another importer's slot would
+ *   pass: the provider names no sender of CQ data; docs/fabric.md.)
  * usage (a rank of `vmmc run -n 2|3`): t_fab_cqd order|hostile */
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,9 +255,14 @@ static void hostile_exporter(void)
         VT_FAIL("both notifications from rank %d", recs[0].sender);
     if (bad != 4)
         VT_FAIL("fabric.bad_cq_data %llu after 4 forgeries", (unsigned long long)bad);
-    if (vt_counter(ep, "fabric.notes_cq_data") != 2)
-        VT_FAIL("fabric.notes_cq_data %llu, expected 2",
-                (unsigned long long)vt_counter(ep, "fabric.notes_cq_data"));
+    /* (the two importers' slots were retired meanwhile: their notifications
+     * went as CQ data or, once told, as NOTE messages) */
+    uint64_t ncqd = vt_counter(ep, "fabric.notes_cq_data");
+    if (ncqd > 2)
+        VT_FAIL("fabric.notes_cq_data %llu, at most 2", (unsigned long long)ncqd);
+    if (vt_counter(ep, "fabric.cqd_slots_retired") != 2)
+        VT_FAIL("fabric.cqd_slots_retired %llu after wrong checks on 2 slots",
+                (unsigned long long)vt_counter(ep, "fabric.cqd_slots_retired"));
     VT_OK(vmmc_unexport(ey));
     VT_OK(vmmc_barrier(ep)); /* 4: y is gone */
     VT_OK(vmmc_barrier(ep)); /* 5: rank 2 forged with y's slot, then sent one more */
@@ -269,6 +277,24 @@ static void hostile_exporter(void)
     if (bad != 5)
         VT_FAIL("fabric.bad_cq_data %llu after 5 forgeries", (unsigned long long)bad);
     VT_OK(vmmc_barrier(ep)); /* 6 */
+    VT_OK(vmmc_barrier(ep)); /* 7: rank 2 forged its retired slot with the right check, then
+                                sent one more */
+    CONF_WAIT(ep, nrec >= 4, "the notification after the retirement");
+    t0 = vt_now();
+    while (vt_now() - t0 < 0.3)
+        vmmc_wait(ep, 20);
+    bad = vt_counter(ep, "fabric.bad_cq_data");
+    printf("[fabric] rank 0: after the retirement, %d notifications, fabric.bad_cq_data %llu\n",
+           nrec, (unsigned long long)bad);
+    if (nrec != 4 || recs[3].sender != 2 || recs[3].imm != 79)
+        VT_FAIL("%d notifications (the last from %d, imm %llu), expected 4, the last from 2 "
+                "with 79", nrec, recs[3].sender, (unsigned long long)recs[3].imm);
+    if (bad != 6)
+        VT_FAIL("fabric.bad_cq_data %llu: CQ data with the right check on a retired slot was "
+                "not refused", (unsigned long long)bad);
+    if (vt_counter(ep, "fabric.notes_cq_data") != ncqd)
+        VT_FAIL("CQ data taken on a retired slot");
+    VT_OK(vmmc_barrier(ep)); /* 8 */
 }
 
 static void hostile_importer(int me)
@@ -320,6 +346,29 @@ static void hostile_importer(int me)
     }
     VT_OK(vmmc_barrier(ep)); /* 5 */
     VT_OK(vmmc_barrier(ep)); /* 6 */
+    if (me == 2) {
+        /* the target told us our slot of x is retired (we forged a wrong
+         * check on it): wait until we took that in and answered */
+        vmmc_tl_proxy_t *tv = VMMC_TL_PX(px);
+        fab_peer_t *p = fab_peer_of(F(tv->ep), 0);
+        unsigned slot = word & (FAB_CQD_SLOTS - 1);
+        int told = 0;
+        for (double t0 = vt_now(); !told && vt_now() - t0 < conf_timeout();) {
+            pthread_mutex_lock(&p->seqlock);
+            told = (p->ns_retired[slot / 64] >> (slot % 64)) & 1;
+            pthread_mutex_unlock(&p->seqlock);
+            if (!told)
+                vmmc_wait(ep, 10);
+        }
+        if (!told)
+            VT_FAIL("rank 0 never retired our notification slot %u", slot);
+        /* the right check now: refused all the same */
+        forge(px, 0, fab_cqd_make(word, 0, 8, 6));
+        VT_OK(vmmc_send_imm(px, 100, &v, 8, VMMC_SEND_NOTIFY, 79));
+        VT_OK(vmmc_fence(ep, 0));
+    }
+    VT_OK(vmmc_barrier(ep)); /* 7 */
+    VT_OK(vmmc_barrier(ep)); /* 8 */
     VT_OK(vmmc_unimport(px));
     if (py)
         vmmc_unimport(py); /* stale: its export ended */

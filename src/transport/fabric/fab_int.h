@@ -41,6 +41,8 @@ enum {
     F_HELLO = 12,   /* first message to a peer that is not a rank: the sender's address (data) */
     F_REFUSE = 13,  /* answer to a HELLO the receiver refused (it does not listen) */
     F_SEQACK = 14,  /* id: the receiver handled every message of ours numbered below it */
+    F_NSRETIRE = 15,  /* id: our notification slot for you is retired: no more CQ data on it */
+    F_NSRETIRED = 16, /* id: that slot: none of our CQ data on it follows this message */
 };
 enum { F_FIRST = 1, F_LAST = 2, F_NOTIFY = 4, F_HEADLAST = 8 };
 
@@ -157,7 +159,13 @@ typedef struct fab_nslot {
     int importer;      /* its peer handle */
     uint8_t check;     /* random: what its CQ data must carry */
     uint8_t used;
+    /* retired after CQ data with a wrong check (a forger guessing it): its
+     * importer is told (F_NSRETIRE) and stops using it; once it says so
+     * (F_NSRETIRED, after the last CQ data it posted on the slot), every CQ
+     * data naming the slot is refused */
+    uint8_t state; /* FAB_NS_LIVE, FAB_NS_RETIRING, FAB_NS_RETIRED */
 } fab_nslot_t;
+enum { FAB_NS_LIVE = 0, FAB_NS_RETIRING = 1, FAB_NS_RETIRED = 2 };
 
 /* An export registered for a peer's direct access (fab_mr.c). */
 typedef struct fab_xmr {
@@ -200,6 +208,10 @@ typedef struct fab_peer {
      * (F_SEQACK): notifications go as remote CQ data only while fewer than
      * FAB_CQD_WINDOW of ours may be unhandled there (fab_rdma.c) */
     _Atomic uint32_t acked_seq;
+    /* that peer's notification slots for us it retired (F_NSRETIRE): our
+     * notifications to those imports go as NOTE messages (set and read
+     * under seqlock) */
+    uint64_t ns_retired[FAB_CQD_SLOTS / 64];
     uint64_t msg_off;
     int msg_ok;
     /* open world (fab_accept.c): we sent it our HELLO (a refusal is taken
@@ -299,6 +311,7 @@ typedef struct fab_ep {
     _Atomic uint64_t c_rma_regions_closed; /* closed as their last importer left */
     _Atomic uint64_t c_rma_atomics;        /* atomics posted as the provider's */
     _Atomic uint64_t c_zcopy;              /* messages sent from the caller's buffer */
+    _Atomic uint64_t c_ns_retired;         /* notification slots retired after a forgery */
     /* open world (fab_accept.c) */
     int ann_fd;              /* eventfd: new peers to announce (the control thread) */
     struct fab_ann *ann;     /* their queue (lock) */
@@ -450,6 +463,8 @@ void vmmc_fab__nslot_end(fab_ep_t *f, uint32_t export_id, uint32_t gen);
 /* @importer's slot of the export only (-1: every importer's, as nslot_end) */
 void vmmc_fab__nslot_release(fab_ep_t *f, uint32_t export_id, uint32_t gen, int importer);
 void vmmc_fab__nslots_close(fab_ep_t *f);
+/* @peer says it posts no more CQ data on @slot (F_NSRETIRED). */
+void vmmc_fab__nslot_retired(fab_ep_t *f, int peer, uint32_t slot);
 int vmmc_fab__nslot_owner(fab_ep_t *f, uint64_t data);
 int vmmc_fab__nslot_note(fab_ep_t *f, uint64_t data, int peer, fab_hdr_t *h);
 /* fab_rx.c */

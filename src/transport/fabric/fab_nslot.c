@@ -16,11 +16,18 @@
  * match is dropped and counted (fabric.bad_cq_data) before it is held; one
  * that passes is the slot's importer's and is then handled as the NOTE
  * message would be (fab_rx.c: the core checks export, generation, token,
- * bounds). What the check does not stop: a peer that holds a key of ours
- * (it imported something) may forge the CQ data of another importer's slot
- * and pass the 8-bit check once in 256 tries (each failed try is counted);
- * it then queues a notification the core accepted for that export, in the
- * other importer's name. VMMC_FABRIC_CQ_DATA=no closes that door. */
+ * bounds). What the check does not stop by itself: a peer that holds a key
+ * of ours (it imported something) may forge the CQ data of another
+ * importer's slot and pass the 8-bit check once in 256 tries; it then
+ * queues a notification the core accepted for that export, in the other
+ * importer's name. So the first wrong check retires the slot: its importer
+ * is told (F_NSRETIRE) and sends that import's notifications as NOTE
+ * messages from then on; it answers (F_NSRETIRED) after the last CQ data it
+ * posted on the slot, and from that answer on every CQ data naming the slot
+ * is refused, whatever its check. A forger gets the guesses that arrive
+ * before that answer (a round trip), each one in 256, per slot; a slot's
+ * importer keeps its notifications (as messages). VMMC_FABRIC_CQ_DATA=no
+ * closes the door entirely. */
 #include "transport/fabric/fab_int.h"
 
 #include <stdlib.h>
@@ -92,17 +99,44 @@ void vmmc_fab__nslots_close(fab_ep_t *f)
     pthread_mutex_unlock(&f->nslock);
 }
 
-/* Who sent CQ data @data: its slot's importer, or -1 (no such slot, or the
- * check does not match). */
+/* Who sent CQ data @data: its slot's importer, or -1 (no such slot, the
+ * check does not match, the slot is retired). A wrong check retires the
+ * slot: its importer is told (again, if telling it failed before). */
 int vmmc_fab__nslot_owner(fab_ep_t *f, uint64_t data)
 {
     unsigned slot = FAB_CQD_SLOT(data);
-    int who = -1;
+    int who = -1, tell = -1;
     pthread_mutex_lock(&f->nslock);
-    if (f->nslots && f->nslots[slot].used && f->nslots[slot].check == FAB_CQD_CHECK(data))
-        who = f->nslots[slot].importer;
+    fab_nslot_t *s = f->nslots && f->nslots[slot].used ? &f->nslots[slot] : NULL;
+    if (s && s->state != FAB_NS_RETIRED && s->check == FAB_CQD_CHECK(data)) {
+        who = s->importer;
+    } else if (s && s->state != FAB_NS_RETIRED) {
+        if (s->state == FAB_NS_LIVE)
+            atomic_fetch_add_explicit(&f->c_ns_retired, 1, memory_order_relaxed);
+        s->state = FAB_NS_RETIRING;
+        tell = s->importer;
+    }
     pthread_mutex_unlock(&f->nslock);
+    if (tell >= 0) {
+        /* (our progress thread: never blocks; not sent now, the next wrong
+         * check tries again, and the slot meanwhile takes right ones only) */
+        fab_hdr_t h = {.kind = F_NSRETIRE, .id = slot};
+        (void)vmmc_fab__send(f, tell, &h, NULL, 0, 1);
+        vmmc_debug("fabric: CQ data with a wrong check for notification slot %u (rank %d's): "
+                   "slot retired", slot, tell);
+    }
     return who;
+}
+
+void vmmc_fab__nslot_retired(fab_ep_t *f, int peer, uint32_t slot)
+{
+    if (slot >= FAB_CQD_SLOTS)
+        return;
+    pthread_mutex_lock(&f->nslock);
+    fab_nslot_t *s = f->nslots ? &f->nslots[slot] : NULL;
+    if (s && s->used && s->importer == peer && s->state == FAB_NS_RETIRING)
+        s->state = FAB_NS_RETIRED;
+    pthread_mutex_unlock(&f->nslock);
 }
 
 /* The NOTE message @data from @peer stands for (export, generation, token,
@@ -115,7 +149,8 @@ int vmmc_fab__nslot_note(fab_ep_t *f, uint64_t data, int peer, fab_hdr_t *h)
     memset(h, 0, sizeof *h);
     pthread_mutex_lock(&f->nslock);
     const fab_nslot_t *s = f->nslots ? &f->nslots[slot] : NULL;
-    if (s && s->used && s->importer == peer && s->check == FAB_CQD_CHECK(data)) {
+    if (s && s->used && s->importer == peer && s->check == FAB_CQD_CHECK(data) &&
+        s->state != FAB_NS_RETIRED) {
         h->kind = F_NOTE;
         h->export_id = s->export_id;
         h->gen = s->gen;

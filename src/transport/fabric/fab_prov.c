@@ -42,8 +42,9 @@ static const vmmc_cfg_entry_t fab_entries[] = {
      "(offset below 16 KiB, length up to 16 KiB, immediate below 256) is one fi_writedata "
      "carrying it as remote CQ data, where the provider offers 8 bytes of it; no: the data, "
      "then a NOTE message (both ends must allow it). Off by default: the provider names no "
-     "sender of CQ data, so a peer that imported something of ours could forge another "
-     "importer's notification, once in 256 tries",
+     "sender of CQ data, so a peer that imported something of ours could guess another "
+     "importer's slot check, one in 256 per guess (the first wrong guess retires the slot, "
+     "which leaves it about a round trip of guesses)",
      VMMC_CFG_BOOL, &vmmc_fab_cfg_cq_data},
     {"FABRIC_ATOMIC", "auto", "remote atomics on the RMA path as the provider's (fi_atomic, "
      "fi_fetch_atomic, fi_compare_atomic), where it offers FI_ATOMIC together with the RMA "

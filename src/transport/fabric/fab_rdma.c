@@ -140,15 +140,18 @@ static int post(fab_ep_t *f, vmmc_tl_proxy_t *px, fab_peer_t *p, int read, fab_t
  * posted under the peer's message numbering lock, so that the number it
  * carries is that of the next message, and the target handles it after
  * every message sent before it. Unless FAB_CQD_WINDOW of our messages may
- * still be unhandled there (the sequence field could wrap): then a plain
- * write, *@carried 0, and the caller sends the NOTE message. */
+ * still be unhandled there (the sequence field could wrap), or the target
+ * retired the slot (F_NSRETIRE): then a plain write, *@carried 0, and the
+ * caller sends the NOTE message. */
 static int post_cqd(fab_ep_t *f, vmmc_tl_proxy_t *px, fab_peer_t *p, fab_tx_t *tx, void *buf,
                     size_t len, void *desc, uint64_t raddr, int nonblock, uint64_t cqd,
                     int *carried)
 {
     pthread_mutex_lock(&p->seqlock);
+    unsigned slot = FAB_CQD_SLOT(cqd);
     *carried = p->tx_seq - atomic_load_explicit(&p->acked_seq, memory_order_relaxed) <
-               FAB_CQD_WINDOW;
+                   FAB_CQD_WINDOW &&
+               !(p->ns_retired[slot / 64] & (1ull << (slot % 64)));
     int st = post(f, px, p, 0, tx, buf, len, desc, raddr, nonblock, *carried ? &cqd : NULL);
     pthread_mutex_unlock(&p->seqlock);
     if (st != VMMC_OK)

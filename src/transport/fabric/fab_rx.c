@@ -356,6 +356,23 @@ int vmmc_fab__rx(fab_ep_t *f, int peer, fab_peer_t *p, const void *buf, size_t l
             atomic_store(&p->acked_seq, a);
         return 0;
     }
+    case F_NSRETIRE: {
+        /* the peer retired its notification slot for us (a forger guessed at
+         * its check): no CQ data of ours on it from now on, and we say so
+         * behind the last one (fab_nslot.c) */
+        uint32_t slot = (uint32_t)h.id;
+        if (slot >= FAB_CQD_SLOTS)
+            return 0;
+        pthread_mutex_lock(&p->seqlock);
+        p->ns_retired[slot / 64] |= 1ull << (slot % 64);
+        pthread_mutex_unlock(&p->seqlock);
+        fab_hdr_t a = {.kind = F_NSRETIRED, .id = slot};
+        (void)vmmc_fab__send(f, peer, &a, NULL, 0, 1);
+        return 0;
+    }
+    case F_NSRETIRED:
+        vmmc_fab__nslot_retired(f, peer, (uint32_t)h.id);
+        return 0;
     case F_PING:
     case F_HELLO: /* its sender was taken as it came (fab_accept.c) */
         return 0;

@@ -2,8 +2,11 @@
  * endpoint: provider, address, peers, the ops table), fab_cq.c (the
  * completion queues, the progress thread, sends), fab_rx.c (what arrives:
  * writes applied through the core, control messages, reads, replies, the
- * notification queue), fab_rma.c (the data path: put, get, flush) and
- * fab_accept.c (peers that reach us first: HELLO, refusals). */
+ * notification queue), fab_rma.c (the message data path: put, get, flush),
+ * fab_rdma.c (the RMA data path), fab_atomic.c (the provider's atomics),
+ * fab_mr.c and fab_nslot.c (what an exporter grants: registrations,
+ * notification slots) and fab_accept.c (peers that reach us first: HELLO,
+ * refusals); docs/fabric.md lists them all. */
 #ifndef VMMC_TRANSPORT_FABRIC_INT_H
 #define VMMC_TRANSPORT_FABRIC_INT_H
 

@@ -204,10 +204,14 @@ typedef struct vmmc_dsm_stats {
                                      handler posts is sent before the
                                      threads it woke run, so a thread back
                                      from a fault, lock or barrier finds 0 */
-    uint64_t polled_waits;      /**< waits (a lock, the barrier, a reply of
-                                     the manager) whose answer the waiting
-                                     thread handled itself while the service
-                                     thread slept (VMMC_DSM_WAIT_POLL) */
+    uint64_t polled_waits;      /**< waits (a fault, a lock, the barrier, a
+                                     reply of the manager) whose answer the
+                                     waiting thread handled itself while the
+                                     service thread slept
+                                     (VMMC_DSM_WAIT_POLL) */
+    uint64_t polled_faults;     /**< of those, waits for a minipage (a
+                                     fault, or vmmc_dsm_prefetch();
+                                     VMMC_DSM_FAULT_POLL) */
 } vmmc_dsm_stats_t;
 
 /** @brief Copy this rank's counters into @p s. */

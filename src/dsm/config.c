@@ -7,7 +7,7 @@
 #include "vmmc/config.h"
 
 dsm_cfg_t dsm_cfg = {.size = 64u << 20, .views = 32, .onehop = 1, .yield = 1,
-                     .yield_window = 50000, .wait_poll = 50000};
+                     .yield_window = 50000, .wait_poll = 50000, .fault_poll = 1};
 
 static const vmmc_config_entry_t dsm_entries[] = {
     {"DSM_SIZE", "64M",
@@ -53,6 +53,10 @@ static const vmmc_config_entry_t dsm_entries[] = {
      "handles the rank's messages itself while the service thread sleeps, before it sleeps "
      "until the service thread wakes it; 0: it sleeps at once",
      VMMC_CONFIG_TIME, &dsm_cfg.wait_poll, 0, 1000000000ull},
+    {"DSM_FAULT_POLL", "y",
+     "a faulting thread, too, handles the answer itself (VMMC_DSM_WAIT_POLL) inside its "
+     "SIGSEGV handler; n: it sleeps until the service thread has opened the minipage",
+     VMMC_CONFIG_BOOL, &dsm_cfg.fault_poll},
     {"DSM_MANAGERS", "all",
      "who manages the minipages: all (each page's minipages have a home rank, page mod "
      "ranks, that keeps their directory) or 1 (rank 0 manages every minipage)",

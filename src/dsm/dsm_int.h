@@ -143,7 +143,7 @@ typedef struct dsm_state {
         st_bytes_in, st_delay_sum, st_delay_max, st_delay_count, st_hist[16], st_bad_msgs,
         st_serve_sum, st_serve_max, st_serve_count, st_serve_wait_sum, st_serve_wait_max,
         st_serve_hist[16], st_spin_yields, st_wait_timeouts, st_msgs_sent,
-        st_polled_waits;
+        st_polled_waits, st_polled_faults;
     uint8_t *same_clock;  /* same_clock[r]: rank r stamps with this host's clock */
 } dsm_state_t;
 
@@ -153,7 +153,7 @@ extern dsm_state_t dsm;
 typedef struct dsm_cfg {
     uint64_t size;
     int64_t views;
-    int page, debug, onehop, yield;
+    int page, debug, onehop, yield, fault_poll;
     const char *managers;   /* all or 1 */
     const char *spin_yield; /* auto, y or n */
     const char *service_spin; /* waiting or always */
@@ -184,8 +184,9 @@ void dsm_notify(vmmc_ep_t *ep, const vmmc_notification_t *n, void *arg);
 /* wait.c: an application thread's wait for the protocol (lock held; a
  * cond wait with death checks): 0 after a change (callers look again) or
  * an error (a dead rank). @poll: first handle the rank's messages in this
- * thread for up to VMMC_DSM_WAIT_POLL (locks, the barrier, the manager's
- * replies; not faults). */
+ * thread for up to VMMC_DSM_WAIT_POLL; DSM_WAIT_ACCESS for a wait for a
+ * minipage (a fault or a prefetch, counted apart), else 1. */
+enum { DSM_WAIT_ACCESS = 2 };
 int dsm_wait_locked(int poll);
 void dsm_wake(void); /* lock held: something a waiter may wait for changed */
 void dsm_unlock(void); /* drop dsm.lock, then wake the waiters if dsm_wake() was called */

@@ -7,9 +7,13 @@
  * no minipage. Read or write comes from the page-fault error code the
  * kernel saves in the context (x86-64: bit 1 of REG_ERR); elsewhere a fault
  * on a readable minipage is a write. The faulting thread sends its request
- * and sleeps on a condition variable until the service thread has opened
- * the minipage: it never spins. Other threads' faults on the same page and
- * view wait for the request in flight instead of sending their own. */
+ * and waits as other waits in the DSM do (wait.c): while the service thread
+ * sleeps, it handles the rank's messages itself for up to
+ * VMMC_DSM_WAIT_POLL (the answer that opens the minipage, and whatever else
+ * comes meanwhile), then sleeps on a condition variable until the service
+ * thread has opened the minipage (VMMC_DSM_FAULT_POLL=n: at once). Other
+ * threads' faults on the same page and view wait for the request in flight
+ * instead of sending their own. */
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
@@ -68,7 +72,7 @@ int dsm_acquire(void *addr, int write, int from_fault)
             pthread_mutex_lock(&dsm.lock);
             continue;
         }
-        st = dsm_wait_locked(0);
+        st = dsm_wait_locked(dsm_cfg.fault_poll ? DSM_WAIT_ACCESS : 0);
         if (st != VMMC_OK)
             break;
     }

@@ -142,8 +142,8 @@ void dsm_unlock(void)
         pthread_cond_broadcast(&dsm.cond);
 }
 
-/* A waiter for a lock, the barrier or the manager (not a fault: measured
- * slower, docs/dsm.md) first drives the rank's progress itself
+/* A waiter for a minipage (a fault, unless VMMC_DSM_FAULT_POLL=n), a lock,
+ * the barrier or the manager first drives the rank's progress itself
  * (vmmc_service_borrow), for at most VMMC_DSM_WAIT_POLL, while the service
  * thread sleeps on: the answer's handler then runs in the waiting thread,
  * which returns as soon as it has run, where otherwise the waiter wakes
@@ -158,19 +158,24 @@ static int poll_done(void *arg)
     if (__atomic_load_n(&dsm.wake_gen, __ATOMIC_RELAXED) != gen[0] ||
         __atomic_load_n(&dsm.broken, __ATOMIC_RELAXED))
         return 1;
-    if (hooked && dsm_now_ns() - gen[1] < dsm_cfg.yield_window)
+    if (hooked && dsm_now_ns() - gen[1] < dsm_cfg.yield_window) {
+        atomic_fetch_add_explicit(&dsm.st_spin_yields, 1, memory_order_relaxed);
         sched_yield();
+    }
     return 0;
 }
 
-static int wait_polled(void)
+static int wait_polled(int access)
 {
     uint64_t arg[2] = {dsm.wake_gen, dsm_now_ns()};
     pthread_mutex_unlock(&dsm.lock);
     int got = vmmc_service_borrow(dsm.ep, poll_done, arg, dsm_cfg.wait_poll);
     pthread_mutex_lock(&dsm.lock);
-    if (got)
+    if (got) {
         atomic_fetch_add_explicit(&dsm.st_polled_waits, 1, memory_order_relaxed);
+        if (access)
+            atomic_fetch_add_explicit(&dsm.st_polled_faults, 1, memory_order_relaxed);
+    }
     return got || dsm.wake_gen != arg[0];
 }
 
@@ -192,7 +197,7 @@ int dsm_wait_locked(int poll)
         __atomic_store_n(&dsm.wake_gen, dsm.wake_gen + 1, __ATOMIC_RELAXED);
         pthread_cond_broadcast(&dsm.cond);
     }
-    if (poll && dsm.wait_poll && wait_polled())
+    if (poll && dsm.wait_poll && wait_polled(poll == DSM_WAIT_ACCESS))
         return dsm.broken ? dsm_error(VMMC_ERR_PEER_DEAD, "%s", dsm.broken_why) : VMMC_OK;
     if (__atomic_fetch_add(&dsm.waiters, 1, __ATOMIC_RELAXED) == 0) {
         dsm.wait_since = dsm_now_ns();

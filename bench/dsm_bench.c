@@ -1,21 +1,29 @@
 /* The DSM's micro-benchmarks (vmmc-dsm-bench), run by `vmmc bench dsm` in
  * a job of 2 ranks, once in minipage mode and once in page mode
- * (VMMC_DSM_PAGE=1). Rank 0 measures; rank 1 owns what rank 0 touches.
+ * (VMMC_DSM_PAGE=1). Rank 0 reports. The faults are taken by rank 1 on
+ * what rank 0 owns: rank 0 runs the barrier between two samples, so rank
+ * 1's arrival at it would land in a fault measured at rank 0 and wake its
+ * service thread there (read_fault_mgr shows that case); the others are
+ * measured at rank 0 on what rank 1 owns.
  *
- *   read_fault <size>    a read of a minipage rank 1 just wrote (so rank 0
+ *   read_fault <size>    a read of a minipage rank 0 just wrote (so rank 1
  *                        has no copy): the fault, the request to the
  *                        manager/owner, the contents, the reopening;
  *   write_fault <size>   a write to such a minipage (the contents and the
  *                        ownership move);
- *   read_fault_asleep 128  a read fault as read_fault, but rank 0 waits
+ *   read_fault_asleep 128  a read fault as read_fault, but rank 1 waits
  *                        ASLEEP_US (not counted) after the barrier first,
  *                        past vmmc's spin (VMMC_SPIN, 50 us): both
  *                        service threads sleep when the fault comes, as
  *                        after a stretch of computation;
+ *   read_fault_mgr 128   a read fault as read_fault, taken by rank 0 (the
+ *                        barrier's manager) on what rank 1 just wrote,
+ *                        while rank 1's arrival at the next barrier comes
+ *                        in;
  *   lock 0               acquire + release of a lock rank 1 held last;
  *   lock_local 0         acquire + release of a lock rank 0 held last;
  *   barrier 0            one barrier of the two ranks;
- *   delay_idle 0         request delay of rank 0's read faults (request
+ *   delay_idle 0         request delay of rank 1's read faults (request
  *                        sent to minipage open, vmmc_dsm_stats), mean per
  *                        batch, while the owner waits in a barrier;
  *   read_fault_busy 4096 rank 0's read fault while rank 1's application
@@ -23,11 +31,12 @@
  *                        4 KiB objects, so that every read faults in page
  *                        mode too;
  *   delay_busy 0         the request delay of those faults (per batch);
- *   serve_idle 0,        the serving side's request delay at rank 1 (the
- *   serve_busy 0         owner): from a request's arrival to its answer
- *                        sent (vmmc_dsm_stats serve_*), mean per batch, in
- *                        the delay_idle and the read_fault_busy batches;
- *   serve_wait_idle 0,   the part of it before rank 1's handler started
+ *   serve_idle 0,        the serving side's request delay at the owner
+ *   serve_busy 0         (rank 0, rank 1): from a request's arrival to its
+ *                        answer sent (vmmc_dsm_stats serve_*), mean per
+ *                        batch, in the delay_idle and the read_fault_busy
+ *                        batches;
+ *   serve_wait_idle 0,   the part of it before the owner's handler started
  *   serve_wait_busy 0    (waiting for its service thread to run);
  *   false_sharing 128    per write, both ranks writing their own 128 B
  *                        object at once, the two objects allocated one
@@ -158,37 +167,46 @@ static double serve_mean_us(const vmmc_dsm_stats_t *a, const vmmc_dsm_stats_t *b
 
 /* Rank 1's per-batch figures @v[0..reps) to rank 0 (collective), through a
  * minipage rank 1 allocates. */
-static void from_rank1(double *v)
+/* @n figures of rank @from, brought to rank 0 (which reports). */
+static void to_rank0(double *v, int n, int from)
 {
-    volatile double *t = alloc_by((size_t)reps * sizeof *t, 1);
+    if (from == 0)
+        return;
+    volatile double *t = alloc_by((size_t)n * sizeof *t, 1);
     if (rank == 1)
-        for (int r = 0; r < reps; r++)
+        for (int r = 0; r < n; r++)
             t[r] = v[r];
     barrier();
     if (rank == 0)
-        for (int r = 0; r < reps; r++)
+        for (int r = 0; r < n; r++)
             v[r] = t[r];
     barrier();
 }
 
-/* Read (or write) faults on minipages rank 1 has just written; fills
- * delay[] with the mean request delay of each batch (rank 0), and, if
- * given, serve[]/swait[] with rank 1's mean serving delay and wait for
- * its service thread per batch (rank 1's figures, brought to rank 0). */
-static void faults(int write, size_t size, double pause_us, double *lat, double *delay,
+static void from_rank1(double *v)
+{
+    to_rank0(v, reps, 1);
+}
+
+/* Read (or write) faults of rank @rd on minipages the other rank has
+ * just written; fills lat[] with the samples, delay[] with the mean
+ * request delay of each batch (the faulting rank's), and, if given,
+ * serve[]/swait[] with the owner's mean serving delay and wait for its
+ * service thread per batch; all brought to rank 0. */
+static void faults(int rd, int write, size_t size, double pause_us, double *lat, double *delay,
                    double *serve, double *swait)
 {
     volatile long **o = objects(per, size);
-    int n = 0;
+    int n = 0, wr = 1 - rd;
     for (int r = 0; r < reps; r++) {
         vmmc_dsm_stats_t s0, s1;
         check(vmmc_dsm_stats(&s0), "vmmc_dsm_stats");
         for (int k = 0; k < per; k++) {
             long stamp = (long)r * per + k + 1;
-            if (rank == 1)
+            if (rank == wr)
                 o[k][0] = stamp;
             barrier();
-            if (rank == 0) {
+            if (rank == rd) {
                 volatile long *p = o[k];
                 double t = now_us();
                 while (now_us() - t < pause_us) /* (read_fault_asleep) */
@@ -218,9 +236,12 @@ static void faults(int write, size_t size, double pause_us, double *lat, double 
         }
     }
     barrier();
+    to_rank0(lat, reps * per, rd);
+    if (delay)
+        to_rank0(delay, reps, rd);
     if (serve) {
-        from_rank1(serve);
-        from_rank1(swait);
+        to_rank0(serve, reps, wr);
+        to_rank0(swait, reps, wr);
     }
     free(o);
 }
@@ -403,16 +424,18 @@ int main(int argc, char **argv)
     static const size_t sizes[] = {128, 4096};
     for (int i = 0; i < 2; i++) {
         int idle = sizes[i] == 128;
-        faults(0, sizes[i], 0, lat, aux, idle ? serve : NULL, swait);
+        faults(1, 0, sizes[i], 0, lat, aux, idle ? serve : NULL, swait);
         report("read_fault", sizes[i], lat, ns);
         if (idle) {
             report("delay_idle", 0, aux, reps);
             report("serve_idle", 0, serve, reps);
             report("serve_wait_idle", 0, swait, reps);
-            faults(0, sizes[i], ASLEEP_US, lat, NULL, NULL, NULL);
+            faults(1, 0, sizes[i], ASLEEP_US, lat, NULL, NULL, NULL);
             report("read_fault_asleep", sizes[i], lat, ns);
+            faults(0, 0, sizes[i], 0, lat, NULL, NULL, NULL);
+            report("read_fault_mgr", sizes[i], lat, ns);
         }
-        faults(1, sizes[i], 0, lat, NULL, NULL, NULL);
+        faults(1, 1, sizes[i], 0, lat, NULL, NULL, NULL);
         report("write_fault", sizes[i], lat, ns);
     }
     locks(lat, aux);

@@ -30,7 +30,8 @@ for r in rows:
     if r["transport"] != (transport or "shm"):
         b.fail("row %s carries transport %r, not %r" % (r["metric"], r["transport"],
                                                          transport or "shm"))
-micro = {"read_fault": [128, 4096], "read_fault_asleep": [128], "write_fault": [128, 4096],
+micro = {"read_fault": [128, 4096], "read_fault_asleep": [128], "read_fault_mgr": [128],
+         "write_fault": [128, 4096],
          "lock": [0],
          "lock_local": [0], "barrier": [0], "delay_idle": [0], "read_fault_busy": [4096],
          "delay_busy": [0], "compute_alone": [0],

@@ -63,7 +63,8 @@ static const dsm_app_t apps[] = {
     {"water", "128", "2", "2048", "3"},
 };
 
-static const char *const micro_kinds[] = {"read_fault", "read_fault_asleep", "write_fault",
+static const char *const micro_kinds[] = {"read_fault", "read_fault_asleep", "read_fault_mgr",
+                                          "write_fault",
                                           "lock", "lock_local", "barrier", "delay_idle",
                                           "read_fault_busy",
                                           "delay_busy", "compute_alone", "compute_dsm",

@@ -17,9 +17,10 @@
  * request to the owner (a read fault asks the owner straight away when this
  * rank knows it); the owner sends the contents, read copies being
  * invalidated first on a write fault (single writer / multiple readers). The
- * faulting thread blocks (it does not spin) until the minipage arrives.
- * Requests from other ranks are served by a service thread while the
- * application computes.
+ * faulting thread waits until the minipage arrives: it handles the answer
+ * itself for up to VMMC_DSM_WAIT_POLL while the service thread sleeps, then
+ * blocks. Requests from other ranks are served by a service thread while
+ * the application computes.
  *
  * @code
  *   vmmc_dsm_init(NULL);                       // collective
@@ -39,11 +40,15 @@
  *
  * Threads: one application thread per rank calls the DSM (the calls are
  * not reentrant); other threads may touch shared memory, each faulting
- * thread waits for its own minipage.
+ * thread waits for its own minipage. With VMMC_DSM_THREADS=funneled the
+ * application promises that only the thread that called vmmc_dsm_init()
+ * touches the shared area (a fault of another thread ends the process with
+ * a message); a fault then opens its page while the request travels.
  *
  * Settings (environment, `vmmc info -c` lists them): VMMC_DSM_SIZE,
  * VMMC_DSM_VIEWS, VMMC_DSM_PAGE (1: page mode, 4 KiB granularity and one
- * view), VMMC_DSM_ONEHOP, VMMC_DSM_DEBUG. docs/dsm.md is the manual.
+ * view), VMMC_DSM_ONEHOP, VMMC_DSM_THREADS, VMMC_DSM_DEBUG, and the waiting
+ * and scheduling ones in docs/dsm.md, which is the manual.
  */
 #ifndef VMMC_DSM_H
 #define VMMC_DSM_H
@@ -212,6 +217,9 @@ typedef struct vmmc_dsm_stats {
     uint64_t polled_faults;     /**< of those, waits for a minipage (a
                                      fault, or vmmc_dsm_prefetch();
                                      VMMC_DSM_FAULT_POLL) */
+    uint64_t opened_early;      /**< faults whose page was opened while the
+                                     request travelled
+                                     (VMMC_DSM_THREADS=funneled) */
 } vmmc_dsm_stats_t;
 
 /** @brief Copy this rank's counters into @p s. */

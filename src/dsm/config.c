@@ -57,6 +57,12 @@ static const vmmc_config_entry_t dsm_entries[] = {
      "a faulting thread, too, handles the answer itself (VMMC_DSM_WAIT_POLL) inside its "
      "SIGSEGV handler; n: it sleeps until the service thread has opened the minipage",
      VMMC_CONFIG_BOOL, &dsm_cfg.fault_poll},
+    {"DSM_THREADS", "multiple",
+     "which threads of the application read and write the shared area: multiple (any) or "
+     "funneled (only the one that called vmmc_dsm_init(), as MPI_THREAD_FUNNELED; another "
+     "one's fault ends the process); funneled lets a fault open the faulting page while its "
+     "request travels, so that its mprotect is off the fault's path",
+     VMMC_CONFIG_STRING, &dsm_cfg.threads},
     {"DSM_MANAGERS", "all",
      "who manages the minipages: all (each page's minipages have a home rank, page mod "
      "ranks, that keeps their directory) or 1 (rank 0 manages every minipage)",

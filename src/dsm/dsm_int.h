@@ -117,6 +117,13 @@ typedef struct dsm_state {
     uint64_t *dset;       /* heads owned here: ranks given a copy directly */
     dsm_mgr_t *mgr;       /* the minipages this rank is home of (+ placement on rank 0) */
     int spread;           /* VMMC_DSM_MANAGERS=all: homes spread over the ranks */
+    int funneled;         /* VMMC_DSM_THREADS=funneled */
+    pthread_t init_thread; /* the thread that called vmmc_dsm_init() */
+    /* The faulting page opened before the answer (funneled; fault.c):
+     * early_want until the waiting thread opens it, early_open until a
+     * dsm_protect() covers it (lock held). */
+    int early_want, early_open, early_acc;
+    uint32_t early_id;
     struct sigaction old_segv;
     int broken;           /* a rank died or a send failed */
     char broken_why[256];
@@ -143,7 +150,7 @@ typedef struct dsm_state {
         st_bytes_in, st_delay_sum, st_delay_max, st_delay_count, st_hist[16], st_bad_msgs,
         st_serve_sum, st_serve_max, st_serve_count, st_serve_wait_sum, st_serve_wait_max,
         st_serve_hist[16], st_spin_yields, st_wait_timeouts, st_msgs_sent,
-        st_polled_waits, st_polled_faults;
+        st_polled_waits, st_polled_faults, st_opened_early;
     uint8_t *same_clock;  /* same_clock[r]: rank r stamps with this host's clock */
 } dsm_state_t;
 
@@ -157,6 +164,7 @@ typedef struct dsm_cfg {
     const char *managers;   /* all or 1 */
     const char *spin_yield; /* auto, y or n */
     const char *service_spin; /* waiting or always */
+    const char *threads;    /* multiple or funneled */
     uint64_t yield_window;  /* ns into a wait the spin yields */
     uint64_t wait_poll;     /* ns a waiter drives progress itself (vmmc_service_borrow) */
     int64_t service_nice;   /* 0: as the process */
@@ -170,6 +178,7 @@ int dsm_view_reserve(size_t size, unsigned views, void **base);
 int dsm_view_map(void *base, size_t size, unsigned views, int page_mode, int me);
 void dsm_view_unmap(void);
 void dsm_protect(unsigned view, size_t page, size_t npg, int acc);
+void dsm_open_early(void); /* lock held: open dsm.early_id now if still wanted */
 static inline char *dsm_app_addr(unsigned view, size_t off)
 {
     return dsm.base + (size_t)view * dsm.size + off;

@@ -45,6 +45,10 @@ int dsm_acquire(void *addr, int write, int from_fault)
     dsm_sched_skip_thread(1); /* an application thread (sched.c) */
     uint64_t t0 = 0;
     pthread_mutex_lock(&dsm.lock);
+    if (dsm.funneled && !pthread_equal(pthread_self(), dsm.init_thread))
+        dsm_fatal("VMMC_DSM_THREADS=funneled, but a thread other than the one that called "
+                  "vmmc_dsm_init() accessed the shared area at %p (use multiple)",
+                  addr);
     if (from_fault)
         atomic_fetch_add(write ? &dsm.st_write_faults : &dsm.st_read_faults, 1);
     for (;;) {
@@ -70,6 +74,11 @@ int dsm_acquire(void *addr, int write, int from_fault)
                          dsm_imm(write ? M_REQ_W : M_REQ_R, (unsigned)dsm.me, id, 0));
             dsm_unlock_flush();
             pthread_mutex_lock(&dsm.lock);
+            if (dsm.funneled && from_fault && !dsm.early_open) {
+                dsm.early_want = 1; /* opened by the waiting thread (wait.c) */
+                dsm.early_id = id;
+                dsm.early_acc = need;
+            }
             continue;
         }
         st = dsm_wait_locked(dsm_cfg.fault_poll ? DSM_WAIT_ACCESS : 0);
@@ -78,6 +87,9 @@ int dsm_acquire(void *addr, int write, int from_fault)
     }
     if (sent && st == VMMC_OK)
         dsm_stats_delay(dsm_now_ns() - t0);
+    dsm.early_want = 0;
+    if (dsm.early_open) /* no answer set it (an error): the protocol's access */
+        dsm_protect(id % dsm.views, id / dsm.views, 1, dsm.acc[id] & ACC_MASK);
     dsm_unlock();
     return st;
 }

@@ -205,6 +205,12 @@ int vmmc_dsm_init(const vmmc_dsm_params_t *p)
         return dsm_error(VMMC_ERR_INVALID, "vmmc_dsm_init: VMMC_DSM_MANAGERS=%s: expected all or 1",
                          mg);
     dsm.spread = !strcmp(mg, "all");
+    const char *th = dsm_cfg.threads ? dsm_cfg.threads : "multiple";
+    if (strcmp(th, "multiple") && strcmp(th, "funneled"))
+        return dsm_error(VMMC_ERR_INVALID,
+                         "vmmc_dsm_init: VMMC_DSM_THREADS=%s: expected multiple or funneled", th);
+    dsm.funneled = !strcmp(th, "funneled");
+    dsm.init_thread = pthread_self();
     size_t size = p && p->size ? p->size : (size_t)dsm_cfg.size;
     unsigned views = p && p->views ? p->views : (unsigned)dsm_cfg.views;
     dsm.page_mode = dsm_cfg.page;

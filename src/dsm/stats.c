@@ -144,6 +144,7 @@ int vmmc_dsm_stats(vmmc_dsm_stats_t *s)
     s->messages_sent = atomic_load(&dsm.st_msgs_sent);
     s->polled_waits = atomic_load(&dsm.st_polled_waits);
     s->polled_faults = atomic_load(&dsm.st_polled_faults);
+    s->opened_early = atomic_load(&dsm.st_opened_early);
     int q = atomic_load(&dsm.sending);
     s->outbox = q > 0 ? (uint64_t)q : 0;
     for (int i = 0; i < 16; i++)

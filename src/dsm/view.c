@@ -144,11 +144,35 @@ void dsm_view_unmap(void)
     dsm.memfd = -1;
 }
 
+/* VMMC_DSM_THREADS=funneled: the faulting thread opens the page it
+ * faulted on to the access it asked for while its request travels (it is
+ * the only thread that touches the area, and it waits in its fault until
+ * the bytes are in place), unless the answer has been handled already. The answer's own dsm_protect() of that one page to that
+ * access then has nothing left to do. */
+void dsm_open_early(void)
+{
+    uint32_t id = dsm.early_id;
+    if (!dsm.early_want)
+        return;
+    dsm.early_want = 0;
+    if ((dsm.acc[id] & ACC_MASK) >= dsm.early_acc || !(dsm.acc[id] & ACC_INFLIGHT))
+        return;
+    dsm_protect(id % dsm.views, id / dsm.views, 1, dsm.early_acc);
+    dsm.early_open = 1;
+    atomic_fetch_add_explicit(&dsm.st_opened_early, 1, memory_order_relaxed);
+}
+
 /* Open or close pages [page, page+npg) of application view @view. The
  * kernel splits mappings at protection boundaries; past vm.max_map_count
  * areas mprotect fails with ENOMEM, which nothing can repair. */
 void dsm_protect(unsigned view, size_t page, size_t npg, int acc)
 {
+    if (dsm.early_open && dsm.early_id % dsm.views == view && dsm.early_id / dsm.views >= page &&
+        dsm.early_id / dsm.views < page + npg) {
+        dsm.early_open = 0; /* set now, one way or the other */
+        if (npg == 1 && acc == dsm.early_acc)
+            return; /* opened so already, while the request travelled */
+    }
     int prot = acc == ACC_W ? PROT_READ | PROT_WRITE : acc == ACC_R ? PROT_READ : PROT_NONE;
     if (mprotect(dsm_app_addr(view, page * DSM_PAGE), npg * DSM_PAGE, prot) != 0)
         dsm_fatal("mprotect of view %u, pages %zu..%zu: %s%s", view, page, page + npg - 1,

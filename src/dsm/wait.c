@@ -155,6 +155,11 @@ void dsm_unlock(void)
 static int poll_done(void *arg)
 {
     const uint64_t *gen = arg;
+    if (dsm.early_want) { /* (only the waiting thread sets it) */
+        pthread_mutex_lock(&dsm.lock);
+        dsm_open_early();
+        dsm_unlock();
+    }
     if (__atomic_load_n(&dsm.wake_gen, __ATOMIC_RELAXED) != gen[0] ||
         __atomic_load_n(&dsm.broken, __ATOMIC_RELAXED))
         return 1;
@@ -217,6 +222,7 @@ int dsm_wait_locked(int poll)
             }
         }
     }
+    dsm_open_early(); /* (VMMC_DSM_THREADS=funneled, a fault) */
     int rc = pthread_cond_timedwait(&dsm.cond, &dsm.lock, &ts);
     __atomic_fetch_sub(&dsm.waiters, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&dsm.woken, 0, __ATOMIC_RELAXED); /* a woken thread runs */

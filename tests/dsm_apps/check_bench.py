@@ -45,7 +45,14 @@ for kind, size in want:
     ref = "dsm/page_%s" % kind + ("@%d" % size if size else "")
     if r["ratio_to"] != ref or r["ratio"] is None:
         b.fail("minipage_%s is not compared with page mode of the same run: %r" % (kind, r))
-for mode in ("page", "minipage"):
+for kind, sizes in micro.items():  # the micro-benchmarks again with VMMC_DSM_THREADS=funneled
+    for size in sizes:
+        r = b.find(rows, "funneled_" + kind, size)
+        ref = "dsm/minipage_%s" % kind + ("@%d" % size if size else "")
+        if r["ratio_to"] != ref or r["ratio"] is None:
+            b.fail("funneled_%s is not compared with minipage mode of the same run: %r"
+                   % (kind, r))
+for mode in ("page", "minipage", "funneled"):
     r = b.find(rows, mode + "_compute_dsm", 0)
     if r["ratio_to"] != "dsm/%s_compute_alone" % mode or r["ratio"] is None:
         b.fail("%s_compute_dsm is not compared with the same computation outside the DSM: %r"

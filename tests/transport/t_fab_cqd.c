@@ -24,8 +24,12 @@
  *   their slots (fabric.cqd_slots_retired 2): once rank 2 was told and
  *   answered, CQ data naming its retired slot is refused even with the
  *   right check, and its notifications still come (as NOTE messages).
- *   (Before that answer, the right check of another importer's slot would
- *   pass: the provider names no sender of CQ data; docs/fabric.md.)
+ *   Each slot's importer is told once (fabric.cqd_retire_msgs 2), though
+ *   rank 2 guesses at its own slot three times. (Before that answer, the
+ *   right check of another importer's slot would pass: the provider names
+ *   no sender of CQ data; docs/fabric.md.) Then x ends and rank 2 imports
+ *   two new exports, which get the slot numbers x had (one of them the
+ *   number retired for rank 2): notifications on both go as CQ data again.
  * usage (a rank of `vmmc run -n 2|3`): t_fab_cqd order|hostile */
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,7 +234,7 @@ static void hostile_exporter(void)
 {
     static unsigned char x[16384], y[4096]; /* (static: exported until the end) */
     conf_region_t rx = {.p = x, .len = 16384}, ry = {.p = y, .len = 4096};
-    conf_export(ep, &rx, "x", 0, on_note, NULL);
+    vmmc_export_t *ex = conf_export(ep, &rx, "x", 0, on_note, NULL);
     vmmc_export_t *ey = conf_export(ep, &ry, "y", 0, on_note, NULL);
     VT_OK(vmmc_barrier(ep)); /* 1: exported */
     VT_OK(vmmc_barrier(ep)); /* 2: imported, rank 1's slot word is out */
@@ -253,8 +257,8 @@ static void hostile_exporter(void)
     }
     if (recs[0].sender == recs[1].sender)
         VT_FAIL("both notifications from rank %d", recs[0].sender);
-    if (bad != 4)
-        VT_FAIL("fabric.bad_cq_data %llu after 4 forgeries", (unsigned long long)bad);
+    if (bad != 6)
+        VT_FAIL("fabric.bad_cq_data %llu after 6 forgeries", (unsigned long long)bad);
     /* (the two importers' slots were retired meanwhile: their notifications
      * went as CQ data or, once told, as NOTE messages) */
     uint64_t ncqd = vt_counter(ep, "fabric.notes_cq_data");
@@ -263,6 +267,9 @@ static void hostile_exporter(void)
     if (vt_counter(ep, "fabric.cqd_slots_retired") != 2)
         VT_FAIL("fabric.cqd_slots_retired %llu after wrong checks on 2 slots",
                 (unsigned long long)vt_counter(ep, "fabric.cqd_slots_retired"));
+    if (vt_counter(ep, "fabric.cqd_retire_msgs") != 2)
+        VT_FAIL("fabric.cqd_retire_msgs %llu after 4 wrong checks on 2 slots: each importer "
+                "is told once", (unsigned long long)vt_counter(ep, "fabric.cqd_retire_msgs"));
     VT_OK(vmmc_unexport(ey));
     VT_OK(vmmc_barrier(ep)); /* 4: y is gone */
     VT_OK(vmmc_barrier(ep)); /* 5: rank 2 forged with y's slot, then sent one more */
@@ -274,8 +281,8 @@ static void hostile_exporter(void)
     if (nrec != 3 || recs[2].sender != 2 || recs[2].imm != 78)
         VT_FAIL("%d notifications (the last from %d, imm %llu), expected 3, the last from 2 "
                 "with 78", nrec, recs[2].sender, (unsigned long long)recs[2].imm);
-    if (bad != 5)
-        VT_FAIL("fabric.bad_cq_data %llu after 5 forgeries", (unsigned long long)bad);
+    if (bad != 7)
+        VT_FAIL("fabric.bad_cq_data %llu after 7 forgeries", (unsigned long long)bad);
     VT_OK(vmmc_barrier(ep)); /* 6 */
     VT_OK(vmmc_barrier(ep)); /* 7: rank 2 forged its retired slot with the right check, then
                                 sent one more */
@@ -289,12 +296,36 @@ static void hostile_exporter(void)
     if (nrec != 4 || recs[3].sender != 2 || recs[3].imm != 79)
         VT_FAIL("%d notifications (the last from %d, imm %llu), expected 4, the last from 2 "
                 "with 79", nrec, recs[3].sender, (unsigned long long)recs[3].imm);
-    if (bad != 6)
+    if (bad != 8)
         VT_FAIL("fabric.bad_cq_data %llu: CQ data with the right check on a retired slot was "
                 "not refused", (unsigned long long)bad);
     if (vt_counter(ep, "fabric.notes_cq_data") != ncqd)
         VT_FAIL("CQ data taken on a retired slot");
+    if (vt_counter(ep, "fabric.cqd_retire_msgs") != 2)
+        VT_FAIL("fabric.cqd_retire_msgs %llu: a retired slot's importer told again",
+                (unsigned long long)vt_counter(ep, "fabric.cqd_retire_msgs"));
     VT_OK(vmmc_barrier(ep)); /* 8 */
+    /* x ends (its slots are free again); two new exports for rank 2 take
+     * the lowest free slot numbers, x's */
+    VT_OK(vmmc_unexport(ex));
+    static unsigned char z[2][4096];
+    conf_region_t rz0 = {.p = z[0], .len = 4096}, rz1 = {.p = z[1], .len = 4096};
+    conf_export(ep, &rz0, "z0", 0, on_note, NULL);
+    conf_export(ep, &rz1, "z1", 0, on_note, NULL);
+    VT_OK(vmmc_barrier(ep)); /* 9: x gone, z0 and z1 exported */
+    VT_OK(vmmc_barrier(ep)); /* 10: rank 2 sent a notified put to each */
+    CONF_WAIT(ep, nrec >= 6, "the notifications on the new exports");
+    for (int i = 4; i < 6; i++)
+        if (recs[i].sender != 2 || (recs[i].imm != 80 && recs[i].imm != 81))
+            VT_FAIL("notification %d: sender %d imm %llu, expected rank 2's 80 and 81", i,
+                    recs[i].sender, (unsigned long long)recs[i].imm);
+    uint64_t now = vt_counter(ep, "fabric.notes_cq_data");
+    printf("[fabric] rank 0: on the slots x had, %llu of 2 notifications as CQ data\n",
+           (unsigned long long)(now - ncqd));
+    if (now - ncqd != 2)
+        VT_FAIL("%llu of the 2 notifications on reused slot numbers went as CQ data, not 2: "
+                "the importer kept an old retirement", (unsigned long long)(now - ncqd));
+    VT_OK(vmmc_barrier(ep)); /* 11 */
 }
 
 static void hostile_importer(int me)
@@ -327,8 +358,9 @@ static void hostile_importer(int me)
         forge(px, 0, fab_cqd_make(FAB_NSLOT_VALID | 1000u, 0, 8, 1));
         /* rank 1's slot, a wrong check */
         forge(px, 0, fab_cqd_make(w1 ^ (0x5au << 16), 0, 8, 2));
-        /* our own slot, a wrong check */
-        forge(px, 0, fab_cqd_make(word ^ (0x01u << 16), 0, 8, 3));
+        /* our own slot, a wrong check, three times (the target tells us once) */
+        for (unsigned k = 1; k <= 3; k++)
+            forge(px, 0, fab_cqd_make(word ^ (k << 16), 0, 8, 3));
         /* our own slot of y (4096 bytes): a range beyond its end */
         forge(px, 0, fab_cqd_make(wy, 4000, 200, 4));
         VT_OK(vmmc_send_imm(px, 100, &v, 8, VMMC_SEND_NOTIFY, 77));
@@ -372,6 +404,27 @@ static void hostile_importer(int me)
     VT_OK(vmmc_unimport(px));
     if (py)
         vmmc_unimport(py); /* stale: its export ended */
+    VT_OK(vmmc_barrier(ep)); /* 9: x gone, z0 and z1 exported */
+    if (me == 2) {
+        vmmc_proxy_t *pz[2] = {conf_import(ep, 0, "z0"), conf_import(ep, 0, "z1")};
+        unsigned old = word & (FAB_CQD_SLOTS - 1), got[2];
+        for (int i = 0; i < 2; i++) {
+            uint32_t w = ((const fab_rpx_t *)VMMC_TL_PX(pz[i])->tl_priv)->nslot;
+            if (!(w & FAB_NSLOT_VALID))
+                VT_FAIL("no notification slot for z%d", i);
+            got[i] = w & (FAB_CQD_SLOTS - 1);
+        }
+        if (got[0] != old && got[1] != old)
+            VT_FAIL("z0 and z1 got slots %u and %u, not x's %u: this test needs the number "
+                    "reused", got[0], got[1], old);
+        VT_OK(vmmc_send_imm(pz[0], 100, &v, 8, VMMC_SEND_NOTIFY, 80));
+        VT_OK(vmmc_send_imm(pz[1], 100, &v, 8, VMMC_SEND_NOTIFY, 81));
+        VT_OK(vmmc_fence(ep, 0));
+        VT_OK(vmmc_unimport(pz[0]));
+        VT_OK(vmmc_unimport(pz[1]));
+    }
+    VT_OK(vmmc_barrier(ep)); /* 10 */
+    VT_OK(vmmc_barrier(ep)); /* 11 */
 }
 
 int main(int argc, char **argv)

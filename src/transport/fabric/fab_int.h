@@ -167,6 +167,7 @@ typedef struct fab_nslot {
      * (F_NSRETIRED, after the last CQ data it posted on the slot), every CQ
      * data naming the slot is refused */
     uint8_t state; /* FAB_NS_LIVE, FAB_NS_RETIRING, FAB_NS_RETIRED */
+    uint8_t told;  /* F_NSRETIRE is sent (or being sent): not again */
 } fab_nslot_t;
 enum { FAB_NS_LIVE = 0, FAB_NS_RETIRING = 1, FAB_NS_RETIRED = 2 };
 
@@ -315,6 +316,7 @@ typedef struct fab_ep {
     _Atomic uint64_t c_rma_atomics;        /* atomics posted as the provider's */
     _Atomic uint64_t c_zcopy;              /* messages sent from the caller's buffer */
     _Atomic uint64_t c_ns_retired;         /* notification slots retired after a forgery */
+    _Atomic uint64_t c_ns_told;            /* F_NSRETIRE messages sent for them */
     /* open world (fab_accept.c) */
     int ann_fd;              /* eventfd: new peers to announce (the control thread) */
     struct fab_ann *ann;     /* their queue (lock) */

@@ -54,7 +54,13 @@ uint32_t vmmc_fab__nslot_grant(fab_ep_t *f, int importer, const vmmc_ctl_msg_t *
         }
         if (s->export_id == rep->export_id && s->gen == rep->gen && s->importer == importer &&
             s->token[0] == rep->token[0] && s->token[1] == rep->token[1]) {
-            word = FAB_NSLOT_VALID | (uint32_t)s->check << 16 | (uint32_t)i;
+            /* a retired slot is not handed out again: that import's
+             * notifications stay NOTE messages (and the importer, which
+             * forgets the slot's retirement when it is given a slot,
+             * never uses it again) */
+            if (s->state == FAB_NS_LIVE)
+                word = FAB_NSLOT_VALID | (uint32_t)s->check << 16 | (uint32_t)i;
+            free_at = -1;
             break;
         }
     }
@@ -101,7 +107,7 @@ void vmmc_fab__nslots_close(fab_ep_t *f)
 
 /* Who sent CQ data @data: its slot's importer, or -1 (no such slot, the
  * check does not match, the slot is retired). A wrong check retires the
- * slot: its importer is told (again, if telling it failed before). */
+ * slot: its importer is told, once (again only if that send failed). */
 int vmmc_fab__nslot_owner(fab_ep_t *f, uint64_t data)
 {
     unsigned slot = FAB_CQD_SLOT(data);
@@ -114,14 +120,25 @@ int vmmc_fab__nslot_owner(fab_ep_t *f, uint64_t data)
         if (s->state == FAB_NS_LIVE)
             atomic_fetch_add_explicit(&f->c_ns_retired, 1, memory_order_relaxed);
         s->state = FAB_NS_RETIRING;
-        tell = s->importer;
+        if (!s->told) {
+            s->told = 1;
+            tell = s->importer;
+        }
     }
     pthread_mutex_unlock(&f->nslock);
     if (tell >= 0) {
         /* (our progress thread: never blocks; not sent now, the next wrong
          * check tries again, and the slot meanwhile takes right ones only) */
         fab_hdr_t h = {.kind = F_NSRETIRE, .id = slot};
-        (void)vmmc_fab__send(f, tell, &h, NULL, 0, 1);
+        if (vmmc_fab__send(f, tell, &h, NULL, 0, 1) == VMMC_OK) {
+            atomic_fetch_add_explicit(&f->c_ns_told, 1, memory_order_relaxed);
+        } else {
+            pthread_mutex_lock(&f->nslock);
+            s = f->nslots ? &f->nslots[slot] : NULL;
+            if (s && s->used && s->importer == tell && s->state == FAB_NS_RETIRING)
+                s->told = 0;
+            pthread_mutex_unlock(&f->nslock);
+        }
         vmmc_debug("fabric: CQ data with a wrong check for notification slot %u (rank %d's): "
                    "slot retired", slot, tell);
     }

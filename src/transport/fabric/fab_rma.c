@@ -53,6 +53,16 @@ int vmmc_fab__proxy_setup(vmmc_tl_proxy_t *px, const vmmc_ctl_msg_t *m, const in
         r->base = f->virt_addr ? m->addr : 0;
         /* notifications as remote CQ data where both ends allow it */
         r->nslot = f->cq_data ? m->nslot : 0;
+        fab_peer_t *p = r->nslot & FAB_NSLOT_VALID ? fab_peer_of(f, px->rank) : NULL;
+        if (p) {
+            /* A slot given now is live (a retired one is never given
+             * again): if its number was retired for an earlier import, that
+             * retirement is over. Grants and F_NSRETIRE come in order. */
+            unsigned slot = r->nslot & (FAB_CQD_SLOTS - 1u);
+            pthread_mutex_lock(&p->seqlock);
+            p->ns_retired[slot / 64] &= ~(1ull << (slot % 64));
+            pthread_mutex_unlock(&p->seqlock);
+        }
         r->readable = (m->flags & VMMC_EXPORT_READ) != 0;
         px->tl_priv = r;
         px->put = vmmc_fab__rma_put;

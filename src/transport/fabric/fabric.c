@@ -450,7 +450,8 @@ static int fab_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *va
                                         "fabric.refused_by_peer", "fabric.naps", "fabric.wakes",
                                         "fabric.notes_cq_data", "fabric.bad_cq_data",
                                         "fabric.rma_regions_closed", "fabric.rma_atomics",
-                                        "fabric.zcopy_sends", "fabric.cqd_slots_retired"};
+                                        "fabric.zcopy_sends", "fabric.cqd_slots_retired",
+                                        "fabric.cqd_retire_msgs"};
     fab_ep_t *f = F(ep);
     enum { OWN = sizeof names / sizeof names[0] };
     if (f && f->cache && i >= OWN)
@@ -462,7 +463,7 @@ static int fab_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *va
                              &f->c_rma_refused, &f->c_rma_regions, &f->c_refusals_sent,
                              &f->c_refused_by_peer, &f->c_naps, &f->c_wakes, &f->c_notes_cqd,
                              &f->c_bad_cqd, &f->c_rma_regions_closed, &f->c_rma_atomics,
-                             &f->c_zcopy, &f->c_ns_retired};
+                             &f->c_zcopy, &f->c_ns_retired, &f->c_ns_told};
     *name = names[i];
     *value = atomic_load(c[i]);
     return VMMC_OK;

@@ -147,8 +147,9 @@ void dsm_view_unmap(void)
 /* VMMC_DSM_THREADS=funneled: the faulting thread opens the page it
  * faulted on to the access it asked for while its request travels (it is
  * the only thread that touches the area, and it waits in its fault until
- * the bytes are in place), unless the answer has been handled already. The answer's own dsm_protect() of that one page to that
- * access then has nothing left to do. */
+ * the bytes are in place), unless the answer has been handled already.
+ * The answer's own dsm_protect() of that one page to that access then has
+ * nothing left to do. */
 void dsm_open_early(void)
 {
     uint32_t id = dsm.early_id;

@@ -55,9 +55,8 @@ uint32_t vmmc_fab__nslot_grant(fab_ep_t *f, int importer, const vmmc_ctl_msg_t *
         if (s->export_id == rep->export_id && s->gen == rep->gen && s->importer == importer &&
             s->token[0] == rep->token[0] && s->token[1] == rep->token[1]) {
             /* a retired slot is not handed out again: that import's
-             * notifications stay NOTE messages (and the importer, which
-             * forgets the slot's retirement when it is given a slot,
-             * never uses it again) */
+             * notifications stay NOTE messages (an importer takes a slot
+             * it is given as live, fab_rma.c) */
             if (s->state == FAB_NS_LIVE)
                 word = FAB_NSLOT_VALID | (uint32_t)s->check << 16 | (uint32_t)i;
             free_at = -1;

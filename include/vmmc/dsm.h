@@ -43,7 +43,8 @@
  * thread waits for its own minipage. With VMMC_DSM_THREADS=funneled the
  * application promises that only the thread that called vmmc_dsm_init()
  * touches the shared area (a fault of another thread ends the process with
- * a message); a fault then opens its page while the request travels.
+ * a message); a fault then opens its page while the request travels (on
+ * one host, where the faulting thread handles its answer itself).
  *
  * Settings (environment, `vmmc info -c` lists them): VMMC_DSM_SIZE,
  * VMMC_DSM_VIEWS, VMMC_DSM_PAGE (1: page mode, 4 KiB granularity and one

@@ -60,8 +60,9 @@ static const vmmc_config_entry_t dsm_entries[] = {
     {"DSM_THREADS", "multiple",
      "which threads of the application read and write the shared area: multiple (any) or "
      "funneled (only the one that called vmmc_dsm_init(), as MPI_THREAD_FUNNELED; another "
-     "one's fault ends the process); funneled lets a fault open the faulting page while its "
-     "request travels, so that its mprotect is off the fault's path",
+     "one's fault ends the process); funneled lets a fault that handles its answer itself "
+     "(VMMC_DSM_FAULT_POLL, ranks on one host) open the faulting page while its request "
+     "travels, so that its mprotect is off the fault's path",
      VMMC_CONFIG_STRING, &dsm_cfg.threads},
     {"DSM_MANAGERS", "all",
      "who manages the minipages: all (each page's minipages have a home rank, page mod "

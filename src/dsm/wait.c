@@ -204,6 +204,10 @@ int dsm_wait_locked(int poll)
     }
     if (poll && dsm.wait_poll && wait_polled(poll == DSM_WAIT_ACCESS))
         return dsm.broken ? dsm_error(VMMC_ERR_PEER_DEAD, "%s", dsm.broken_why) : VMMC_OK;
+    /* (VMMC_DSM_THREADS=funneled opens a faulting page early only in a
+     * polled wait, poll_done: in a fault that sleeps here, across udp,
+     * opening it first made the fault 1.1-1.2x slower, docs/dsm.md) */
+    dsm.early_want = 0;
     if (__atomic_fetch_add(&dsm.waiters, 1, __ATOMIC_RELAXED) == 0) {
         dsm.wait_since = dsm_now_ns();
         if (dsm.spin_gated) {
@@ -222,7 +226,6 @@ int dsm_wait_locked(int poll)
             }
         }
     }
-    dsm_open_early(); /* (VMMC_DSM_THREADS=funneled, a fault) */
     int rc = pthread_cond_timedwait(&dsm.cond, &dsm.lock, &ts);
     __atomic_fetch_sub(&dsm.waiters, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&dsm.woken, 0, __ATOMIC_RELAXED); /* a woken thread runs */

@@ -5,7 +5,10 @@
  *   vmmc        vmmc's oshcc and oshrun (libvmmc-shmem over shm)
  *   oshmem      Open MPI's OSHMEM (oshcc and oshrun of openmpi-bin, over UCX)
  *   vmmc_udp    vmmc with VMMC_TRANSPORT=udp (full runs)
- *   oshmem_tcp  OSHMEM with UCX_TLS=tcp,self (full runs)
+ *   oshmem_tcp  OSHMEM with UCX_TLS=tcp,self and `--mca btl self,tcp`
+ *               (full runs): OSHMEM's collectives (shmem_barrier_all) go
+ *               through Open MPI's own messages, which take shared memory
+ *               (btl vader) whatever UCX_TLS says, unless told otherwise
  *
  * Rows are "<path>_<figure>" (put, get, pp, rate, fadd, barrier); vmmc rows
  * carry their ratio to oshmem's, vmmc_udp's to oshmem_tcp's. --quick runs
@@ -43,15 +46,16 @@ typedef struct shmem_path {
     const char *transport; /* the rows' transport column */
     int vmmc;              /* our library (else Open MPI's) */
     const char *env;       /* one NAME=value, or NULL */
+    const char *btl;       /* Open MPI's --mca btl, or NULL for its default */
     const char *ref;       /* the path its ratios are to, or NULL */
     int quick;             /* part of --quick */
 } shmem_path_t;
 
 static const shmem_path_t paths[] = {
-    {"oshmem", "shm", 0, NULL, NULL, 1},
-    {"vmmc", "shm", 1, NULL, "oshmem", 1},
-    {"oshmem_tcp", "tcp", 0, "UCX_TLS=tcp,self", NULL, 0},
-    {"vmmc_udp", "udp", 1, "VMMC_TRANSPORT=udp", "oshmem_tcp", 0},
+    {"oshmem", "shm", 0, NULL, NULL, NULL, 1},
+    {"vmmc", "shm", 1, NULL, NULL, "oshmem", 1},
+    {"oshmem_tcp", "tcp", 0, "UCX_TLS=tcp,self", "self,tcp", NULL, 0},
+    {"vmmc_udp", "udp", 1, "VMMC_TRANSPORT=udp", NULL, "oshmem_tcp", 0},
 };
 
 /* The two builds of the program and the launchers. */
@@ -213,6 +217,11 @@ static void run_path(bench_ctx_t *c, const shmem_path_t *p, const shmem_tools_t 
         argv[n++] = "--mca";
         argv[n++] = "osc";
         argv[n++] = "^rdma";
+        if (p->btl) {
+            argv[n++] = "--mca";
+            argv[n++] = "btl";
+            argv[n++] = (char *)p->btl;
+        }
         if (p->env) { /* reaches the PEs through mpirun's -x */
             snprintf(tenv, sizeof tenv, "%s", p->env);
             argv[n++] = "-x";

@@ -33,6 +33,12 @@ static const vmmc_config_entry_t shmem_entries[] = {
      "a symmetric allocation beyond SHMEM_SYMMETRIC_SIZE ends the job (n: it returns NULL "
      "after a message)",
      VMMC_CONFIG_BOOL, &shm_cfg.malloc_fatal},
+    {"SHMEM_MAP_DATA", "y",
+     "static data (global variables) moves onto shared memory at shmem_init, so that PEs of "
+     "this host map each other's: puts, gets and atomics on it are plain memory operations "
+     "and shmem_ptr() works on it (n: other PEs use process_vm_writev/readv and this PE's "
+     "progress)",
+     VMMC_CONFIG_BOOL, &shm_cfg.map_data},
 };
 static const vmmc_config_table_t shmem_table = {sizeof(vmmc_config_entry_t), "shmem",
                                                 "SHMEM_", shmem_entries,
@@ -46,6 +52,7 @@ __attribute__((constructor)) static void shmem_cfg_init(void)
     shm_cfg.sleep_ns = 1000000;
     shm_cfg.exit_poll_ns = 10000000;
     shm_cfg.nbi_depth = 1024;
+    shm_cfg.map_data = 1;
     int st = vmmc_config_register(&shmem_table);
     if (st != VMMC_OK && st != VMMC_ERR_EXISTS)
         snprintf(cfg_error, sizeof cfg_error, "%s", vmmc_last_error());

@@ -12,6 +12,7 @@ typedef struct shm_cfg {
     uint64_t exit_poll_ns; /* VMMC_SHMEM_EXIT_POLL: the watcher's period (multi-host) */
     uint64_t nbi_depth;    /* VMMC_SHMEM_NBI_DEPTH: non-blocking operations in flight */
     int malloc_fatal;      /* VMMC_SHMEM_MALLOC_FATAL */
+    int map_data;          /* VMMC_SHMEM_MAP_DATA */
     size_t symmetric_size; /* SHMEM_SYMMETRIC_SIZE */
     int debug;             /* SHMEM_DEBUG */
     int info;              /* SHMEM_INFO */
@@ -27,6 +28,10 @@ int shm_parse_size(const char *s, size_t *out);
 /* Set-up steps of shmem_init (shmem_xlate.c, shmem_heap.c, shmem_move.c). */
 void shm_xlate_init(void);  /* exports, imports, size checks, maps */
 void shm_heap_init(void);   /* allocator over the user part of the heap */
+/* shmem_data.c: move the page-aligned static data [lo, lo + len) onto a
+ * sealed memfd, mapped at the same address (*fd_out, owned by that file).
+ * 0, or -1 with the private pages left in place. */
+int shm_data_share(char *lo, size_t len, int *fd_out);
 void shm_heap_fini(void);
 void shm_move_init(void);   /* nbi completion queue */
 void shm_move_fini(void);

@@ -11,10 +11,12 @@
  *    heap; where the import maps it (same host), pe[i].heap is that mapping
  *    and a put is a memcpy, an atomic an __atomic instruction on it.
  *  - static data: the executable's .data and .bss ([data_start, data_end),
- *    page-rounded), exported as "shmem.data" (written with
- *    process_vm_writev on one host, deliberate update across hosts; never
- *    mapped). Every PE runs the same executable, so an address there has
- *    the same offset from data_start on every PE.
+ *    page-rounded), moved onto a memfd at shmem_init (shmem_data.c) and
+ *    exported as "shmem.data"; where the import maps it (same host, both
+ *    PEs moved theirs), pe[i].data is that mapping, as pe[i].heap; else it
+ *    is written with process_vm_writev on one host and by deliberate update
+ *    across hosts. Every PE runs the same executable, so an address there
+ *    has the same offset from data_start on every PE.
  *  - this PE's own memory is reached with plain loads and stores.
  *
  * Files and owners:
@@ -99,6 +101,7 @@ typedef struct shm_pe {
     char *heap;            /* that PE's heap mapped here, or NULL (reach it through heap_px) */
     vmmc_proxy_t *heap_px; /* import of its heap (NULL for this PE) */
     vmmc_proxy_t *data_px; /* import of its static data (NULL for this PE) */
+    char *data;            /* that PE's static data mapped here, or NULL (through data_px) */
     int same_host;         /* reachable through shared memory */
 } shm_pe_t;
 

@@ -60,11 +60,17 @@ static void export_memory(void)
     uintptr_t hi = ((uintptr_t)data_hi + PAGE - 1) & ~(uintptr_t)(PAGE - 1);
     shm_g.data_start = (char *)lo;
     shm_g.data_len = hi - lo;
-    /* Not a vmmc_mem_alloc() allocation: importers reach it with
-     * process_vm_writev/readv on this host and deliberate update across
-     * hosts, never through a mapping (READ grants shmem_get). */
+    /* On its own memfd (shmem_data.c), PEs of this host map it; else
+     * importers reach it with process_vm_writev/readv on this host, and
+     * across hosts by deliberate update (READ grants shmem_get). */
     vmmc_export_params_t d = {0};
     d.field_mask = VMMC_EXPORT_PARAM_FLAGS;
+    int fd;
+    if (shm_cfg.map_data && shm_data_share(shm_g.data_start, shm_g.data_len, &fd) == 0) {
+        d.field_mask |= VMMC_EXPORT_PARAM_FD;
+        d.fd = fd;
+        d.fd_offset = 0;
+    }
     d.name = "shmem.data";
     d.addr = shm_g.data_start;
     d.length = shm_g.data_len;
@@ -141,6 +147,15 @@ static void check_and_map(void)
         } else {
             shm_fatal_vmmc("shmem_init", "mapping of a symmetric heap", st);
         }
+        /* Its static data maps where it moved it onto a memfd too. */
+        ptr = NULL;
+        st = p->same_host ? vmmc_proxy_map(p->data_px, &ptr) : VMMC_ERR_UNSUPPORTED;
+        if (st == VMMC_OK)
+            p->data = ptr;
+        else if (st == VMMC_ERR_UNSUPPORTED)
+            p->data = NULL; /* process_vm_writev/readv, or deliberate update */
+        else
+            shm_fatal_vmmc("shmem_init", "mapping of a PE's static data", st);
     }
 }
 
@@ -188,6 +203,9 @@ void shm_locate(const char *fn, const void *sym, size_t len, int pe, shm_loc_t *
         if (pe == shm_g.me) {
             loc->ptr = (char *)p;
             loc->px = NULL;
+        } else if (shm_g.pe[pe].data) {
+            loc->ptr = shm_g.pe[pe].data + loc->off;
+            loc->px = NULL;
         } else {
             loc->ptr = NULL;
             loc->px = shm_g.pe[pe].data_px;
@@ -205,10 +223,12 @@ void *shmem_ptr(const void *dest, int pe)
     const char *p = dest;
     if (pe == shm_g.me && shm_is_symmetric(p, 1))
         return (void *)p;
-    /* Only the heap is mapped; static data of another PE has no address here. */
-    if (!inside(p, 1, shm_g.heap, shm_g.heap_size) || !shm_g.pe[pe].heap)
-        return NULL;
-    return shm_g.pe[pe].heap + (p - shm_g.heap);
+    if (inside(p, 1, shm_g.heap, shm_g.heap_size))
+        return shm_g.pe[pe].heap ? shm_g.pe[pe].heap + (p - shm_g.heap) : NULL;
+    /* static data of another PE has an address here where it is mapped */
+    if (data_lo && inside(p, 1, data_lo, (size_t)(data_hi - data_lo)) && shm_g.pe[pe].data)
+        return shm_g.pe[pe].data + (p - shm_g.data_start);
+    return NULL;
 }
 
 int shmem_pe_accessible(int pe)

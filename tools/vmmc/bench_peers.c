@@ -370,7 +370,7 @@ static void run_mpi(bench_ctx_t *c)
 /* ------------------------------------------------------------------------- */
 /* sockperf                                                                   */
 
-static int sockperf_once(bench_ctx_t *c, int busy, double *val)
+int bench_sockperf_udp(bench_ctx_t *c, int busy, double *val)
 {
     int port = proc_free_port(SOCK_DGRAM);
     if (port < 0)
@@ -416,7 +416,7 @@ static void run_sockperf(bench_ctx_t *c)
     for (int busy = 1; busy >= (c->quick ? 1 : 0); busy--) {
         int got = 0;
         for (int r = 0; r < runs; r++)
-            if (!sockperf_once(c, busy, &v[got]))
+            if (!bench_sockperf_udp(c, busy, &v[got]))
                 got++;
             else
                 break;

@@ -30,4 +30,9 @@ typedef int (*bench_row_fn)(bench_ctx_t *c, void *arg, const char *kind, size_t 
 int bench_child_rows(bench_ctx_t *c, char *const argv[], char *const env[], double timeout_s,
                      const char *name, bench_row_fn row, void *arg);
 
+/* bench_peers.c: one sockperf UDP ping-pong of 64 B on loopback (@busy:
+ * both sides busy-poll with --nonblocked); the median one-way latency in
+ * us into *@val. 0, or -1 with a note. */
+int bench_sockperf_udp(bench_ctx_t *c, int busy, double *val);
+
 #endif

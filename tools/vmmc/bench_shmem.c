@@ -11,7 +11,11 @@
  *               (btl vader) whatever UCX_TLS says, unless told otherwise
  *
  * Rows are "<path>_<figure>" (put, get, pp, rate, fadd, barrier); vmmc rows
- * carry their ratio to oshmem's, vmmc_udp's to oshmem_tcp's. --quick runs
+ * carry their ratio to oshmem's, vmmc_udp's to oshmem_tcp's. Full runs add
+ * the kernel's floor for a round trip over UDP, `kernel_udp_rtt`: twice
+ * sockperf's busy-polled one-way latency on loopback, with its ratio to
+ * oshmem_tcp's get (above 0.5, a get or fetch-add 2x faster than OSHMEM's
+ * over TCP would be faster than the kernel's own UDP round trip). --quick runs
  * vmmc and oshmem only, at a few sizes. Open MPI's runs carry
  * `--mca osc ^rdma`: without it Open MPI 4.1's OSHMEM crashes in
  * shmem_finalize (a memory hook of the one-sided component it unloaded).
@@ -245,6 +249,27 @@ static void run_path(bench_ctx_t *c, const shmem_path_t *p, const shmem_tools_t 
     (void)bench_child_rows(c, argv, env, c->quick ? 90 : 300, p->name, shmem_row, (void *)p);
 }
 
+/* The kernel's UDP round trip on loopback, both sides busy-polling. */
+static void kernel_floor(bench_ctx_t *c)
+{
+    if (8 < c->min_size || 8 > c->max_size)
+        return;
+    if (!proc_in_path("sockperf", NULL, 0)) {
+        bench_note(c, "kernel_udp_rtt not measured: sockperf is not installed "
+                      "(apt-get install -y sockperf)");
+        return;
+    }
+    double v[3];
+    int got = 0;
+    for (int r = 0; r < 3; r++)
+        if (bench_sockperf_udp(c, 1, &v[got]) == 0)
+            v[got] *= 2, got++; /* one way -> round trip */
+    if (!got)
+        return;
+    c->transport = "udp";
+    bench_report(c, "kernel_udp_rtt", 8, "us", bench_stats(v, got), "shmem/oshmem_tcp_get");
+}
+
 static int shmem_run(bench_ctx_t *c)
 {
     proc_catch_stop();
@@ -279,6 +304,8 @@ static int shmem_run(bench_ctx_t *c)
         unlink(t.our_prog);
         unlink(t.ompi_prog);
     }
+    if (!c->quick)
+        kernel_floor(c);
     unlink(src);
     rmdir(tmp);
     return 0;

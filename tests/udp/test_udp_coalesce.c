@@ -18,20 +18,23 @@ typedef struct tx_arg {
     int st;
 } tx_arg_t;
 
-/* Message sizes of the stream: 1..256 bytes (posted) with now and then an
- * ordinary send of up to 4 KiB; both from the same generator on each side,
- * so the receiver knows the total. */
+/* Message sizes of the stream: posted ones of 1..256 bytes, one in eight
+ * of them up to 4 KiB (the largest record), with now and then an ordinary
+ * send of up to 8 KiB; both from the same generator on each side, so the
+ * receiver knows the total. */
 static size_t msg_size(unsigned long long *rng, int *post)
 {
     unsigned long long r = vt_rand(rng);
     *post = r % 16 != 0;
-    return *post ? 1 + (size_t)(r >> 8) % 256 : 1 + (size_t)(r >> 8) % 4096;
+    if (!*post)
+        return 1 + (size_t)(r >> 8) % 8192;
+    return 1 + (size_t)(r >> 8) % ((r >> 4) % 8 == 0 ? 4096 : 256);
 }
 
 static void *tx_main(void *a)
 {
     tx_arg_t *t = a;
-    uint8_t buf[4096];
+    uint8_t buf[8192];
     vmmc_udp_rec_t rec;
     memset(&rec, 0, sizeof rec);
     rec.region = UT_REGION;

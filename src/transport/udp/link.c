@@ -70,11 +70,11 @@ static const vmmc_cfg_entry_t udp_entries[] = {
      "it keeps polling the socket this long before it sleeps, "
      "so that the next request of a stream is answered without a wake-up (0: sleep at once)",
      VMMC_CFG_TIME, &vmmc_udp_cfg_serve_spin, 0, 1000000000ull},
-    {"UDP_COALESCE", "20us", "small writes to a peer (up to 256 bytes) may wait this long in its "
+    {"UDP_COALESCE", "20us", "small writes to a peer (up to 4 KiB) may wait this long in its "
      "open batch to leave with the next ones as one datagram; anything else sent to the peer, a "
      "flush, a poll or a sleep sends the batch at once (0: off)", VMMC_CFG_TIME,
      &vmmc_udp_cfg_coalesce, 0, 1000000000ull},
-    {"UDP_COALESCE_MAX", "1472", "largest datagram a batch of small writes grows to (header "
+    {"UDP_COALESCE_MAX", "16K", "largest datagram a batch of small writes grows to (header "
      "included; at most UDP_DGRAM_SIZE)", VMMC_CFG_SIZE, &vmmc_udp_cfg_coalesce_max, 256, 65507},
     {"UDP_FAULT", "", "TEST FACILITY: inject faults on received datagrams, e.g. "
      "drop=0.05,dup=0.01,reorder=0.02,delay=200us,seed=7", VMMC_CFG_STRING, &cfg_fault},

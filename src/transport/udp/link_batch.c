@@ -24,7 +24,15 @@
 #include "vmmc/vmmc.h"
 
 /* Largest message that goes in a record. */
-#define REC_DATA_MAX 256u
+#define REC_DATA_MAX 4096u
+/* A batch leaves as soon as it holds a 1500-byte MTU's worth of payload
+ * and at least this many records, without waiting to fill
+ * VMMC_UDP_COALESCE_MAX: small records then go in datagrams of about 1472
+ * bytes (26 puts of 8 bytes), so that the first is on its way while the
+ * caller fills the next, and records of a few KiB still share a datagram
+ * by threes or fours. */
+#define BATCH_SEND_LEN (1472u - VMMC_UDP_HDR_SIZE)
+#define BATCH_SEND_RECS 4u
 
 void vmmc_udp__batch_close(vmmc_udp_link_t *l, peer_t *p, uint64_t now)
 {
@@ -140,8 +148,9 @@ int vmmc_udp_link_post(vmmc_udp_link_t *l, uint32_t id, const vmmc_udp_rec_t *re
     p->bat_len += hl + (uint32_t)len;
     __atomic_store_n(&p->bat_n, p->bat_n + 1, __ATOMIC_RELAXED);
     CNT_TX(p, tx_coalesced, 1);
-    if (p->bat_len + VMMC_UDP_REC_MIN > l->bat_max) {
-        vmmc_udp__batch_close(l, p, now); /* nothing more fits */
+    if (p->bat_len + VMMC_UDP_REC_MIN > l->bat_max ||
+        (p->bat_len >= BATCH_SEND_LEN && p->bat_n >= BATCH_SEND_RECS)) {
+        vmmc_udp__batch_close(l, p, now); /* nothing more fits, or enough to go */
         opened = 0;
     }
     pthread_mutex_unlock(&p->lock);

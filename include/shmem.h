@@ -6,8 +6,10 @@
  * instruction on it (shmem_ptr() returns that pointer). Across hosts a put is
  * a deliberate update, a get a remote read and an atomic is executed by the
  * target's progress thread while it computes. Symmetric static and global
- * data (the program's .data and .bss) is exported at start-up and reached
- * through the same calls.
+ * data (the program's .data and .bss) moves onto shared memory at
+ * shmem_init and is exported and mapped the same way (VMMC_SHMEM_MAP_DATA=n
+ * leaves it private: then it is reached through the same calls, but not
+ * mapped by other PEs).
  *
  * Compile with `oshcc`, launch with `oshrun -n N prog` (or `vmmc run`, or
  * mpirun/srun with PMIx). See docs/shmem.md.

@@ -106,34 +106,32 @@ int shm_data_share(char *lo, size_t len, int *fd_out)
     if (fd < 0)
         return -1;
     char *tmp = MAP_FAILED;
-    if (ftruncate(fd, (off_t)len) != 0)
+    /* Peers map it; none may resize it under this process. Sealed before
+     * anything moves, so that a memfd that could not be is never used. */
+    if (ftruncate(fd, (off_t)len) != 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
         goto fail;
+    /* A child must not share the pages: no handler, no move. */
+    if (!atfork_set && pthread_atfork(NULL, NULL, child_unshare) != 0)
+        goto fail;
+    atfork_set = 1;
     tmp = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (tmp == MAP_FAILED)
         goto fail;
     for (size_t off = 0; off < len; off += page)
         if (!page_is_zero(lo + off, page)) /* a hole reads as zeros, and costs nothing */
             copy_words(tmp + off, lo + off, page);
-    if (mmap(lo, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != lo) {
-        /* MAP_FIXED failed before it unmapped anything: the private pages stay */
-        goto fail;
-    }
+    /* A failed MAP_FIXED may have unmapped the private pages already: the
+     * program's globals could be gone, so it cannot go on. */
+    if (mmap(lo, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != lo)
+        shm_fatal("shmem_init",
+                  "cannot map the program's static data onto shared memory (%p, %zu bytes): "
+                  "%s (VMMC_SHMEM_MAP_DATA=n leaves it private)",
+                  (void *)lo, len, strerror(errno));
     (void)munmap(tmp, len);
-    tmp = MAP_FAILED;
-    /* Peers map it; none may resize it under this process. */
-    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-        /* The pages are on the memfd now; unsealed, it must not be handed out. */
-        fprintf(stderr, "shmem: static data: cannot seal its memfd (%s)\n", strerror(errno));
-        shared_lo = lo;
-        shared_len = len;
-        data_fd = fd;
-        return -1;
-    }
     shared_lo = lo;
     shared_len = len;
     data_fd = fd;
-    if (!atfork_set && pthread_atfork(NULL, NULL, child_unshare) == 0)
-        atfork_set = 1;
     *fd_out = fd;
     return 0;
 fail:

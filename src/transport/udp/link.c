@@ -75,7 +75,8 @@ static const vmmc_cfg_entry_t udp_entries[] = {
      "flush, a poll or a sleep sends the batch at once (0: off)", VMMC_CFG_TIME,
      &vmmc_udp_cfg_coalesce, 0, 1000000000ull},
     {"UDP_COALESCE_MAX", "16K", "largest datagram a batch of small writes grows to (header "
-     "included; at most UDP_DGRAM_SIZE)", VMMC_CFG_SIZE, &vmmc_udp_cfg_coalesce_max, 256, 65507},
+     "included; at most UDP_DGRAM_SIZE); a batch leaves earlier, once it holds 1472 bytes and 4 "
+     "records", VMMC_CFG_SIZE, &vmmc_udp_cfg_coalesce_max, 256, 65507},
     {"UDP_FAULT", "", "TEST FACILITY: inject faults on received datagrams, e.g. "
      "drop=0.05,dup=0.01,reorder=0.02,delay=200us,seed=7", VMMC_CFG_STRING, &cfg_fault},
 };

@@ -222,7 +222,7 @@ static void forge(vmmc_proxy_t *px, size_t off, uint64_t data)
     pthread_mutex_unlock(&p->seqlock);
     if (rc)
         VT_FAIL("fi_writedata: %zd", rc);
-    vmmc_fab__posted(f, p, 1);
+    vmmc_fab__posted(f);
 }
 
 static void path_of(char *buf, size_t cap)

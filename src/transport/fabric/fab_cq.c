@@ -195,17 +195,19 @@ static int post_msg(fab_ep_t *f, int h, fab_peer_t *p, fab_tx_t *tx, const struc
     pthread_mutex_lock(&p->seqlock);
     for (unsigned spin = 0;; spin++) {
         th->seq = p->tx_seq;
-        ssize_t rc = vmmc_fab__window_full(f, p) ? -FI_EAGAIN
-                     : cnt == 1 ? fi_send(f->fep, m[0].iov_base, m[0].iov_len, desc[0], p->fa,
-                                          &tx->ctx)
-                                : fi_sendv(f->fep, m, desc, (size_t)cnt, p->fa, &tx->ctx);
+        ssize_t rc = -FI_EAGAIN;
+        if (vmmc_fab__window_take(f, p) &&
+            (rc = cnt == 1 ? fi_send(f->fep, m[0].iov_base, m[0].iov_len, desc[0], p->fa,
+                                     &tx->ctx)
+                           : fi_sendv(f->fep, m, desc, (size_t)cnt, p->fa, &tx->ctx)) != 0)
+            vmmc_fab__window_give(f, p);
         if (rc == 0) {
             p->tx_seq++;
             pthread_mutex_unlock(&p->seqlock);
             if (spin)
                 vmmc_fab__waiting(f, 0);
             atomic_fetch_add_explicit(&f->c_tx, 1, memory_order_relaxed);
-            vmmc_fab__posted(f, p, 1);
+            vmmc_fab__posted(f);
             /* Software providers move data when their queues are read:
              * once now, or it waits for our progress thread's next wake. */
             (void)vmmc_fab__tx_progress(f);

@@ -240,10 +240,12 @@ typedef struct fab_ep {
     /* The provider makes datagrams reliable itself (rxd, fab_wait.c): it
      * resends on timers that run only when its queues are read, so the
      * progress thread's next sleep is timed (nap_ms; 0: untimed); and it
-     * loses messages when thousands are queued in it (their sends complete
-     * all the same), so at most FAB_TX_WINDOW operations are under way
-     * to a peer (its tx_out) */
+     * drops a send past its transmit queue without a word (1.17), so at most
+     * FAB_TX_WINDOW operations are under way to a peer (its tx_out) and
+     * tx_cap on the endpoint (tx_out_all) */
     int resends;
+    int tx_cap;
+    _Atomic int tx_out_all;
     _Atomic int nap_ms;
     /* the provider's fi_cq_readfrom names no sender (rxd: 0 for every one):
      * the sender's claim in the header (rank and secret) says who */
@@ -387,13 +389,16 @@ int vmmc_fab__cq_open(fab_ep_t *f);  /* txcq, rxcq (and the wait set they need) 
 int vmmc_fab__cq_fds(fab_ep_t *f);   /* txfd, rxfd: after fi_enable */
 void vmmc_fab__cq_close(fab_ep_t *f);
 void vmmc_fab__active(fab_ep_t *f);  /* the progress thread found work */
-/* a send or RMA operation to @p went to the provider (@completes: it has
- * a completion); one to peer handle @h completed */
-void vmmc_fab__posted(fab_ep_t *f, fab_peer_t *p, int completes);
+/* a send or RMA operation went to the provider; one to peer handle @h
+ * completed (its window place is given back) */
+void vmmc_fab__posted(fab_ep_t *f);
 void vmmc_fab__completed(fab_ep_t *f, int h);
-/* Providers that resend: FAB_TX_WINDOW operations to @p are under way, the
- * next one waits as if the provider had no room. */
-int vmmc_fab__window_full(fab_ep_t *f, fab_peer_t *p);
+/* Providers that resend: take a place in the send windows of @p and of
+ * the endpoint before posting an operation with a completion (0: both
+ * full or one of them, the operation waits as if the provider had no
+ * room); give it back if the post failed. Elsewhere always 1. */
+int vmmc_fab__window_take(fab_ep_t *f, fab_peer_t *p);
+void vmmc_fab__window_give(fab_ep_t *f, fab_peer_t *p);
 #define FAB_TX_WINDOW 64
 /* The progress thread's sleep: 1 if something woke it, 0 if it timed out
  * or did not sleep. */
@@ -425,6 +430,7 @@ void vmmc_fab__goodbye(fab_ep_t *f);
 extern uint64_t vmmc_fab_cfg_send_timeout; /* VMMC_FABRIC_SEND_TIMEOUT, ns */
 extern uint64_t vmmc_fab_cfg_spin;         /* VMMC_FABRIC_SPIN, ns */
 extern uint64_t vmmc_fab_cfg_zcopy;        /* VMMC_FABRIC_ZCOPY, bytes */
+extern int64_t vmmc_fab_cfg_tx_size;       /* VMMC_FABRIC_TX_SIZE (0: the provider's) */
 
 /* fab_prov.c: the settings, and which provider. */
 extern const char *vmmc_fab_cfg_mode; /* VMMC_FABRIC: auto, yes, no */

@@ -22,6 +22,7 @@ const char *vmmc_fab_cfg_atomic;
 uint64_t vmmc_fab_cfg_send_timeout;
 uint64_t vmmc_fab_cfg_spin;
 uint64_t vmmc_fab_cfg_zcopy;
+int64_t vmmc_fab_cfg_tx_size;
 static const vmmc_cfg_entry_t fab_entries[] = {
     {"FABRIC", "auto", "open the libfabric transport: auto (only where RDMA hardware and a "
      "provider offloading to it are found, or VMMC_TRANSPORT=fabric), yes, no",
@@ -63,6 +64,11 @@ static const vmmc_cfg_entry_t fab_entries[] = {
      "the provider needs it) and waits for them, instead of copying them into a buffer of its "
      "own; 0: always copy (on tcp;ofi_rxm the two measured the same: docs/performance.md)",
      VMMC_CFG_SIZE, &vmmc_fab_cfg_zcopy, 0, 1ull << 40},
+    {"FABRIC_TX_SIZE", "0", "the depth of the provider's transmit queue to ask for (tx_attr.size); "
+     "0: the provider's own. On providers that make datagrams reliable themselves "
+     "(udp;ofi_rxd), at most this many sends are under way on the endpoint, and at most 64 to "
+     "one peer: rxd 1.17 drops a send past its queue without a word",
+     VMMC_CFG_INT, &vmmc_fab_cfg_tx_size, 0, 1 << 20},
     {"FABRIC_SPIN", "50us", "how long the progress thread, and a thread waiting for a get, a "
      "flush or an RMA completion, keep reading the provider's queues (yielding the cpu between "
      "reads) before they sleep: a wake through the provider's wait fd costs tens of us",
@@ -177,6 +183,8 @@ static struct fi_info *pick_with(int rma, int atomic, const struct fi_info *like
                                   FI_MR_PROV_KEY;
     hints->tx_attr->msg_order = FI_ORDER_SAS | (rma ? FAB_RMA_ORDER : 0);
     hints->rx_attr->msg_order = FI_ORDER_SAS | (rma ? FAB_RMA_ORDER : 0);
+    if (vmmc_fab_cfg_tx_size > 0)
+        hints->tx_attr->size = (size_t)vmmc_fab_cfg_tx_size;
     if (like) {
         /* the same provider, fabric and domain (network interface) */
         hints->fabric_attr->prov_name = strdup(like->fabric_attr->prov_name);

@@ -76,14 +76,12 @@ int vmmc_fab__post_op(fab_ep_t *f, vmmc_tl_proxy_t *px, fab_peer_t *p, fab_tx_t 
     const fab_rpx_t *r = px->tl_priv;
     struct timespec t0 = {0, 0};
     for (unsigned spin = 0;; spin++) {
-        ssize_t rc;
-        if (tx && vmmc_fab__window_full(f, p))
-            rc = -FI_EAGAIN;
-        else
-            rc = issue(f, p, r, tx, arg);
+        ssize_t rc = -FI_EAGAIN;
+        if ((!tx || vmmc_fab__window_take(f, p)) && (rc = issue(f, p, r, tx, arg)) != 0 && tx)
+            vmmc_fab__window_give(f, p);
         if (rc == 0) {
             atomic_fetch_add_explicit(count, 1, memory_order_relaxed);
-            vmmc_fab__posted(f, p, tx != NULL);
+            vmmc_fab__posted(f);
             /* Software providers move data when their queues are read:
              * once now, or it waits for our progress thread's next wake. */
             (void)vmmc_fab__tx_progress(f);

@@ -22,12 +22,17 @@
  *
  * How much at once: rxd 1.17 loses messages when thousands wait in it (a
  * sender that posts 20000 notified writes at once: the peer receives a few
- * thousand, every send completes, no error anywhere), so on such a
+ * thousand, no error anywhere). One cause is in its fi_send: with no free
+ * transmit entry (tx_attr.size of them per endpoint) it answers 0 and
+ * drops the message, which then never completes (fixed upstream in 2025:
+ * "fix return of EAGAIN when not enough tx entries"). So on such a
  * provider at most FAB_TX_WINDOW operations with a completion are under
- * way to each peer: the next one waits as when the provider has no room (driving the
- * queues, VMMC_FABRIC_SEND_TIMEOUT, a dead peer ends the wait). */
+ * way to each peer, and at most tx_attr.size on the endpoint: the next one
+ * waits as when the provider has no room (driving the queues,
+ * VMMC_FABRIC_SEND_TIMEOUT, a dead peer ends the wait). */
 #include "transport/fabric/fab_int.h"
 
+#include <limits.h>
 #include <poll.h>
 #include <string.h>
 #include <unistd.h>
@@ -47,6 +52,8 @@ static int cq_open(fab_ep_t *f, struct fid_cq **cq)
 int vmmc_fab__cq_open(fab_ep_t *f)
 {
     f->resends = f->nosrc = f->info->ep_attr->protocol == FI_PROTO_RXD;
+    size_t txq = f->info->tx_attr->size;
+    f->tx_cap = txq && txq < INT_MAX ? (int)txq : INT_MAX;
     int rc = cq_open(f, &f->txcq);
     if (rc)
         return rc;
@@ -95,28 +102,47 @@ void vmmc_fab__active(fab_ep_t *f)
 /* A datagram that goes out may be lost: if the progress thread sleeps
  * untimed, it is woken to sleep timed (once per quiet spell: a thread that
  * sleeps timed, or spins, is left alone). */
-void vmmc_fab__posted(fab_ep_t *f, fab_peer_t *p, int completes)
+void vmmc_fab__posted(fab_ep_t *f)
 {
-    if (!f->resends)
-        return;
-    if (completes)
-        atomic_fetch_add_explicit(&p->tx_out, 1, memory_order_relaxed);
-    if (atomic_load_explicit(&f->nap_ms, memory_order_relaxed) == 0 &&
+    if (f->resends && atomic_load_explicit(&f->nap_ms, memory_order_relaxed) == 0 &&
         atomic_exchange_explicit(&f->nap_ms, 1, memory_order_relaxed) == 0)
         vmmc_fab__kick(f);
 }
 
 void vmmc_fab__completed(fab_ep_t *f, int h)
 {
-    fab_peer_t *p;
-    if (f->resends && (p = fab_peer_of(f, h)))
+    if (!f->resends)
+        return;
+    atomic_fetch_sub_explicit(&f->tx_out_all, 1, memory_order_relaxed);
+    fab_peer_t *p = fab_peer_of(f, h);
+    if (p)
         atomic_fetch_sub_explicit(&p->tx_out, 1, memory_order_relaxed);
 }
 
-int vmmc_fab__window_full(fab_ep_t *f, fab_peer_t *p)
+/* Taken before the post, not counted after it: threads that post to
+ * different peers at once must not pass the endpoint's cap together. */
+int vmmc_fab__window_take(fab_ep_t *f, fab_peer_t *p)
 {
-    return f->resends &&
-           atomic_load_explicit(&p->tx_out, memory_order_relaxed) >= FAB_TX_WINDOW;
+    if (!f->resends)
+        return 1;
+    if (atomic_fetch_add_explicit(&p->tx_out, 1, memory_order_relaxed) >= FAB_TX_WINDOW) {
+        atomic_fetch_sub_explicit(&p->tx_out, 1, memory_order_relaxed);
+        return 0;
+    }
+    if (atomic_fetch_add_explicit(&f->tx_out_all, 1, memory_order_relaxed) >= f->tx_cap) {
+        atomic_fetch_sub_explicit(&f->tx_out_all, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&p->tx_out, 1, memory_order_relaxed);
+        return 0;
+    }
+    return 1;
+}
+
+void vmmc_fab__window_give(fab_ep_t *f, fab_peer_t *p)
+{
+    if (!f->resends)
+        return;
+    atomic_fetch_sub_explicit(&f->tx_out_all, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&p->tx_out, 1, memory_order_relaxed);
 }
 
 int vmmc_fab__sleep(fab_ep_t *f, int started)

@@ -199,7 +199,10 @@ static void refuse(fab_ep_t *f, const unsigned char *raw)
      * this thread runs again */
     atomic_fetch_add_explicit(&f->c_refusals_sent, 1, memory_order_relaxed);
     for (int i = 0; i < 1000; i++) {
-        ssize_t rc = fi_send(f->fep, tx->buf, tx->len, desc, fa, &tx->ctx);
+        ssize_t rc = -FI_EAGAIN;
+        if (vmmc_fab__window_take(f, NULL) &&
+            (rc = fi_send(f->fep, tx->buf, tx->len, desc, fa, &tx->ctx)) != 0)
+            vmmc_fab__window_give(f, NULL);
         if (rc == 0) {
             (void)vmmc_fab__tx_progress(f);
             return;
@@ -244,6 +247,26 @@ static int known_find(fab_ep_t *f, uint64_t sec)
             h = f->known[i].h;
     pthread_mutex_unlock(&f->lock);
     return h;
+}
+
+/* A peer we sent a HELLO (we connected to it) whose address card has the
+ * secret @sec, or -1; remembered as known, so that its next messages are
+ * found at once. Where the provider names no source (rxd), this is how a
+ * connector knows the answers of the endpoint it connected to. */
+static int greeted_find(fab_ep_t *f, uint64_t sec)
+{
+    int n = vmmc_tl_peer_count(f->ep);
+    for (int h = 0; h < n; h++) {
+        fab_peer_t *p = fab_peer_of(f, h);
+        vmmc_tl_peer_t *tp = vmmc_tl_peer_at(f->ep, h);
+        char v[32];
+        if (p && atomic_load(&p->hello) && tp && tp->addr && tp->tl == &vmmc_tl_fabric &&
+            vmmc_card_get(tp->addr, "fsec", v, sizeof v) && strtoull(v, NULL, 16) == sec) {
+            known_add(f, sec, h);
+            return h;
+        }
+    }
+    return -1;
 }
 
 /* A HELLO from an address the provider does not name: the handle of its
@@ -307,7 +330,12 @@ int vmmc_fab__rx_source(fab_ep_t *f, fi_addr_t src, const void *buf, size_t len)
     fab_hdr_t hd;
     memcpy(&hd, buf, sizeof hd);
     if (hd.kind == F_REFUSE) {
-        if (h < 0) /* only the address we connected to may refuse us */
+        /* only the address we connected to may refuse us; where the
+         * provider names no source (rxd), the peer we sent a HELLO whose
+         * card has the refusal's secret */
+        if (h < 0 && f->nosrc && src == FI_ADDR_NOTAVAIL)
+            h = greeted_find(f, hd.sec);
+        if (h < 0)
             atomic_fetch_add_explicit(&f->c_unknown, 1, memory_order_relaxed);
         else
             refused_by(f, h);
@@ -319,6 +347,8 @@ int vmmc_fab__rx_source(fab_ep_t *f, fi_addr_t src, const void *buf, size_t len)
         h = vmmc_fab__handle_claimed(f, hd.src, hd.sec);
         if (h < 0)
             h = known_find(f, hd.sec);
+        if (h < 0 && f->nosrc)
+            h = greeted_find(f, hd.sec);
     }
     if (h < 0 || !fab_peer_of(f, h)) {
         atomic_fetch_add_explicit(h < 0 ? &f->c_unknown : &f->c_bad, 1, memory_order_relaxed);

@@ -394,9 +394,10 @@ void vmmc_fab__active(fab_ep_t *f);  /* the progress thread found work */
 void vmmc_fab__posted(fab_ep_t *f);
 void vmmc_fab__completed(fab_ep_t *f, int h);
 /* Providers that resend: take a place in the send windows of @p and of
- * the endpoint before posting an operation with a completion (0: both
- * full or one of them, the operation waits as if the provider had no
- * room); give it back if the post failed. Elsewhere always 1. */
+ * the endpoint (@p NULL: the endpoint's only) before posting an operation
+ * with a completion (0: one of them is full, the operation waits as if the
+ * provider had no room); give it back if the post failed. Elsewhere
+ * always 1. */
 int vmmc_fab__window_take(fab_ep_t *f, fab_peer_t *p);
 void vmmc_fab__window_give(fab_ep_t *f, fab_peer_t *p);
 #define FAB_TX_WINDOW 64

@@ -114,24 +114,27 @@ void vmmc_fab__completed(fab_ep_t *f, int h)
     if (!f->resends)
         return;
     atomic_fetch_sub_explicit(&f->tx_out_all, 1, memory_order_relaxed);
-    fab_peer_t *p = fab_peer_of(f, h);
+    fab_peer_t *p = fab_peer_of(f, h); /* NULL for a refusal (h -1) */
     if (p)
         atomic_fetch_sub_explicit(&p->tx_out, 1, memory_order_relaxed);
 }
 
 /* Taken before the post, not counted after it: threads that post to
- * different peers at once must not pass the endpoint's cap together. */
+ * different peers at once must not pass the endpoint's cap together.
+ * @p NULL: the endpoint's window only (a refusal to an address that is no
+ * peer: a flood of forged HELLOs must not use up the provider's queue). */
 int vmmc_fab__window_take(fab_ep_t *f, fab_peer_t *p)
 {
     if (!f->resends)
         return 1;
-    if (atomic_fetch_add_explicit(&p->tx_out, 1, memory_order_relaxed) >= FAB_TX_WINDOW) {
+    if (p && atomic_fetch_add_explicit(&p->tx_out, 1, memory_order_relaxed) >= FAB_TX_WINDOW) {
         atomic_fetch_sub_explicit(&p->tx_out, 1, memory_order_relaxed);
         return 0;
     }
     if (atomic_fetch_add_explicit(&f->tx_out_all, 1, memory_order_relaxed) >= f->tx_cap) {
         atomic_fetch_sub_explicit(&f->tx_out_all, 1, memory_order_relaxed);
-        atomic_fetch_sub_explicit(&p->tx_out, 1, memory_order_relaxed);
+        if (p)
+            atomic_fetch_sub_explicit(&p->tx_out, 1, memory_order_relaxed);
         return 0;
     }
     return 1;
@@ -142,7 +145,8 @@ void vmmc_fab__window_give(fab_ep_t *f, fab_peer_t *p)
     if (!f->resends)
         return;
     atomic_fetch_sub_explicit(&f->tx_out_all, 1, memory_order_relaxed);
-    atomic_fetch_sub_explicit(&p->tx_out, 1, memory_order_relaxed);
+    if (p)
+        atomic_fetch_sub_explicit(&p->tx_out, 1, memory_order_relaxed);
 }
 
 int vmmc_fab__sleep(fab_ep_t *f, int started)

@@ -325,8 +325,9 @@ static int insert(fab_ep_t *f, int h, const char *card)
         fi_addr_t fa = FI_ADDR_NOTAVAIL;
         int rc = fi_av_insert(f->av, raw, 1, &fa, 0, NULL);
         if (rc != 1) {
-            st = vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "fabric: fi_av_insert of %s %d: %s",
-                            VMMC_PEER_WORD(f->ep, h), h, fi_strerror(rc < 0 ? -rc : FI_EINVAL));
+            st = vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "fabric: fi_av_insert of %s %d (address "
+                            "%s): %s", VMMC_PEER_WORD(f->ep, h), h, hex,
+                            rc < 0 ? fi_strerror(-rc) : "refused by the provider");
         } else {
             if (fa >= f->by_fa_cap) {
                 size_t cap = f->by_fa_cap ? f->by_fa_cap : 64;

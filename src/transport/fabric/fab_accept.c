@@ -18,6 +18,12 @@
  * the address it connected to, as the first thing it hears from it, and
  * fails the peer at once ("refused: not listening (fabric)").
  *
+ * A fabric address may be another endpoint's by now (the one a card names
+ * closed, a new one bound its port): a HELLO names the whole secret of the
+ * card its sender used, every message the low half of it (dst). A HELLO
+ * for another secret is refused as such, anything else for another is
+ * dropped (fabric.not_ours).
+ *
  * Everything else from an address the provider does not name is taken only
  * if its header carries the secret of a peer that reached us by HELLO (or of
  * the rank it claims, fabric.c): messages the connector sent right behind
@@ -136,7 +142,12 @@ int vmmc_fab__hello(fab_ep_t *f, int h)
     if (!atomic_compare_exchange_strong(&p->hello, &was, 1))
         return VMMC_OK; /* sent already, or it reached us with its own */
     vmmc_tl_ep_t *v = VMMC_TL_EP(f->ep);
+    vmmc_tl_peer_t *tp = vmmc_tl_peer_at(f->ep, h);
+    char sec[32];
+    /* the endpoint we mean: one that has its address now refuses us */
     fab_hdr_t hd = {.kind = F_HELLO};
+    if (tp && tp->addr && vmmc_card_get(tp->addr, "fsec", sec, sizeof sec))
+        hd.imm = strtoull(sec, NULL, 16);
     /* numbered 0 like the first message to any peer: the listener takes
      * the peer's later messages in order behind it */
     if ((st = vmmc_fab__send(f, h, &hd, v->addr, v->addr_len, 0)) != VMMC_OK)
@@ -144,10 +155,10 @@ int vmmc_fab__hello(fab_ep_t *f, int h)
     return st;
 }
 
-/* A REFUSE from @h, named by the provider: taken only from a peer we sent
- * our HELLO to and before anything else of it was handled (a refusal after
- * it took us would be old); then the peer fails at once. */
-static void refused_by(fab_ep_t *f, int h)
+/* A REFUSE from @h (for @why, FAB_REFUSE_*): taken only from a peer we
+ * sent our HELLO to and before anything else of it was handled (a refusal
+ * after it took us would be old); then the peer fails at once. */
+static void refused_by(fab_ep_t *f, int h, uint64_t why)
 {
     fab_peer_t *p = fab_peer_of(f, h);
     if (!p || !atomic_load(&p->hello) || p->rx_seq != 0 ||
@@ -157,14 +168,19 @@ static void refused_by(fab_ep_t *f, int h)
         return;
     }
     atomic_fetch_add_explicit(&f->c_refused_by_peer, 1, memory_order_relaxed);
-    vmmc_tl_peer_failed(f->ep, h, -1, "refused: not listening (fabric)");
+    vmmc_tl_peer_failed(f->ep, h, -1,
+                        why == FAB_REFUSE_NOT_OURS
+                            ? "refused: another endpoint has this address now; the one "
+                              "named is gone (fabric)"
+                            : "refused: not listening (fabric)");
     vmmc_fab__waits_fail(f, h, VMMC_ERR_PEER_DEAD);
 }
 
 /* ---- the listener's side --------------------------------------------------------- */
 
-/* Answer a refused HELLO at the fabric address @raw it gave (best effort). */
-static void refuse(fab_ep_t *f, const unsigned char *raw)
+/* Answer HELLO @hello, refused for @why (FAB_REFUSE_*), at the fabric
+ * address @raw it gave (best effort). */
+static void refuse(fab_ep_t *f, const unsigned char *raw, const fab_hdr_t *hello, int why)
 {
     fi_addr_t fa = FI_ADDR_NOTAVAIL;
     pthread_mutex_lock(&f->lock);
@@ -185,7 +201,8 @@ static void refuse(fab_ep_t *f, const unsigned char *raw)
     memset(tx, 0, sizeof *tx);
     tx->peer = -1; /* no handle: a failure fails nobody */
     tx->len = sizeof(fab_hdr_t);
-    fab_hdr_t r = {.kind = F_REFUSE, .src = -1, .sec = f->sec};
+    fab_hdr_t r = {.kind = F_REFUSE, .src = -1, .sec = f->sec, .imm = (uint64_t)why,
+                   .dst = (uint32_t)hello->sec, .token = {hello->imm, 0}};
     memcpy(tx->buf, &r, sizeof r);
     void *desc = NULL;
     if (f->cache) {
@@ -269,9 +286,10 @@ static int greeted_find(fab_ep_t *f, uint64_t sec)
     return -1;
 }
 
-/* A HELLO from an address the provider does not name: the handle of its
+/* A HELLO from an address the provider does not name (or one meant for
+ * another endpoint, @h its sender's handle here if named): the handle of its
  * sender (known, or accepted now), or FAB_RX_DROP (counted). */
-static int on_hello(fab_ep_t *f, const fab_hdr_t *hd, const char *data, size_t dlen)
+static int on_hello(fab_ep_t *f, int h, const fab_hdr_t *hd, const char *data, size_t dlen)
 {
     vmmc_ep_t *ep = f->ep;
     char card[VMMC_ADDR_MAX + 1], v[256];
@@ -292,15 +310,26 @@ static int on_hello(fab_ep_t *f, const fab_hdr_t *hd, const char *data, size_t d
         vmmc_debug("fabric: dropped a HELLO from an unknown address: %s", why);
         return FAB_RX_DROP;
     }
+    for (size_t i = 0; i < f->addrlen; i++)
+        sscanf(v + 2 * i, "%2hhx", &raw[i]);
+    if (hd->imm != f->sec) {
+        /* meant for the endpoint that had our address before us (it
+         * closed, the port was taken again): refused, so that its sender
+         * fails at once instead of talking to us */
+        atomic_fetch_add_explicit(&f->c_not_ours, 1, memory_order_relaxed);
+        vmmc_debug("fabric: refused a HELLO meant for another endpoint");
+        refuse(f, raw, hd, FAB_REFUSE_NOT_OURS);
+        return FAB_RX_DROP;
+    }
+    if (h >= 0)
+        return h; /* it reached us before: nothing new */
     int is_new = 0;
-    int h = vmmc_tl_peer_accept(ep, &vmmc_tl_fabric, card, dlen, 0, &is_new);
+    h = vmmc_tl_peer_accept(ep, &vmmc_tl_fabric, card, dlen, 0, &is_new);
     if (h == VMMC_ERR_PERMISSION) {
         /* it does not listen (or closes): say so at the address it gave,
          * so that it fails at once instead of waiting out its request */
         vmmc_debug("fabric: HELLO refused: %s", vmmc_last_error());
-        for (size_t i = 0; i < f->addrlen; i++)
-            sscanf(v + 2 * i, "%2hhx", &raw[i]);
-        refuse(f, raw);
+        refuse(f, raw, hd, FAB_REFUSE_NOT_LISTENING);
         return FAB_RX_DROP;
     }
     int st = VMMC_OK;
@@ -329,21 +358,27 @@ int vmmc_fab__rx_source(fab_ep_t *f, fi_addr_t src, const void *buf, size_t len)
     }
     fab_hdr_t hd;
     memcpy(&hd, buf, sizeof hd);
+    if (hd.kind == F_HELLO && (h < 0 || hd.imm != f->sec))
+        return on_hello(f, h, &hd, (const char *)buf + sizeof hd, len - sizeof hd);
+    if (hd.dst != (uint32_t)f->sec) {
+        /* sent to the endpoint that had our address before us */
+        atomic_fetch_add_explicit(&f->c_not_ours, 1, memory_order_relaxed);
+        return FAB_RX_DROP;
+    }
     if (hd.kind == F_REFUSE) {
         /* only the address we connected to may refuse us; where the
          * provider names no source (rxd), the peer we sent a HELLO whose
-         * card has the refusal's secret */
+         * card has the refusal's secret (or, refused as another endpoint's
+         * HELLO, the secret our HELLO named, echoed) */
         if (h < 0 && f->nosrc && src == FI_ADDR_NOTAVAIL)
-            h = greeted_find(f, hd.sec);
+            h = greeted_find(f, hd.imm == FAB_REFUSE_NOT_OURS ? hd.token[0] : hd.sec);
         if (h < 0)
             atomic_fetch_add_explicit(&f->c_unknown, 1, memory_order_relaxed);
         else
-            refused_by(f, h);
+            refused_by(f, h, hd.imm);
         return FAB_RX_DROP;
     }
     if (h < 0 && src == FI_ADDR_NOTAVAIL) {
-        if (hd.kind == F_HELLO)
-            return on_hello(f, &hd, (const char *)buf + sizeof hd, len - sizeof hd);
         h = vmmc_fab__handle_claimed(f, hd.src, hd.sec);
         if (h < 0)
             h = known_find(f, hd.sec);

@@ -191,6 +191,7 @@ static int post_msg(fab_ep_t *f, int h, fab_peer_t *p, fab_tx_t *tx, const struc
     fab_hdr_t *th = (fab_hdr_t *)tx->buf;
     th->src = VMMC_TL_EP(f->ep)->rank;
     th->sec = f->sec;
+    th->dst = p->dsec;
     struct timespec t0 = {0, 0};
     pthread_mutex_lock(&p->seqlock);
     for (unsigned spin = 0;; spin++) {

@@ -42,12 +42,17 @@ enum {
     F_BYE = 10,     /* the sender's endpoint closes: it has left */
     F_NOTE = 11,    /* notification of an RMA write before it: export id/gen (token), off, len, imm */
     F_HELLO = 12,   /* first message to a peer that is not a rank: the sender's address (data) */
-    F_REFUSE = 13,  /* answer to a HELLO the receiver refused (it does not listen) */
+    F_REFUSE = 13,  /* answer to a HELLO the receiver refused (imm: FAB_REFUSE_*) */
     F_SEQACK = 14,  /* id: the receiver handled every message of ours numbered below it */
     F_NSRETIRE = 15,  /* id: our notification slot for you is retired: no more CQ data on it */
     F_NSRETIRED = 16, /* id: that slot: none of our CQ data on it follows this message */
 };
 enum { F_FIRST = 1, F_LAST = 2, F_NOTIFY = 4, F_HEADLAST = 8 };
+/* Why a HELLO was refused (the REFUSE's imm). A HELLO's imm is the whole
+ * secret of the address its sender connected to; a REFUSE for another
+ * endpoint echoes it in token[0] (where the provider names no source, the
+ * connector knows by it whose answer this is). */
+enum { FAB_REFUSE_NOT_LISTENING = 0, FAB_REFUSE_NOT_OURS = 1 };
 
 /* Every message starts with this header (host byte order: hosts of one job
  * share endianness, as for udp). */
@@ -66,7 +71,11 @@ typedef struct fab_hdr {
      * provider names no source until the sender is in its address vector):
      * the sender's handle there and the secret of its address (fsec=) */
     int32_t src;
-    uint32_t pad3;
+    /* the receiver's secret as the sender knows it (the low half of fsec=
+     * of the address it sent to): a message sent to an address that another
+     * endpoint has taken since (a port used again after an endpoint closed)
+     * is known there and dropped, not taken as meant for it */
+    uint32_t dst;
     uint64_t sec;
 } fab_hdr_t;
 
@@ -221,6 +230,7 @@ typedef struct fab_peer {
     /* open world (fab_accept.c): we sent it our HELLO (a refusal is taken
      * only then), or it reached us with its own (none to send) */
     _Atomic int hello;
+    uint32_t dsec;           /* the low half of its fsec= (our headers' dst) */
 } fab_peer_t;
 
 #define FAB_PEER_CHUNK 256
@@ -313,6 +323,7 @@ typedef struct fab_ep {
     _Atomic uint32_t tx_seq;
     _Atomic int tx_sleepers;
     _Atomic uint64_t c_tx, c_rx, c_tx_again, c_refused, c_unknown, c_bad, c_tx_err;
+    _Atomic uint64_t c_not_ours; /* sent to an endpoint that had our address before */
     _Atomic uint64_t c_rma_writes, c_rma_reads, c_rma_refused, c_rma_regions;
     _Atomic uint64_t c_rma_regions_closed; /* closed as their last importer left */
     _Atomic uint64_t c_rma_atomics;        /* atomics posted as the provider's */

@@ -319,9 +319,13 @@ static int insert(fab_ep_t *f, int h, const char *card)
     if (n != f->addrlen)
         return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "%s %d's fabric address has %zu bytes, "
                           "not %zu", VMMC_PEER_WORD(f->ep, h), h, n, f->addrlen);
+    char sec[32];
+    uint32_t dsec = vmmc_card_get(card, "fsec", sec, sizeof sec)
+                        ? (uint32_t)strtoull(sec, NULL, 16) : 0;
     pthread_mutex_lock(&f->lock);
     int st = VMMC_OK;
     if (p->fa == FI_ADDR_NOTAVAIL) {
+        p->dsec = dsec; /* before fa: whoever sees fa set finds it */
         fi_addr_t fa = FI_ADDR_NOTAVAIL;
         int rc = fi_av_insert(f->av, raw, 1, &fa, 0, NULL);
         if (rc != 1) {
@@ -452,7 +456,7 @@ static int fab_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *va
                                         "fabric.notes_cq_data", "fabric.bad_cq_data",
                                         "fabric.rma_regions_closed", "fabric.rma_atomics",
                                         "fabric.zcopy_sends", "fabric.cqd_slots_retired",
-                                        "fabric.cqd_retire_msgs"};
+                                        "fabric.cqd_retire_msgs", "fabric.not_ours"};
     fab_ep_t *f = F(ep);
     enum { OWN = sizeof names / sizeof names[0] };
     if (f && f->cache && i >= OWN)
@@ -464,7 +468,7 @@ static int fab_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *va
                              &f->c_rma_refused, &f->c_rma_regions, &f->c_refusals_sent,
                              &f->c_refused_by_peer, &f->c_naps, &f->c_wakes, &f->c_notes_cqd,
                              &f->c_bad_cqd, &f->c_rma_regions_closed, &f->c_rma_atomics,
-                             &f->c_zcopy, &f->c_ns_retired, &f->c_ns_told};
+                             &f->c_zcopy, &f->c_ns_retired, &f->c_ns_told, &f->c_not_ours};
     *name = names[i];
     *value = atomic_load(c[i]);
     return VMMC_OK;

@@ -10,6 +10,11 @@
  *     and counted in fabric.from_unknown / fabric.malformed, no peer is
  *     made, and the endpoint stays well: a real connector is accepted and
  *     its data lands;
+ *   - what was meant for another endpoint at the same fabric address (one
+ *     that had it before and closed): a HELLO naming another secret is
+ *     refused, its connector fails at once with VMMC_ERR_PEER_DEAD
+ *     ("another endpoint has this address now"), other messages are
+ *     dropped (fabric.not_ours);
  *   - a connector that is killed after it connected (no goodbye) is
  *     reported dead to the listener; one that closes is reported left.
  * Skips (77) where the fabric transport cannot open. */
@@ -46,9 +51,11 @@ static int child(const char *mode, const char *text)
     vmmc_proxy_t *px;
     int rc = vmmc_import(ep, peer, "x", 60000, &px);
     printf("child (%s): import: %s (%s)\n", mode, vmmc_strerror(rc), rc ? vmmc_last_error() : "");
-    if (!strcmp(mode, "refused")) {
+    if (!strcmp(mode, "refused") || !strcmp(mode, "stale")) {
         VT_CHECK(rc == VMMC_ERR_PEER_DEAD);
-        VT_CHECK(strstr(vmmc_last_error(), "refused: not listening (fabric)") != NULL);
+        VT_CHECK(strstr(vmmc_last_error(), !strcmp(mode, "refused")
+                                               ? "refused: not listening (fabric)"
+                                               : "another endpoint has this address now") != NULL);
         VT_CHECK(vt_counter(ep, "fabric.refused_by_peer") == 1);
         /* and every later operation, at once */
         VT_CHECK(vmmc_signal(ep, peer) == VMMC_ERR_PEER_DEAD);
@@ -104,6 +111,18 @@ typedef struct raw {
     fi_addr_t to;
 } raw_t;
 
+/* The provider the target uses, as an address card spells it ('+' for ';'). */
+static const char *fabp(void)
+{
+    static char p[64];
+    const char *env = getenv("VMMC_FABRIC_PROVIDER");
+    snprintf(p, sizeof p, "%s", env && *env ? env : "tcp+ofi_rxm");
+    for (char *c = p; *c; c++)
+        if (*c == ';')
+            *c = '+';
+    return p;
+}
+
 static void raw_open(raw_t *r, vmmc_ep_t *target)
 {
     VT_OK(vmmc_fab__dl_load());
@@ -111,7 +130,12 @@ static void raw_open(raw_t *r, vmmc_ep_t *target)
     struct fi_ep_attr ea = {.type = FI_EP_RDM};
     /* no FI_MR_LOCAL: the raw sends' buffers are not registered */
     struct fi_domain_attr da = {.mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY};
-    struct fi_fabric_attr fa = {.prov_name = "tcp;ofi_rxm"};
+    char prov[64];
+    snprintf(prov, sizeof prov, "%s", fabp());
+    for (char *c = prov; *c; c++)
+        if (*c == '+')
+            *c = ';';
+    struct fi_fabric_attr fa = {.prov_name = prov};
     memset(&h, 0, sizeof h);
     h.caps = FI_MSG;
     h.ep_attr = &ea;
@@ -184,11 +208,21 @@ static void raw_close(raw_t *r)
     fi_freeinfo(r->info);
 }
 
-/* A HELLO whose header says @sec and @seq, with the address @card. */
-static void hello(raw_t *r, uint64_t sec, uint32_t seq, const char *card)
+/* The secret (fsec=) of @ep's address. */
+static uint64_t sec_of(vmmc_ep_t *ep)
+{
+    char card[VMMC_ADDR_MAX + 1], v[32];
+    vt_ep_addr(ep, card);
+    VT_CHECK(vmmc_card_get(card, "fsec", v, sizeof v));
+    return strtoull(v, NULL, 16);
+}
+
+/* A HELLO to the endpoint whose secret is @to, whose header says @sec and
+ * @seq, with the address @card. */
+static void hello(raw_t *r, uint64_t to, uint64_t sec, uint32_t seq, const char *card)
 {
     unsigned char m[sizeof(fab_hdr_t) + VMMC_ADDR_MAX];
-    fab_hdr_t h = {.kind = F_HELLO, .seq = seq, .sec = sec};
+    fab_hdr_t h = {.kind = F_HELLO, .seq = seq, .sec = sec, .imm = to, .dst = (uint32_t)to};
     size_t n = strlen(card);
     VT_CHECK(n <= VMMC_ADDR_MAX);
     memcpy(m, &h, sizeof h);
@@ -205,6 +239,7 @@ static void forged(vmmc_ep_t *b)
     vt_ep_addr(b, bc);
     VT_CHECK(vmmc_card_get(bc, "host", host, sizeof host));
     const uint64_t sec = 0x0123456789abcdefull;
+    const uint64_t bsec = sec_of(b);
     int peers = vmmc_peer_count(b);
     uint64_t acc0 = vt_counter(b, "peers_accepted");
     uint64_t refusals0 = vt_counter(b, "fabric.refusals_sent");
@@ -213,11 +248,12 @@ static void forged(vmmc_ep_t *b)
     raw_send(&r, "garbage", 7); /* shorter than a header */
     counted(b, "fabric.from_unknown", u0);
     u0 = vt_counter(b, "fabric.from_unknown");
-    fab_hdr_t h = {.kind = F_CTL, .src = 0, .sec = sec}; /* not a HELLO, claims a handle */
+    /* not a HELLO, claims a handle */
+    fab_hdr_t h = {.kind = F_CTL, .src = 0, .sec = sec, .dst = (uint32_t)bsec};
     raw_send(&r, &h, sizeof h);
     counted(b, "fabric.from_unknown", u0);
     u0 = vt_counter(b, "fabric.from_unknown");
-    h = (fab_hdr_t){.kind = F_REFUSE};                   /* a refusal from nobody */
+    h = (fab_hdr_t){.kind = F_REFUSE, .dst = (uint32_t)bsec}; /* a refusal from nobody */
     raw_send(&r, &h, sizeof h);
     counted(b, "fabric.from_unknown", u0);
     u0 = vt_counter(b, "fabric.from_unknown");
@@ -226,11 +262,13 @@ static void forged(vmmc_ep_t *b)
     for (size_t i = 0; i < sizeof junk; i++)
         junk[i] = (unsigned char)vt_rand(&s);
     junk[0] = 200;                                       /* no such kind */
+    uint32_t to = (uint32_t)bsec;                        /* meant for b */
+    memcpy(junk + offsetof(fab_hdr_t, dst), &to, sizeof to);
     raw_send(&r, junk, sizeof junk);
     counted(b, "fabric.from_unknown", u0);
 
     /* HELLOs that fail a check */
-    snprintf(card, sizeof card, "host=%s;pid=77;fab=%s;fabp=tcp+ofi_rxm;fsec=%016llx;", host, me,
+    snprintf(card, sizeof card, "host=%s;pid=77;fab=%s;fabp=%s;fsec=%016llx;", host, me, fabp(),
              (unsigned long long)sec);
     struct {
         uint64_t sec;
@@ -247,16 +285,29 @@ static void forged(vmmc_ep_t *b)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         uint64_t m0 = vt_counter(b, "fabric.malformed");
-        hello(&r, bad[i].sec, bad[i].seq, bad[i].card);
+        hello(&r, bsec, bad[i].sec, bad[i].seq, bad[i].card);
         counted(b, "fabric.malformed", m0);
     }
     VT_CHECK(vmmc_peer_count(b) == peers);
     VT_CHECK(vt_counter(b, "peers_accepted") == acc0);
     VT_CHECK(vt_counter(b, "fabric.refusals_sent") == refusals0); /* none answered */
 
+    /* Meant for another endpoint that had b's address: a message is
+     * dropped, a HELLO refused (answered), neither makes a peer. */
+    uint64_t n0 = vt_counter(b, "fabric.not_ours");
+    h = (fab_hdr_t){.kind = F_CTL, .src = 0, .sec = sec, .dst = (uint32_t)bsec ^ 1};
+    raw_send(&r, &h, sizeof h);
+    counted(b, "fabric.not_ours", n0);
+    n0 = vt_counter(b, "fabric.not_ours");
+    hello(&r, bsec ^ (1ull << 40), sec, 0, card); /* the same low half: the whole secret counts */
+    counted(b, "fabric.not_ours", n0);
+    counted(b, "fabric.refusals_sent", refusals0);
+    VT_CHECK(vmmc_peer_count(b) == peers);
+    VT_CHECK(vt_counter(b, "peers_accepted") == acc0);
+
     /* A good HELLO is taken (b listens). */
     uint64_t a0 = vt_counter(b, "peers_accepted");
-    hello(&r, sec, 0, card);
+    hello(&r, bsec, sec, 0, card);
     counted(b, "peers_accepted", a0);
     VT_CHECK(vmmc_peer_count(b) == peers + 1);
     raw_close(&r);
@@ -315,6 +366,25 @@ int main(int argc, char **argv)
 
     VT_OK(vmmc_listen(b, on_accept, NULL));
     forged(b);
+
+    /* A connector whose address of b names another secret, as if b had
+     * taken the fabric address of an endpoint that closed: refused at
+     * once, not taken as b's peer. */
+    char stale[VMMC_ADDR_MAX + 1], stext[2 * VMMC_ADDR_MAX + 1], sv[32];
+    VT_CHECK(vmmc_card_get(ba, "fsec", sv, sizeof sv));
+    const char *at = strstr(ba, sv);
+    VT_CHECK(at != NULL);
+    snprintf(stale, sizeof stale, "%s", ba);
+    stale[at - ba] = sv[0] == '0' ? '1' : '0';
+    VT_OK(vmmc_addr_format(stale, bl, stext, sizeof stext));
+    int sp0 = vmmc_peer_count(b);
+    uint64_t no0 = vt_counter(b, "fabric.not_ours");
+    st = child_status(spawn_child(argv[0], "stale", stext));
+    VT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 3);
+    VT_CHECK(vt_counter(b, "fabric.not_ours") > no0);
+    VT_CHECK(vmmc_peer_count(b) == sp0);
+    printf("a connector to an endpoint that closed, whose address another one has now: "
+           "refused at once\n");
 
     /* A connector that closes: accepted, its data lands, it has left. */
     int n0 = vmmc_peer_count(b);

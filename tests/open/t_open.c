@@ -290,9 +290,14 @@ static void listening(const char *self, vmmc_ep_t *a, vmmc_ep_t *b, vmmc_ep_t *r
 }
 
 /* An endpoint that closed: connecting is lazy (fine), the first operation
- * fails with the peer's error instead of hanging. */
+ * fails with the peer's error instead of hanging. Over a fabric provider
+ * without connections (udp;ofi_rxd) nothing tells a datagram's sender that
+ * nobody listens: the import ends at its deadline (docs/fabric.md). */
 static void dead_endpoint(vmmc_ep_t *a)
 {
+    const char *prov = getenv("VMMC_FABRIC_PROVIDER");
+    const char *tr = getenv("VMMC_TRANSPORT");
+    int conless = prov && strstr(prov, "rxd") && tr && !strcmp(tr, "fabric");
     vmmc_ep_t *d;
     VT_OK(vmmc_ep_open(NULL, &d));
     char da[VMMC_ADDR_MAX + 1];
@@ -305,9 +310,11 @@ static void dead_endpoint(vmmc_ep_t *a)
     int rc = vmmc_import(a, h, "x", 5000, &px);
     printf("import from a closed endpoint: %s after %.2f s (%s)\n", vmmc_strerror(rc),
            vt_now() - t0, vmmc_last_error());
-    VT_CHECK(rc == VMMC_ERR_PEER_DEAD || rc == VMMC_ERR_PEER_UNREACHABLE);
+    VT_CHECK(rc == VMMC_ERR_PEER_DEAD || rc == VMMC_ERR_PEER_UNREACHABLE ||
+             (conless && rc == VMMC_ERR_TIMEOUT));
     rc = vmmc_import(a, h, "x", 5000, &px); /* and again: still an error */
-    VT_CHECK(rc == VMMC_ERR_PEER_DEAD || rc == VMMC_ERR_PEER_UNREACHABLE);
+    VT_CHECK(rc == VMMC_ERR_PEER_DEAD || rc == VMMC_ERR_PEER_UNREACHABLE ||
+             (conless && rc == VMMC_ERR_TIMEOUT));
 }
 
 /* Raw connections to @b's control socket: garbage, then HELLO with an

@@ -32,6 +32,7 @@ typedef void (*freeinfo_fn)(struct fi_info *);
 typedef struct fi_info *(*dupinfo_fn)(const struct fi_info *);
 typedef const char *(*strerror_fn)(int);
 typedef int (*fabric_fn)(struct fi_fabric_attr *, struct fid_fabric **, void *);
+typedef uint32_t (*version_fn)(void);
 
 static struct {
     getinfo_fn getinfo;
@@ -39,7 +40,24 @@ static struct {
     dupinfo_fn dupinfo;
     strerror_fn fstrerror;
     fabric_fn fabric;
+    version_fn version;
 } F;
+
+/* udp;ofi_rxd on a libfabric before 2.4 (fab_prov.c rxd_over_old_udp): its
+ * udp provider overruns a full completion queue; the transport passes over
+ * it unless VMMC_FABRIC_RXD_ANYWAY is set. */
+static int rxd_old_udp(const char *prov)
+{
+    return !strcmp(prov, "udp;ofi_rxd") && F.version &&
+           FI_VERSION_LT(F.version(), FI_VERSION(2, 4));
+}
+
+static int rxd_anyway(void)
+{
+    const char *v = getenv("VMMC_FABRIC_RXD_ANYWAY");
+    return v && (!strcmp(v, "yes") || !strcmp(v, "y") || !strcmp(v, "1") || !strcmp(v, "on") ||
+                 !strcmp(v, "true"));
+}
 
 static int soft_provider(const char *name)
 {
@@ -124,6 +142,8 @@ static void print_list(void)
                (i->caps & FI_ATOMIC) ? "yes" : "no",
                (i->domain_attr->mr_mode & FI_MR_LOCAL) ? "needed" : "no", i->tx_attr->inject_size,
                strstr(p, "vmmc") ? "vmmc's own: never opened by the transport"
+               : rxd_old_udp(p) && !rxd_anyway() ? "software: not used on libfabric before 2.4 (its udp provider "
+                                  "overruns a full completion queue; VMMC_FABRIC_RXD_ANYWAY=yes)"
                : i->ep_attr->protocol == FI_PROTO_RXD
                    ? "software: no offload; messages only (its RMA fails under load)"
                : soft_provider(p) ? "software: no offload"
@@ -209,14 +229,23 @@ static void print_choice(void)
     }
     int rc = F.getinfo(FI_VERSION(1, 9), NULL, NULL, 0, h, &list);
     F.freeinfo(h);
-    for (struct fi_info *i = rc ? NULL : list; i && !best; i = i->next)
-        if (!strstr(i->fabric_attr->prov_name, "vmmc"))
-            best = i;
+    int unsafe = 0;
+    for (struct fi_info *i = rc ? NULL : list; i && !best; i = i->next) {
+        if (strstr(i->fabric_attr->prov_name, "vmmc"))
+            continue;
+        if (!rxd_anyway() && rxd_old_udp(i->fabric_attr->prov_name)) {
+            unsafe = 1;
+            continue;
+        }
+        best = i;
+    }
     const char *fp = getenv("FI_PROVIDER");
     if (!best) {
-        printf("  would use  none: no provider meets the transport's needs%s%s%s%s\n",
+        printf("  would use  none: no provider meets the transport's needs%s%s%s%s%s\n",
                prov && *prov ? " named by VMMC_FABRIC_PROVIDER=" : "", prov && *prov ? prov : "",
-               fp && *fp ? " among FI_PROVIDER=" : "", fp && *fp ? fp : "");
+               fp && *fp ? " among FI_PROVIDER=" : "", fp && *fp ? fp : "",
+               unsafe ? " (udp;ofi_rxd is not used on this libfabric: VMMC_FABRIC_RXD_ANYWAY=yes)"
+                      : "");
     } else {
         const char *t = getenv("VMMC_TRANSPORT"), *m = getenv("VMMC_FABRIC");
         int forced = (t && !strcmp(t, "fabric")) || (m && !strcmp(m, "yes"));
@@ -261,6 +290,7 @@ void vmmc_info_fabric_print(void)
     F.dupinfo = (dupinfo_fn)dlsym(h, "fi_dupinfo");
     F.fstrerror = (strerror_fn)dlsym(h, "fi_strerror");
     F.fabric = (fabric_fn)dlsym(h, "fi_fabric");
+    F.version = (version_fn)dlsym(h, "fi_version");
     if (!F.getinfo || !F.freeinfo || !F.dupinfo || !F.fstrerror) {
         printf("  libfabric  libfabric.so.1 lacks fi_getinfo and friends\n");
         return;

@@ -23,9 +23,10 @@ static void load(void)
     *(void **)&d.dupinfo = dlsym(h, "fi_dupinfo");
     *(void **)&d.fabric = dlsym(h, "fi_fabric");
     *(void **)&d.strerror = dlsym(h, "fi_strerror");
-    if (!d.getinfo || !d.freeinfo || !d.dupinfo || !d.fabric || !d.strerror) {
-        snprintf(why, sizeof why, "libfabric.so.1 lacks fi_getinfo, fi_dupinfo, fi_fabric or "
-                 "fi_strerror");
+    *(void **)&d.version = dlsym(h, "fi_version");
+    if (!d.getinfo || !d.freeinfo || !d.dupinfo || !d.fabric || !d.strerror || !d.version) {
+        snprintf(why, sizeof why, "libfabric.so.1 lacks fi_getinfo, fi_dupinfo, fi_fabric, "
+                 "fi_strerror or fi_version");
         return;
     }
     d.ok = 1;

@@ -369,6 +369,7 @@ struct vmmc_fab_dl {
     struct fi_info *(*dupinfo)(const struct fi_info *);
     int (*fabric)(struct fi_fabric_attr *, struct fid_fabric **, void *);
     const char *(*strerror)(int);
+    uint32_t (*version)(void); /* the library's own version (FI_VERSION), not the headers' */
 };
 extern struct vmmc_fab_dl vmmc_fab_dl;
 int vmmc_fab__dl_load(void);
@@ -377,6 +378,7 @@ int vmmc_fab__dl_load(void);
 #define fi_dupinfo (*vmmc_fab_dl.dupinfo)
 #define fi_fabric (*vmmc_fab_dl.fabric)
 #define fi_strerror (*vmmc_fab_dl.strerror)
+#define fi_version (*vmmc_fab_dl.version)
 
 /* fabric.c */
 fab_peer_t *vmmc_fab__peer(fab_ep_t *f, int h, int *status);

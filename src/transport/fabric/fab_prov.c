@@ -1,6 +1,7 @@
 /* The fabric transport's settings and its choice of provider: which one
  * (VMMC_FABRIC_PROVIDER, else FI_PROVIDER, else the first reliable-datagram
- * provider libfabric offers that is not vmmc's own, which would recurse),
+ * provider libfabric offers that is not vmmc's own, which would recurse, nor
+ * udp;ofi_rxd on a libfabric whose udp provider loses completions),
  * with an ordered RMA path where it has one, and whether to open at all
  * (VMMC_FABRIC: only where RDMA hardware is found, unless forced). */
 #include "transport/fabric/fab_int.h"
@@ -23,6 +24,7 @@ uint64_t vmmc_fab_cfg_send_timeout;
 uint64_t vmmc_fab_cfg_spin;
 uint64_t vmmc_fab_cfg_zcopy;
 int64_t vmmc_fab_cfg_tx_size;
+static int cfg_rxd_anyway;
 static const vmmc_cfg_entry_t fab_entries[] = {
     {"FABRIC", "auto", "open the libfabric transport: auto (only where RDMA hardware and a "
      "provider offloading to it are found, or VMMC_TRANSPORT=fabric), yes, no",
@@ -69,6 +71,11 @@ static const vmmc_cfg_entry_t fab_entries[] = {
      "(udp;ofi_rxd), at most this many sends are under way on the endpoint, and at most 64 to "
      "one peer: rxd 1.17 drops a send past its queue without a word",
      VMMC_CFG_INT, &vmmc_fab_cfg_tx_size, 0, 1 << 20},
+    {"FABRIC_RXD_ANYWAY", "no", "use udp;ofi_rxd even on a libfabric before 2.4, whose udp "
+     "provider writes past a full completion queue: under load rxd then loses send "
+     "completions (a peer's window shrinks until its sends stop) and may hand on a packet it "
+     "already freed. Without it vmmc passes over that provider, and refuses it when named",
+     VMMC_CFG_BOOL, &cfg_rxd_anyway},
     {"FABRIC_SPIN", "50us", "how long the progress thread, and a thread waiting for a get, a "
      "flush or an RMA completion, keep reading the provider's queues (yielding the cpu between "
      "reads) before they sleep: a wake through the provider's wait fd costs tens of us",
@@ -129,6 +136,22 @@ int vmmc_fab__atomic_wanted(const char *prov_name)
 }
 
 static struct fi_info *pick_with(int rma, int atomic, const struct fi_info *like);
+
+/* rxd over libfabric's udp provider before 2.4: udp writes a receive
+ * completion into its queue even when the queue is full (fixed upstream in
+ * "prov/udp: fix CQ overflow case", 2.4.0), and rxd's queue of udp
+ * completions fills under load (its sends' completions wait there behind
+ * the packets still arriving). The entry overwritten is lost and the new
+ * one read twice: a lost send completion keeps that packet counted as
+ * unacknowledged for good, so the peer's window shrinks until its sends
+ * stop ("its queue stayed full"), and a packet handled twice is freed
+ * while rxd still holds it as part of an unexpected message, whose bytes
+ * the next datagram then overwrites. */
+static int rxd_over_old_udp(const struct fi_info *i)
+{
+    return !strcmp(i->fabric_attr->prov_name, "udp;ofi_rxd") &&
+           FI_VERSION_LT(fi_version(), FI_VERSION(2, 4));
+}
 
 /* The provider to use (fi_freeinfo it), or NULL with the error set: with
  * an ordered RMA path if it has one (and VMMC_FABRIC_RMA), else messages;
@@ -210,12 +233,27 @@ static struct fi_info *pick_with(int rma, int atomic, const struct fi_info *like
                    cfg_provider ? cfg_provider : "", fi_strerror(-rc));
         return NULL;
     }
-    for (struct fi_info *i = list; i && !best; i = i->next)
-        if (!strstr(i->fabric_attr->prov_name, "vmmc")) /* ours: would recurse */
-            best = i;
+    int unsafe = 0;
+    for (struct fi_info *i = list; i && !best; i = i->next) {
+        if (strstr(i->fabric_attr->prov_name, "vmmc")) /* ours: would recurse */
+            continue;
+        if (!cfg_rxd_anyway && rxd_over_old_udp(i)) {
+            unsafe = 1;
+            continue;
+        }
+        best = i;
+    }
     if (!best) {
+        uint32_t v = fi_version();
         fi_freeinfo(list);
-        vmmc_error(VMMC_ERR_UNSUPPORTED, "fabric: libfabric offers only vmmc's own provider");
+        if (unsafe)
+            vmmc_error(VMMC_ERR_UNSUPPORTED, "fabric: udp;ofi_rxd is not used on libfabric "
+                       "%u.%u: its udp provider overruns a full completion queue, and under "
+                       "load rxd then loses completions and stalls (fixed in libfabric 2.4); "
+                       "use tcp;ofi_rxm or vmmc's udp transport (VMMC_FABRIC_RXD_ANYWAY=yes "
+                       "uses it all the same)", FI_MAJOR(v), FI_MINOR(v));
+        else
+            vmmc_error(VMMC_ERR_UNSUPPORTED, "fabric: libfabric offers only vmmc's own provider");
         return NULL;
     }
     struct fi_info *one = fi_dupinfo(best);

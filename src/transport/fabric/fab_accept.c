@@ -143,11 +143,10 @@ int vmmc_fab__hello(fab_ep_t *f, int h)
         return VMMC_OK; /* sent already, or it reached us with its own */
     vmmc_tl_ep_t *v = VMMC_TL_EP(f->ep);
     vmmc_tl_peer_t *tp = vmmc_tl_peer_at(f->ep, h);
-    char sec[32];
     /* the endpoint we mean: one that has its address now refuses us */
     fab_hdr_t hd = {.kind = F_HELLO};
-    if (tp && tp->addr && vmmc_card_get(tp->addr, "fsec", sec, sizeof sec))
-        hd.imm = strtoull(sec, NULL, 16);
+    if (tp)
+        (void)vmmc_fab__card_sec(tp->addr, &hd.imm);
     /* numbered 0 like the first message to any peer: the listener takes
      * the peer's later messages in order behind it */
     if ((st = vmmc_fab__send(f, h, &hd, v->addr, v->addr_len, 0)) != VMMC_OK)
@@ -276,9 +275,9 @@ static int greeted_find(fab_ep_t *f, uint64_t sec)
     for (int h = 0; h < n; h++) {
         fab_peer_t *p = fab_peer_of(f, h);
         vmmc_tl_peer_t *tp = vmmc_tl_peer_at(f->ep, h);
-        char v[32];
-        if (p && atomic_load(&p->hello) && tp && tp->addr && tp->tl == &vmmc_tl_fabric &&
-            vmmc_card_get(tp->addr, "fsec", v, sizeof v) && strtoull(v, NULL, 16) == sec) {
+        uint64_t s;
+        if (p && atomic_load(&p->hello) && tp && tp->tl == &vmmc_tl_fabric &&
+            vmmc_fab__card_sec(tp->addr, &s) && s == sec) {
             known_add(f, sec, h);
             return h;
         }
@@ -286,13 +285,14 @@ static int greeted_find(fab_ep_t *f, uint64_t sec)
     return -1;
 }
 
-/* A HELLO from an address the provider does not name (or one meant for
- * another endpoint, @h its sender's handle here if named): the handle of its
- * sender (known, or accepted now), or FAB_RX_DROP (counted). */
-static int on_hello(fab_ep_t *f, int h, const fab_hdr_t *hd, const char *data, size_t dlen)
+/* A HELLO from an address the provider does not name, or one meant for
+ * another endpoint (refused): the handle of its sender (known, or accepted
+ * now), or FAB_RX_DROP (counted). */
+static int on_hello(fab_ep_t *f, const fab_hdr_t *hd, const char *data, size_t dlen)
 {
     vmmc_ep_t *ep = f->ep;
     char card[VMMC_ADDR_MAX + 1], v[256];
+    uint64_t sec = 0;
     const char *why = NULL;
     unsigned char raw[128];
     if (hd->seq != 0 || hd->flags || dlen == 0 || dlen >= VMMC_ADDR_MAX)
@@ -301,7 +301,7 @@ static int on_hello(fab_ep_t *f, int h, const fab_hdr_t *hd, const char *data, s
         why = "malformed address";
     else if (vmmc_fab__reach(ep, card, 0) < 0)
         why = "its address names no fabric address of our provider";
-    else if (!vmmc_card_get(card, "fsec", v, sizeof v) || strtoull(v, NULL, 16) != hd->sec)
+    else if (!vmmc_fab__card_sec(card, &sec) || sec != hd->sec)
         why = "its secret is not the one its address gives";
     else if (!vmmc_card_get(card, "fab", v, sizeof v) || strlen(v) != 2 * f->addrlen)
         why = "its fabric address has the wrong size";
@@ -321,10 +321,8 @@ static int on_hello(fab_ep_t *f, int h, const fab_hdr_t *hd, const char *data, s
         refuse(f, raw, hd, FAB_REFUSE_NOT_OURS);
         return FAB_RX_DROP;
     }
-    if (h >= 0)
-        return h; /* it reached us before: nothing new */
     int is_new = 0;
-    h = vmmc_tl_peer_accept(ep, &vmmc_tl_fabric, card, dlen, 0, &is_new);
+    int h = vmmc_tl_peer_accept(ep, &vmmc_tl_fabric, card, dlen, 0, &is_new);
     if (h == VMMC_ERR_PERMISSION) {
         /* it does not listen (or closes): say so at the address it gave,
          * so that it fails at once instead of waiting out its request */
@@ -359,7 +357,7 @@ int vmmc_fab__rx_source(fab_ep_t *f, fi_addr_t src, const void *buf, size_t len)
     fab_hdr_t hd;
     memcpy(&hd, buf, sizeof hd);
     if (hd.kind == F_HELLO && (h < 0 || hd.imm != f->sec))
-        return on_hello(f, h, &hd, (const char *)buf + sizeof hd, len - sizeof hd);
+        return on_hello(f, &hd, (const char *)buf + sizeof hd, len - sizeof hd);
     if (hd.dst != (uint32_t)f->sec) {
         /* sent to the endpoint that had our address before us */
         atomic_fetch_add_explicit(&f->c_not_ours, 1, memory_order_relaxed);

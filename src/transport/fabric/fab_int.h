@@ -397,6 +397,8 @@ int vmmc_fab__hello(fab_ep_t *f, int h);
 void vmmc_fab__accept_close(fab_ep_t *f);
 int vmmc_fab__handle_of(fab_ep_t *f, fi_addr_t fa);
 int vmmc_fab__handle_claimed(fab_ep_t *f, int h, uint64_t sec);
+/* The secret (fsec=) of address card @card into *@sec; 0 if it has none. */
+int vmmc_fab__card_sec(const char *card, uint64_t *sec);
 /* fab_wait.c: the CQs and their wait object; the progress thread's sleep */
 int vmmc_fab__cq_open(fab_ep_t *f);  /* txcq, rxcq (and the wait set they need) */
 int vmmc_fab__cq_fds(fab_ep_t *f);   /* txfd, rxfd: after fi_enable */

@@ -319,9 +319,8 @@ static int insert(fab_ep_t *f, int h, const char *card)
     if (n != f->addrlen)
         return vmmc_error(VMMC_ERR_PEER_UNREACHABLE, "%s %d's fabric address has %zu bytes, "
                           "not %zu", VMMC_PEER_WORD(f->ep, h), h, n, f->addrlen);
-    char sec[32];
-    uint32_t dsec = vmmc_card_get(card, "fsec", sec, sizeof sec)
-                        ? (uint32_t)strtoull(sec, NULL, 16) : 0;
+    uint64_t sec = 0;
+    uint32_t dsec = vmmc_fab__card_sec(card, &sec) ? (uint32_t)sec : 0;
     pthread_mutex_lock(&f->lock);
     int st = VMMC_OK;
     if (p->fa == FI_ADDR_NOTAVAIL) {
@@ -355,6 +354,15 @@ static int insert(fab_ep_t *f, int h, const char *card)
     return st;
 }
 
+int vmmc_fab__card_sec(const char *card, uint64_t *sec)
+{
+    char v[32];
+    if (!card || !vmmc_card_get(card, "fsec", v, sizeof v))
+        return 0;
+    *sec = strtoull(v, NULL, 16);
+    return 1;
+}
+
 /* A message from a connection the provider does not name yet: the handle
  * it claims, if that peer's address holds the secret it carries (and the
  * peer goes into the address vector now, for what follows); else -1. */
@@ -363,10 +371,9 @@ int vmmc_fab__handle_claimed(fab_ep_t *f, int h, uint64_t sec)
     if (h < 0 || h >= vmmc_tl_peer_count(f->ep))
         return -1;
     vmmc_tl_peer_t *tp = vmmc_tl_peer_at(f->ep, h);
-    char v[32];
-    if (!tp || !tp->addr || tp->tl != &vmmc_tl_fabric ||
-        !vmmc_card_get(tp->addr, "fsec", v, sizeof v) ||
-        strtoull(v, NULL, 16) != sec || insert(f, h, tp->addr) != VMMC_OK)
+    uint64_t s;
+    if (!tp || tp->tl != &vmmc_tl_fabric || !vmmc_fab__card_sec(tp->addr, &s) || s != sec ||
+        insert(f, h, tp->addr) != VMMC_OK)
         return -1;
     return h;
 }

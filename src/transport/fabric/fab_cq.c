@@ -301,9 +301,14 @@ int vmmc_fab__sendv(fab_ep_t *f, int h, const fab_hdr_t *hdr, const struct iovec
     return post_msg(f, h, p, tx, &m, &desc, 1, nonblock);
 }
 
+/* The endpoint whose receive queue this thread reads now (rxlock held). */
+static __thread const fab_ep_t *rx_reader;
+
+/* The progress thread, or a thread handling what the receive queue held:
+ * neither may wait for a peer. */
 int vmmc_fab__on_progress_thread(const fab_ep_t *f)
 {
-    return f->thread_up && pthread_equal(f->thread, pthread_self());
+    return rx_reader == f || (f->thread_up && pthread_equal(f->thread, pthread_self()));
 }
 
 int vmmc_fab__send_zc(fab_ep_t *f, int h, const fab_hdr_t *hdr, const void *data, size_t len,
@@ -577,18 +582,43 @@ static int rx_progress(fab_ep_t *f)
     return done;
 }
 
+/* Read the receive queue and handle what it holds, unless another thread
+ * does so now (then 0). *busy: the notification queue stayed full. */
+static int rx_turn(fab_ep_t *f, int *busy)
+{
+    if (pthread_mutex_trylock(&f->rxlock) != 0)
+        return 0;
+    rx_reader = f;
+    int n = rx_progress(f);
+    if (f->busy)
+        n += rx_handle(f); /* the core may have taken notifications meanwhile */
+    *busy = f->busy;
+    rx_reader = NULL;
+    pthread_mutex_unlock(&f->rxlock);
+    return n;
+}
+
+void vmmc_fab__poll(fab_ep_t *f)
+{
+    int busy = 0;
+    if (f->thread_up && atomic_load_explicit(&f->started, memory_order_acquire) &&
+        !atomic_load_explicit(&f->stop, memory_order_acquire) && rx_turn(f, &busy) > 0) {
+        atomic_fetch_add_explicit(&f->c_rx_polled, 1, memory_order_relaxed);
+        vmmc_fab__active(f);
+    }
+}
+
 static void *progress_main(void *arg)
 {
     fab_ep_t *f = arg;
     uint64_t idle_since = 0;
     while (!atomic_load_explicit(&f->stop, memory_order_acquire)) {
         int started = atomic_load_explicit(&f->started, memory_order_acquire);
-        int n = started ? rx_progress(f) : 0;
+        int busy = 0;
+        int n = started ? rx_turn(f, &busy) : 0;
         n += vmmc_fab__tx_progress(f);
         report_failed(f);
-        if (f->busy)
-            n += rx_handle(f); /* the core may have taken notifications meanwhile */
-        if (n && !f->busy) {
+        if (n && !busy) {
             idle_since = 0;
             vmmc_fab__active(f);
             continue;
@@ -597,7 +627,7 @@ static void *progress_main(void *arg)
          * (yielding between reads: the cpu is shared) before sleeping: a
          * wake through the provider's wait fd costs tens of microseconds,
          * paid by every request and answer that finds this thread asleep. */
-        if (started && !f->busy && vmmc_fab_cfg_spin) {
+        if (started && !busy && vmmc_fab_cfg_spin) {
             uint64_t now = vmmc_now_ns();
             if (!idle_since)
                 idle_since = now;

@@ -303,6 +303,10 @@ typedef struct fab_ep {
     int nheld;
     int held_cap;            /* held[]'s size (grows with remote CQ data: fab_rx.c) */
     int busy;                /* the last try found the notification queue full */
+    /* One thread at a time reads the receive queue and handles what it
+     * holds (rx, held, busy): the progress thread, or a thread that drives
+     * the endpoint itself (vmmc_progress), which then needs no wake. */
+    pthread_mutex_t rxlock;
     fab_peer_t **_Atomic peers[FAB_PEER_CHUNKS];
     /* fi_addr -> handle (the AV is a table: fi_addr is an index) */
     int *by_fa;
@@ -324,6 +328,7 @@ typedef struct fab_ep {
     _Atomic int tx_sleepers;
     _Atomic uint64_t c_tx, c_rx, c_tx_again, c_refused, c_unknown, c_bad, c_tx_err;
     _Atomic uint64_t c_not_ours; /* sent to an endpoint that had our address before */
+    _Atomic uint64_t c_rx_polled; /* receive-queue reads by a polling thread that took something */
     _Atomic uint64_t c_rma_writes, c_rma_reads, c_rma_refused, c_rma_regions;
     _Atomic uint64_t c_rma_regions_closed; /* closed as their last importer left */
     _Atomic uint64_t c_rma_atomics;        /* atomics posted as the provider's */
@@ -476,6 +481,9 @@ void vmmc_fab__tx_done(fab_ep_t *f, fab_tx_t *tx, int st);
 void vmmc_fab__tx_free(fab_ep_t *f, fab_tx_t *tx);
 /* Read send completions; how many. */
 int vmmc_fab__tx_progress(fab_ep_t *f);
+/* Read the receive queue from the caller's thread (vmmc_progress) unless
+ * another thread reads it now. */
+void vmmc_fab__poll(fab_ep_t *f);
 /* The peer's error if the core declared it dead, else VMMC_OK. */
 int vmmc_fab__peer_error(fab_ep_t *f, int h);
 /* fab_mr.c: exports registered for direct access */

@@ -93,6 +93,7 @@ static int fab_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
     f->txfd = f->rxfd = f->wakefd = f->ann_fd = -1;
     pthread_mutex_init(&f->lock, NULL);
     pthread_mutex_init(&f->nlock, NULL);
+    pthread_mutex_init(&f->rxlock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -163,6 +164,19 @@ static int fab_ep_open(vmmc_ep_t *ep, char *card, size_t cap)
     return VMMC_OK;
 }
 
+/* A thread that drives the endpoint (polling, or spinning in a wait) reads
+ * the provider's queues itself: what arrives for it is taken without a
+ * hand-over to the progress thread, which may be asleep or, on a shared
+ * cpu, waiting for its turn. Returns 0 as udp does: data lands silently,
+ * and the notifications it queued count when the core runs them. */
+static int fab_progress(vmmc_ep_t *ep)
+{
+    fab_ep_t *f = F(ep);
+    if (f)
+        vmmc_fab__poll(f);
+    return 0;
+}
+
 /* Finalize: the progress thread delivers into exports, so it ends first. */
 static void fab_ep_stop(vmmc_ep_t *ep)
 {
@@ -219,6 +233,7 @@ static void fab_ep_close(vmmc_ep_t *ep)
     vmmc_fab__accept_close(f);
     pthread_mutex_destroy(&f->lock);
     pthread_mutex_destroy(&f->nlock);
+    pthread_mutex_destroy(&f->rxlock);
     pthread_mutex_destroy(&f->mrlock);
     pthread_mutex_destroy(&f->nslock);
     pthread_cond_destroy(&f->cond);
@@ -463,7 +478,8 @@ static int fab_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *va
                                         "fabric.notes_cq_data", "fabric.bad_cq_data",
                                         "fabric.rma_regions_closed", "fabric.rma_atomics",
                                         "fabric.zcopy_sends", "fabric.cqd_slots_retired",
-                                        "fabric.cqd_retire_msgs", "fabric.not_ours"};
+                                        "fabric.cqd_retire_msgs", "fabric.not_ours",
+                                        "fabric.rx_polled"};
     fab_ep_t *f = F(ep);
     enum { OWN = sizeof names / sizeof names[0] };
     if (f && f->cache && i >= OWN)
@@ -475,7 +491,8 @@ static int fab_counter_get(vmmc_ep_t *ep, int i, const char **name, uint64_t *va
                              &f->c_rma_refused, &f->c_rma_regions, &f->c_refusals_sent,
                              &f->c_refused_by_peer, &f->c_naps, &f->c_wakes, &f->c_notes_cqd,
                              &f->c_bad_cqd, &f->c_rma_regions_closed, &f->c_rma_atomics,
-                             &f->c_zcopy, &f->c_ns_retired, &f->c_ns_told, &f->c_not_ours};
+                             &f->c_zcopy, &f->c_ns_retired, &f->c_ns_told, &f->c_not_ours,
+                             &f->c_rx_polled};
     *name = names[i];
     *value = atomic_load(c[i]);
     return VMMC_OK;
@@ -505,6 +522,7 @@ VMMC_TRANSPORT(fabric) = {
     .putv = vmmc_fab__putv,
     .atomic = vmmc_fab__atomic,
     .signal = vmmc_fab__signal,
+    .progress = fab_progress,
     .flush = vmmc_fab__flush,
     .flush_peer = vmmc_fab__flush_peer,
     .counter_get = fab_counter_get,

@@ -1,6 +1,7 @@
 /* The fabric transport's internals, shared by its files: fabric.c (the
- * endpoint: provider, address, peers, the ops table), fab_cq.c (the
- * completion queues, the progress thread, sends), fab_rx.c (what arrives:
+ * endpoint: provider, address, peers, the ops table), fab_progress.c (the
+ * progress thread, the receive queue, failed peers), fab_cq.c (sends, their
+ * completions, waits for answers), fab_rx.c (what arrives:
  * writes applied through the core, control messages, reads, replies, the
  * notification queue), fab_rma.c (the message data path: put, get, flush),
  * fab_rdma.c (the RMA data path), fab_atomic.c (the provider's atomics),
@@ -424,17 +425,24 @@ void vmmc_fab__window_give(fab_ep_t *f, fab_peer_t *p);
 /* The progress thread's sleep: 1 if something woke it, 0 if it timed out
  * or did not sleep. */
 int vmmc_fab__sleep(fab_ep_t *f, int started);
-/* fab_cq.c */
+/* fab_progress.c */
 int vmmc_fab__start(fab_ep_t *f);
 void vmmc_fab__stop(fab_ep_t *f);
 void vmmc_fab__kick(fab_ep_t *f);
+/* Fail @peer with @why, reported by the progress thread (any thread). */
+void vmmc_fab__note_failed(fab_ep_t *f, int peer, const char *why);
+/* The progress thread, or a thread handling what the receive queue held
+ * (vmmc_fab__poll): neither may wait for a peer. */
+int vmmc_fab__on_progress_thread(const fab_ep_t *f);
+/* Read the receive queue from the caller's thread (vmmc_progress) unless
+ * another thread reads it now. */
+void vmmc_fab__poll(fab_ep_t *f);
+/* fab_cq.c */
 /* Send @hdr + @data (@len) to peer @h; returns once the provider took it (a
  * copy: the caller's buffers are free). @nonblock: VMMC_ERR_AGAIN instead
  * of waiting for room. */
 int vmmc_fab__send(fab_ep_t *f, int h, const fab_hdr_t *hdr, const void *data, size_t len,
                    int nonblock);
-/* The calling thread is the endpoint's progress thread. */
-int vmmc_fab__on_progress_thread(const fab_ep_t *f);
 /* Post a message whose data is sent from @data itself (no copy): *@txp is
  * the operation to wait for (vmmc_fab__wait_tx) before @data is reused. */
 int vmmc_fab__send_zc(fab_ep_t *f, int h, const fab_hdr_t *hdr, const void *data, size_t len,
@@ -481,9 +489,6 @@ void vmmc_fab__tx_done(fab_ep_t *f, fab_tx_t *tx, int st);
 void vmmc_fab__tx_free(fab_ep_t *f, fab_tx_t *tx);
 /* Read send completions; how many. */
 int vmmc_fab__tx_progress(fab_ep_t *f);
-/* Read the receive queue from the caller's thread (vmmc_progress) unless
- * another thread reads it now. */
-void vmmc_fab__poll(fab_ep_t *f);
 /* The peer's error if the core declared it dead, else VMMC_OK. */
 int vmmc_fab__peer_error(fab_ep_t *f, int h);
 /* fab_mr.c: exports registered for direct access */

@@ -32,17 +32,6 @@ static volatile uint64_t notes_seen;
 static volatile int notes_bad;
 static _Atomic int stop_threads;
 
-static uint64_t counter(const char *want)
-{
-    const char *name;
-    uint64_t v;
-    for (int i = 0; vmmc_counter_get(ep, i, &name, &v) == VMMC_OK; i++)
-        if (!strcmp(name, want))
-            return v;
-    VT_FAIL("no counter %s", want);
-    return 0;
-}
-
 static void on_note(vmmc_ep_t *e, const vmmc_notification_t *n, void *arg)
 {
     (void)e;
@@ -120,7 +109,7 @@ int main(int argc, char **argv)
     VT_OK(vmmc_barrier(ep));
     vmmc_proxy_t *px = conf_import(ep, 1 - rank, "r");
     VT_OK(vmmc_barrier(ep));
-    uint64_t polled0 = counter("fabric.rx_polled");
+    uint64_t polled0 = vt_counter(ep, "fabric.rx_polled");
 
     /* 1. ping-pong: rank 0 writes word 0 of rank 1, rank 1 answers into
      * word 0 of rank 0; each spins on vmmc_progress */
@@ -132,7 +121,7 @@ int main(int argc, char **argv)
             spin_for(0, i);
     }
     VT_OK(vmmc_barrier(ep));
-    uint64_t polled = counter("fabric.rx_polled") - polled0;
+    uint64_t polled = vt_counter(ep, "fabric.rx_polled") - polled0;
     printf("[%s] rank %d: %d round trips, %llu receive-queue reads by the polling thread\n",
            argv[1], rank, ROUNDS, (unsigned long long)polled);
     if (!rma && polled == 0)

@@ -157,9 +157,14 @@ static int worker(const char *mode)
     conf_check(dst, BIG, (uint64_t)me + 1, 0, "read back from survivor %d", other);
     printf("[%s] rank %d: conf ok\n", conf_transport(), me);
     fflush(stdout);
-    /* Leave once the other has checked too. Its last word may find us gone
-     * (the delivery report can be lost as we exit): only that one may fail. */
+    /* Leave once the other has checked too. The last word is fenced (a
+     * send returning means its source may be reused, not that it landed;
+     * over udp it may still wait in a batch). The other may leave as soon
+     * as it has our word, before its delivery report reaches us: only that
+     * fence may fail, and then with the peer's departure. */
     rc = vmmc_send(pf[other], 16 * 8, &(uint64_t){1}, 8, 0);
+    if (rc == VMMC_OK)
+        rc = vmmc_fence(ep, other);
     if (rc != VMMC_OK && rc != VMMC_ERR_PEER_DEAD)
         VT_FAIL("[%s] last word to rank %d: %s", conf_transport(), other, vmmc_strerror(rc));
     if (rc != VMMC_OK)
@@ -167,6 +172,7 @@ static int worker(const char *mode)
                vmmc_strerror(rc), vmmc_last_error());
     fflush(stdout);
     CONF_POLL(ep, flag[16] == 1, "the other survivor's checks");
+    VT_OK(vmmc_finalize(ep));
     _exit(0);
 }
 
@@ -185,6 +191,9 @@ static int driver(const char *vmmc, const char *np, const char *mode)
         if (!strstr(r->out, key))
             VT_FAIL("survivor %d did not finish its checks", k);
     }
+    /* Nor may one fail after that (its wait for the other's last word). */
+    if (strstr(r->err, "FAIL "))
+        VT_FAIL("a survivor failed after its checks");
     printf("conf_dead %s: ok\n", mode);
     return 0;
 }

@@ -42,6 +42,16 @@ static void rtt_sample(vmmc_udp_link_t *l, peer_t *p, uint64_t r)
     p->rto = rto < s->rto_min_ns ? s->rto_min_ns : rto > s->rto_max_ns ? s->rto_max_ns : rto;
 }
 
+/* May RACK take @t's latest send time as that of the copy delivered? Not
+ * for a resent datagram acknowledged sooner than the shortest round trip
+ * seen: the original was delivered (RFC 8985 6.2), and taking the resend's
+ * time would declare lost what was sent between the two and is still on
+ * its way. */
+static int rack_send_known(const peer_t *p, const txslot_t *t, uint64_t now)
+{
+    return t->retx == 0 || since(now, t->sent_ns) >= p->min_rtt;
+}
+
 /* Process the ack fields of a valid datagram from @p. Caller holds p->lock.
  * Returns -1 if the ack acknowledges data never sent (forged/corrupt). */
 int vmmc_udp__on_ack(vmmc_udp_link_t *l, peer_t *p, const vmmc_udp_hdr_t *h, uint64_t now)
@@ -61,9 +71,11 @@ int vmmc_udp__on_ack(vmmc_udp_link_t *l, peer_t *p, const vmmc_udp_hdr_t *h, uin
     uint64_t sample = 0, rack = 0;
     while ((int32_t)(ack - p->snd_una) >= 0) {
         txslot_t *t = &p->tx[p->snd_una % l->window];
-        if (t->retx == 0)
+        /* A datagram selectively acknowledged before gave its sample
+         * then; now it only waited for the hole before it to fill. */
+        if (t->retx == 0 && !t->sacked)
             sample = since(now, t->sent_ns);
-        if (!t->sacked && t->sent_ns > rack)
+        if (!t->sacked && t->sent_ns > rack && rack_send_known(p, t, now))
             rack = t->sent_ns;
         p->snd_una++;
         progress = 1;
@@ -81,11 +93,12 @@ int vmmc_udp__on_ack(vmmc_udp_link_t *l, peer_t *p, const vmmc_udp_hdr_t *h, uin
             t->sacked = 1;
             if (t->retx == 0 && !sample)
                 sample = since(now, t->sent_ns);
-            if (t->sent_ns > rack)
+            if (t->sent_ns > rack && rack_send_known(p, t, now))
                 rack = t->sent_ns;
             p->acked_since_rto = 1;
             p->backoff = 0;
             p->probed = 0;
+            p->sacked_ns = now;
         }
     }
     /* Delivery reports ride in imm of unsequenced datagrams; a DATA
@@ -203,8 +216,14 @@ uint64_t vmmc_udp__loss_timers(vmmc_udp_link_t *l, peer_t *p, uint64_t now, uint
     uint64_t re = 2 * p->min_rtt + vmmc_udp_cfg_ack_delay;
     re = re < s->rto_min_ns ? s->rto_min_ns : re > p->rto ? p->rto : re;
     re = (re << sh) > s->rto_max_ns ? s->rto_max_ns : re << sh;
-    txslot_t *exp[1024], *holes[1024];
-    unsigned ne = 0, nh = 0, fresh = 0;
+    /* The timeout runs from a datagram's send, but never from before the
+     * last acknowledgement of new data or the last timeout (RFC 6298 5.3):
+     * while acknowledgements come, a datagram that waits in a queue longer
+     * than the estimate is not lost, and the ones that are lost show as
+     * holes in the selective acks (RACK, above). */
+    uint64_t base = p->progress_ns > p->rto_ns ? p->progress_ns : p->rto_ns;
+    txslot_t *holes[1024], *expired = NULL;
+    unsigned nh = 0, fresh = 0;
     txslot_t *newest = NULL;
     uint64_t last_re = 0;
     for (uint32_t q = p->snd_una; q != p->snd_nxt; q++) {
@@ -212,12 +231,14 @@ uint64_t vmmc_udp__loss_timers(vmmc_udp_link_t *l, peer_t *p, uint64_t now, uint
         if (t->sacked)
             continue;
         newest = t;
-        if (t->sent_ns + rto <= now) {
-            exp[ne++] = t;
+        uint64_t due = (t->sent_ns > base ? t->sent_ns : base) + rto;
+        if (due <= now) {
+            if (!expired)
+                expired = t;
             continue;
         }
-        if (t->sent_ns + rto < next)
-            next = t->sent_ns + rto;
+        if (due < next)
+            next = due;
         if (t->retx) {
             holes[nh++] = t;
             if (t->sent_ns > last_re)
@@ -226,17 +247,21 @@ uint64_t vmmc_udp__loss_timers(vmmc_udp_link_t *l, peer_t *p, uint64_t now, uint
             fresh++;
         }
     }
-    if (ne) {
-        /* While the peer is silent (a timeout already passed without any
-         * acknowledgement), only the oldest datagram is resent: a probe,
-         * as TCP does after a timeout, so that a short backoff ceiling
-         * costs little towards a peer that is gone or descheduled. */
-        resend(l, p, exp, p->backoff ? 1 : ne, now, 0);
+    if (expired) {
+        /* Only the oldest datagram is resent, as TCP does after a timeout:
+         * if the timeout was spurious (a queue on the path grew past the
+         * estimate) the acknowledgements of the originals cover the rest,
+         * and if not, the resend's acknowledgement (or a loss probe's)
+         * shows with selective acks what else is missing. Resending every
+         * datagram past its timeout made such a queue longer, the next
+         * timeouts spurious too, and no round trip measurable (Karn). */
+        resend(l, p, &expired, 1, now, 0);
         CNT_TX(p, rto_expiries, 1);
         if (!p->acked_since_rto && p->backoff < 16)
             p->backoff++;
         p->acked_since_rto = 0;
         p->probed = 1;
+        p->rto_ns = now;
         if (now + rto < next)
             next = now + rto;
         return next;
@@ -255,12 +280,16 @@ uint64_t vmmc_udp__loss_timers(vmmc_udp_link_t *l, peer_t *p, uint64_t now, uint
         return due < next ? due : next;
     }
     /* Probe again each PTO while the probes go unanswered (then with the
-     * backoff, like the timeout). */
+     * backoff, like the timeout). The clock restarts with any datagram newly
+     * acknowledged, selectively too (RFC 8985 7.2): while selective acks
+     * come, RACK sees the losses, and a probe per ack would only repeat the
+     * newest datagram. */
     uint64_t pto = 2 * p->srtt + vmmc_udp_cfg_ack_delay;
     if (pto < s->rto_min_ns / 2)
         pto = s->rto_min_ns / 2;
     pto = (pto << sh) > s->rto_max_ns ? s->rto_max_ns : pto << sh;
-    uint64_t due = (p->probed ? p->probe_ns : p->progress_ns) + pto;
+    uint64_t heard = p->sacked_ns > p->progress_ns ? p->sacked_ns : p->progress_ns;
+    uint64_t due = (p->probed ? p->probe_ns : heard) + pto;
     if (due <= now) {
         resend(l, p, &newest, 1, now, 1);
         if (p->probed && !p->acked_since_rto && p->backoff < 16)

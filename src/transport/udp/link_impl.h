@@ -64,8 +64,10 @@ typedef struct peer {
      * datagram known delivered (RACK: what was sent well before it and is
      * still unacknowledged is lost); progress_ns, when new data was last
      * acknowledged or first sent (the tail-loss probe's clock); probed, a
-     * probe is out; acked_since_rto, the backoff is only for silence. */
-    uint64_t rack_ns, progress_ns, min_rtt, probe_ns;
+     * probe is out; acked_since_rto, the backoff is only for silence;
+     * rto_ns, when the retransmission timeout last fired; sacked_ns, when
+     * a datagram was last selectively acknowledged. */
+    uint64_t rack_ns, progress_ns, min_rtt, probe_ns, rto_ns, sacked_ns;
     int probed, acked_since_rto;
     unsigned backoff;                   /* timeouts in a row without an ack */
     uint64_t last_tx_ns;

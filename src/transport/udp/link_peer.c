@@ -164,7 +164,7 @@ int vmmc_udp_link_add_peer_id(vmmc_udp_link_t *l, uint32_t id, uint32_t rid,
     p->tx = tx;
     p->rx = rx;
     p->snd_una = p->snd_nxt = 1;
-    p->rack_ns = p->progress_ns = p->min_rtt = 0;
+    p->rack_ns = p->progress_ns = p->min_rtt = p->rto_ns = p->sacked_ns = 0;
     p->probed = p->acked_since_rto = 0;
     p->backoff = 0;
     p->peer_wnd = l->window;

@@ -268,8 +268,13 @@ uint64_t vmmc_udp__loss_timers(vmmc_udp_link_t *l, peer_t *p, uint64_t now, uint
     }
     if (!newest || !p->have_rtt)
         return next;
+    /* Any datagram newly acknowledged, selectively too: the path works. */
+    uint64_t heard = p->sacked_ns > p->progress_ns ? p->sacked_ns : p->progress_ns;
     if (!fresh && nh) {
-        uint64_t due = last_re + re;
+        /* Held-up holes wait out @re after their last resend and after the
+         * last acknowledgement: while acknowledgements of the resends come,
+         * the rest of them are on their way behind. */
+        uint64_t due = (last_re > heard ? last_re : heard) + re;
         if (due <= now) {
             resend(l, p, holes, nh, now, 1);
             if (!p->acked_since_rto && p->backoff < 16)
@@ -288,7 +293,6 @@ uint64_t vmmc_udp__loss_timers(vmmc_udp_link_t *l, peer_t *p, uint64_t now, uint
     if (pto < s->rto_min_ns / 2)
         pto = s->rto_min_ns / 2;
     pto = (pto << sh) > s->rto_max_ns ? s->rto_max_ns : pto << sh;
-    uint64_t heard = p->sacked_ns > p->progress_ns ? p->sacked_ns : p->progress_ns;
     uint64_t due = (p->probed ? p->probe_ns : heard) + pto;
     if (due <= now) {
         resend(l, p, &newest, 1, now, 1);
